@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 # name -> (module, one-line help). The order is the order of `llmfs --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "start": ("llmfs.course.start", "copy the student notebooks to a working folder and open JupyterLab"),
+    "start": ("llmfs.course.start", "copy the student notebooks to your folder, open JupyterLab"),
     "demo": ("llmfs.demo", "print chapter 2's trace table in the terminal"),
     "build": ("llmfs.course.build", "generate notebooks/ (student versions) from solutions/"),
     "check": ("llmfs.course.selfcheck", "self-check: which exercises in your notebooks are right"),
@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     module = _import_optional(args._module)
     if module is None:
-        print(f"llmfs {args.command}: this command is not available in this version", file=sys.stderr)
+        print(f"llmfs {args.command}: not available in this version", file=sys.stderr)
         return 2
     return int(module.main(args) or 0)
 
