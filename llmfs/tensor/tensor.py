@@ -1,0 +1,338 @@
+"""``Tensor``: the owner of contiguous row-major storage.
+
+A :class:`Tensor` owns one 1-D NumPy array (its *storage*) and a shape; its strides are always the
+row-major strides of that shape. Views (:class:`~llmfs.tensor.view.TensorView`) read the storage
+through their own (shape, strides, base offset) and never copy.
+
+Borrowing at run time
+---------------------
+Rust refuses to mutate an owner while a view of it is still used later. Python cannot see
+"later", so the owner carries a *version* instead: every mutation moves it, and a view made at an
+older version refuses to be used (:class:`~llmfs.tensor.errors.StaleViewError`). Two ways to write:
+
+* ``t.as_mut_slice()`` returns a :class:`MutableStorage` handle; **every** write through it moves
+  the version, so even a handle kept around while new views are made cannot change those views
+  silently: they go stale at the write.
+* ``with t.mutate() as buf:`` opens a write window for bulk writes: the version moves when the
+  window opens and again when it closes, no view may be made or read while it is open, and the
+  handle refuses writes after the ``with`` block.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from llmfs.tensor.dtypes import DEFAULT_DTYPE, resolve_dtype, storage_dtype_for
+from llmfs.tensor.errors import (
+    ClosedMutationError,
+    ElementCountMismatchError,
+    IndexOutOfBoundsError,
+    InvalidShapeError,
+    TensorError,
+)
+from llmfs.tensor.layout import (
+    Shape,
+    Strides,
+    checked_row_major_layout,
+    row_major_strides,
+    storage_offset,
+)
+from llmfs.tensor.operators import OperatorMixin
+
+if TYPE_CHECKING:
+    from llmfs.tensor.view import TensorView
+
+
+def _float_values(values: object, dtype: np.dtype) -> np.ndarray:
+    """Converts user values to a flat array of ``dtype``, turning NumPy's failures into ours."""
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError) as error:
+        raise TensorError(f"values could not be read as numbers: {error}") from None
+    if array.dtype.kind not in "biuf":
+        raise TensorError(f"values must be real numbers, got an array of kind {array.dtype.name!r}")
+    return array
+
+
+class Tensor(OperatorMixin):
+    """An owner of contiguous row-major storage (seed 002's ``Tensor``).
+
+    Invariants: ``as_slice()`` has exactly ``len(self)`` values (the product of ``shape``, 1 for a
+    scalar); ``strides`` are the row-major strides of ``shape``; sizes and offsets fit in 64 bits.
+    Build one with :meth:`from_vec`, :meth:`from_numpy`, :meth:`zeros`, :meth:`full` or
+    :meth:`arange`; ``Tensor(shape, values)`` is :meth:`from_vec`.
+    """
+
+    __slots__ = ("_shape", "_storage", "_strides", "_version", "_window_open")
+
+    def __init__(self, shape: Sequence[int], values: object, dtype: object = DEFAULT_DTYPE) -> None:
+        dims, strides, count = checked_row_major_layout(shape)
+        resolved = resolve_dtype(dtype)
+        array = _float_values(values, resolved)
+        if array.ndim != 1:
+            raise InvalidShapeError(
+                list(array.shape),
+                "from_vec takes a flat sequence of values (use Tensor.from_numpy for nested data)",
+            )
+        if array.size != count:
+            raise ElementCountMismatchError(count, array.size)
+        self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
+
+    def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
+        self._storage = storage
+        self._shape = shape
+        self._strides = strides
+        self._version = 0
+        self._window_open = False
+
+    # -- constructors ------------------------------------------------------------------------
+
+    @classmethod
+    def from_vec(
+        cls, shape: Sequence[int], values: object, dtype: object = DEFAULT_DTYPE
+    ) -> Tensor:
+        """A new owner of ``shape`` holding a copy of the flat ``values`` in row-major order.
+
+        Raises :class:`InvalidShapeError` for a negative size, :class:`ShapeOverflowError` when the
+        sizes overflow 64 bits, :class:`ElementCountMismatchError` when ``len(values)`` is not the
+        product of the sizes, and :class:`DTypeError` for an unsupported dtype.
+        """
+        return cls(shape, values, dtype)
+
+    @classmethod
+    def from_numpy(cls, array: object, dtype: object | None = None) -> Tensor:
+        """A new owner holding a row-major copy of any array-like (nested lists too).
+
+        Integer and boolean data become float64 unless ``dtype`` says otherwise.
+        """
+        source = _float_values(array, np.dtype(DEFAULT_DTYPE))
+        resolved = storage_dtype_for(source, dtype)
+        dims, strides, _ = checked_row_major_layout(source.shape)
+        storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
+        return cls._adopt(storage, dims, strides)
+
+    @classmethod
+    def zeros(cls, shape: Sequence[int], dtype: object = DEFAULT_DTYPE) -> Tensor:
+        """A new owner of ``shape`` filled with 0."""
+        return cls.full(shape, 0.0, dtype)
+
+    @classmethod
+    def full(cls, shape: Sequence[int], value: float, dtype: object = DEFAULT_DTYPE) -> Tensor:
+        """A new owner of ``shape`` with every value equal to ``value``."""
+        dims, strides, count = checked_row_major_layout(shape)
+        storage = np.full(count, value, dtype=resolve_dtype(dtype))
+        return cls._adopt(storage, dims, strides)
+
+    @classmethod
+    def arange(cls, n: int, dtype: object = DEFAULT_DTYPE) -> Tensor:
+        """A rank-1 owner holding ``0, 1, ..., n-1``."""
+        dims, strides, count = checked_row_major_layout((n,))
+        return cls._adopt(np.arange(count, dtype=resolve_dtype(dtype)), dims, strides)
+
+    @classmethod
+    def _adopt(
+        cls, storage: np.ndarray, shape: Sequence[int], strides: Sequence[int] | None = None
+    ) -> Tensor:
+        """Wraps a freshly allocated, contiguous 1-D array as a new owner WITHOUT copying.
+
+        For the library's own allocations (materialize, backends): the caller hands over the only
+        reference to ``storage``. ``shape`` must already be checked and match ``storage.size``.
+        """
+        tensor = object.__new__(cls)
+        dims = tuple(shape)
+        tensor._init(
+            storage, dims, tuple(strides) if strides is not None else row_major_strides(dims)
+        )
+        return tensor
+
+    # -- metadata ----------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> Shape:
+        """Sizes of the axes, a tuple of ints (``()`` for a scalar)."""
+        return self._shape
+
+    @property
+    def strides(self) -> Strides:
+        """Row-major strides in elements (a size-0 axis counted as 1)."""
+        return self._strides
+
+    @property
+    def rank(self) -> int:
+        """Number of axes."""
+        return len(self._shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The storage dtype (float16, float32 or float64)."""
+        return self._storage.dtype
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the tensor holds no values (some size is 0)."""
+        return self._storage.size == 0
+
+    @property
+    def version(self) -> int:
+        """How many times the storage has been mutated; views remember the version they saw."""
+        return self._version
+
+    def __len__(self) -> int:
+        """Number of values (the product of the sizes), as in the seed's ``len``."""
+        return self._storage.size
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get(self, coordinate: Sequence[int]) -> float:
+        """The value at one coordinate, as a Python float.
+
+        Raises :class:`RankMismatchError` or :class:`IndexOutOfBoundsError` for a bad coordinate.
+        """
+        offset = storage_offset(self._shape, self._strides, 0, coordinate)
+        return float(self._storage[offset])
+
+    def as_slice(self) -> np.ndarray:
+        """The storage as a read-only 1-D array (no copy; it reflects later mutations)."""
+        view = self._storage.view()
+        view.flags.writeable = False
+        return view
+
+    def tolist(self) -> Any:
+        """Nested lists of Python floats (a bare float for a scalar), like ``ndarray.tolist``."""
+        return self._storage.reshape(self._shape).tolist()
+
+    def to_numpy(self) -> np.ndarray:
+        """A new NumPy array (a copy) with this tensor's shape and values."""
+        return self._storage.reshape(self._shape).copy()
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        array = self.to_numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def view(self) -> TensorView:
+        """A view of the whole tensor: same shape, row-major strides, base offset 0."""
+        from llmfs.tensor.view import TensorView
+
+        return TensorView._trusted(self, self._shape, self._strides, 0)
+
+    def __getitem__(self, key: object) -> TensorView:
+        """``t[...]`` is ``t.view()[...]``: NumPy-style indexing that returns a view."""
+        return self.view()[key]
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def as_mut_slice(self) -> MutableStorage:
+        """A writable handle over the storage; every write through it moves the version, so views
+        made before the write become stale."""
+        return MutableStorage(self, bump_each_write=True)
+
+    @contextmanager
+    def mutate(self) -> Iterator[MutableStorage]:
+        """A write window: ``with t.mutate() as buf: buf[...] = ...``.
+
+        The version moves when the window opens and when it closes; while it is open no view of
+        this tensor may be made or read, and after it the handle refuses writes.
+        """
+        if self._window_open:
+            raise TensorError("a mutate() window is already open on this tensor")
+        self._bump()
+        self._window_open = True
+        handle = MutableStorage(self, bump_each_write=False)
+        try:
+            yield handle
+        finally:
+            handle._closed = True
+            self._window_open = False
+            self._bump()
+
+    def _bump(self) -> None:
+        self._version += 1
+
+    def __repr__(self) -> str:
+        body = np.array2string(
+            self._storage.reshape(self._shape), separator=", ", threshold=64, edgeitems=3
+        )
+        return f"Tensor(shape={list(self._shape)}, dtype={self.dtype.name}, values={body})"
+
+    # -- view shortcuts: each is the same as on self.view() -----------------------------------
+
+    def reshape(self, shape: Sequence[int]) -> TensorView:
+        """Same as ``self.view().reshape(shape)``."""
+        return self.view().reshape(shape)
+
+    def transpose(self, first: int, second: int) -> TensorView:
+        """Same as ``self.view().transpose(first, second)``."""
+        return self.view().transpose(first, second)
+
+    def permute(self, axes: Sequence[int]) -> TensorView:
+        """Same as ``self.view().permute(axes)``."""
+        return self.view().permute(axes)
+
+    def slice(self, axis: int, start: int, stop: int, step: int = 1) -> TensorView:
+        """Same as ``self.view().slice(axis, start, stop, step)``."""
+        return self.view().slice(axis, start, stop, step)
+
+
+class MutableStorage:
+    """A thin writable handle over a tensor's 1-D storage.
+
+    Indexing works like a 1-D NumPy array (ints, slices, arrays of values). Reads return copies;
+    writes go to the owner's storage and move its version (each write for ``as_mut_slice()``
+    handles; once at the end of the window for ``mutate()`` handles, which refuse writes after it).
+    Errors: :class:`IndexOutOfBoundsError` for an index outside the storage,
+    :class:`ElementCountMismatchError` when assigned values do not fit the selection,
+    :class:`ClosedMutationError` after the window closed.
+    """
+
+    __slots__ = ("_bump_each", "_closed", "_owner")
+
+    def __init__(self, owner: Tensor, *, bump_each_write: bool) -> None:
+        self._owner = owner
+        self._bump_each = bump_each_write
+        self._closed = False
+
+    def __len__(self) -> int:
+        return self._owner._storage.size
+
+    def __getitem__(self, key: object) -> Any:
+        value = self._owner._storage[self._checked_key(key)]
+        return float(value) if np.ndim(value) == 0 else np.array(value)
+
+    def __setitem__(self, key: object, value: object) -> None:
+        if self._closed:
+            raise ClosedMutationError()
+        storage = self._owner._storage
+        selected = storage[self._checked_key(key)]
+        values = _float_values(value, storage.dtype)
+        if values.size not in (1, np.size(selected)) or values.ndim > 1:
+            raise ElementCountMismatchError(np.size(selected), values.size, what="values assigned")
+        storage[self._checked_key(key)] = values
+        if self._bump_each:
+            self._owner._bump()
+
+    def fill(self, value: float) -> None:
+        """Sets every value of the storage to ``value``."""
+        self[:] = value
+
+    def _checked_key(self, key: object) -> object:
+        size = self._owner._storage.size
+        if isinstance(key, slice):
+            return key
+        try:
+            index = operator.index(key)  # type: ignore[arg-type]
+        except TypeError:
+            raise TensorError(
+                f"storage handles take an int or a slice, got {type(key).__name__}"
+            ) from None
+        if not -size <= index < size:
+            raise IndexOutOfBoundsError(0, index, size, what="storage index")
+        return index
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"MutableStorage(len={len(self)}, {state})"
