@@ -119,7 +119,7 @@ def manifest_disagreements(manifest: Manifest, root: Path | None = None) -> list
 
     Published chapters: both notebooks exist and their exercise cells match the manifest.
     Planned chapters: neither notebook exists yet (an existing one must be published).
-    Unreadable notebooks are reported as disagreements, not raised.
+    Unreadable or ambiguously tagged notebooks are reported as disagreements, not raised.
     """
     base = root if root is not None else manifest.root
     problems: list[str] = []
@@ -135,8 +135,7 @@ def manifest_disagreements(manifest: Manifest, root: Path | None = None) -> list
                 continue
             try:
                 notebook = read_notebook(path, relative)
+                problems += chapter_disagreements(chapter, notebook, relative)
             except CourseError as error:
                 problems.append(str(error))
-                continue
-            problems += chapter_disagreements(chapter, notebook, relative)
     return problems

@@ -1,0 +1,179 @@
+"""The manifest loader: the repository's manifest, its validation rules, and notebook agreement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from coursekit import chapter_toml, code, notebook, write_manifest, write_notebook
+
+from llmfs.course import CourseError
+from llmfs.course.manifest import load_manifest
+from llmfs.course.notebooks import manifest_disagreements
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_repository_manifest_lists_the_three_chapters_in_order() -> None:
+    manifest = load_manifest(REPO / "course" / "manifest.toml")
+    assert [(c.id, c.title) for c in manifest.chapters] == [
+        ("ch01", "Storage, shape and strides"),
+        ("ch02", "Shared-storage views and explicit copying"),
+        ("ch03", "Merge, split, steps and no-copy reshape"),
+    ]
+    assert manifest.root == REPO
+    assert all(chapter.objectives for chapter in manifest.chapters)
+
+
+def test_default_manifest_of_a_checkout_is_the_repository_manifest() -> None:
+    assert load_manifest().path.resolve() == (REPO / "course" / "manifest.toml").resolve()
+
+
+def test_repository_notebooks_agree_with_the_manifest() -> None:
+    manifest = load_manifest(REPO / "course" / "manifest.toml")
+    assert manifest_disagreements(manifest) == []
+
+
+def test_exercises_are_found_by_id_and_carry_their_cell_tag(tmp_path: Path) -> None:
+    path = write_manifest(
+        tmp_path, chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict"), ("ch01.q2", "implement")])
+    )
+    manifest = load_manifest(path)
+    exercise = manifest.exercise("ch01.q2")
+    assert (exercise.chapter, exercise.kind, exercise.points) == ("ch01", "implement", 1)
+    assert exercise.tag == "exercise:ch01.q2"
+    assert [e.id for e in manifest.exercises()] == ["ch01.q1", "ch01.q2"]
+    assert manifest.root == tmp_path.resolve()
+    with pytest.raises(CourseError, match=r"no exercise with id 'ch01\.q9'"):
+        manifest.exercise("ch01.q9")
+    with pytest.raises(CourseError, match="no chapter with id 'ch07'"):
+        manifest.chapter("ch07")
+
+
+BAD_MANIFESTS = {
+    "unknown top key": ("format = 1\ncolour = 1\n", r"unknown key\(s\) \['colour'\]"),
+    "missing format": ("[[chapters]]\n", "format must be 1"),
+    "bad chapter id": (chapter_toml("c1", "c1_a", []), "id must look like 'ch01'"),
+    "exercise of another chapter": (
+        chapter_toml("ch01", "ch01_a", [("ch02.q1", "predict")]),
+        r"exercise 'ch02\.q1': id must be 'ch01\.'",
+    ),
+    "unknown kind": (
+        chapter_toml("ch01", "ch01_a", [("ch01.q1", "guess")]),
+        "kind must be one of",
+    ),
+    "duplicate exercise": (
+        chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict"), ("ch01.q1", "explain")]),
+        r"duplicate exercise id 'ch01\.q1'",
+    ),
+    "duplicate chapter": (
+        chapter_toml("ch01", "ch01_a", []) + chapter_toml("ch01", "ch01_b", []),
+        "duplicate chapter id 'ch01'",
+    ),
+    "planned with exercises": (
+        chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict")], status="planned"),
+        "a planned chapter lists no exercises",
+    ),
+    "bad status": (chapter_toml("ch01", "ch01_a", [], status="draft"), "status must be one of"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_MANIFESTS))
+def test_invalid_manifests_are_course_errors_naming_the_file(tmp_path: Path, case: str) -> None:
+    text, message = BAD_MANIFESTS[case]
+    path = tmp_path / "course" / "manifest.toml"
+    path.parent.mkdir()
+    if not text.startswith("format"):
+        text = "format = 1\n" + text if case != "missing format" else text
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(CourseError, match=message) as error:
+        load_manifest(path)
+    assert str(path) in str(error.value)
+
+
+def test_points_must_be_a_non_negative_integer(tmp_path: Path) -> None:
+    text = chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict")]).replace(
+        "points = 1", "points = true"
+    )
+    path = write_manifest(tmp_path, text)
+    with pytest.raises(CourseError, match="points must be an integer >= 0, got True"):
+        load_manifest(path)
+
+
+def test_notebook_paths_must_sit_in_their_folders_with_one_file_name(tmp_path: Path) -> None:
+    text = chapter_toml("ch01", "ch01_a", []).replace(
+        'notebook = "notebooks/ch01_a.ipynb"', 'notebook = "notebooks/other.ipynb"'
+    )
+    with pytest.raises(CourseError, match="must share a file name"):
+        load_manifest(write_manifest(tmp_path, text))
+    text = chapter_toml("ch01", "ch01_a", []).replace("solutions/", "notebooks/")
+    with pytest.raises(CourseError, match=r"solution must be 'solutions/<name>\.ipynb'"):
+        load_manifest(write_manifest(tmp_path, text))
+
+
+def test_missing_and_malformed_files_are_course_errors(tmp_path: Path) -> None:
+    with pytest.raises(CourseError, match="the course manifest does not exist"):
+        load_manifest(tmp_path / "course" / "manifest.toml")
+    path = write_manifest(tmp_path, "[[chapters\n")
+    with pytest.raises(CourseError, match="not valid TOML"):
+        load_manifest(path)
+
+
+def _course_with_one_exercise(root: Path) -> Path:
+    return write_manifest(root, chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict")]))
+
+
+def test_agreement_reports_an_exercise_missing_from_a_notebook(tmp_path: Path) -> None:
+    manifest = load_manifest(_course_with_one_exercise(tmp_path))
+    tagged = notebook(code("c1", "x = 1", tags=["exercise:ch01.q1"]))
+    write_notebook(tmp_path / "solutions" / "ch01_a.ipynb", tagged)
+    write_notebook(tmp_path / "notebooks" / "ch01_a.ipynb", notebook(code("c1", "x = 1")))
+    assert manifest_disagreements(manifest) == [
+        "notebooks/ch01_a.ipynb: exercise 'ch01.q1' is in the manifest but no cell is tagged "
+        "'exercise:ch01.q1'"
+    ]
+
+
+def test_agreement_reports_a_notebook_exercise_missing_from_the_manifest(tmp_path: Path) -> None:
+    manifest = load_manifest(_course_with_one_exercise(tmp_path))
+    cells = notebook(
+        code("c1", "x = 1", tags=["exercise:ch01.q1"]),
+        code("c2", "y = 2", tags=["exercise:ch01.q2"]),
+    )
+    write_notebook(tmp_path / "solutions" / "ch01_a.ipynb", cells)
+    write_notebook(tmp_path / "notebooks" / "ch01_a.ipynb", cells)
+    problems = manifest_disagreements(manifest)
+    assert len(problems) == 2
+    assert all("cell #2 is tagged as exercise 'ch01.q2'" in p for p in problems)
+    assert problems[0].startswith("solutions/") and problems[1].startswith("notebooks/")
+
+
+def test_agreement_reports_missing_notebooks_and_premature_planned_ones(tmp_path: Path) -> None:
+    path = write_manifest(
+        tmp_path,
+        chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict")]),
+        chapter_toml("ch02", "ch02_b", [], status="planned"),
+    )
+    write_notebook(tmp_path / "solutions" / "ch02_b.ipynb", notebook(code("c1", "x = 1")))
+    problems = manifest_disagreements(load_manifest(path))
+    assert problems == [
+        "solutions/ch01_a.ipynb: the notebook does not exist",
+        "notebooks/ch01_a.ipynb: the notebook does not exist",
+        "solutions/ch02_b.ipynb: exists, but chapter ch02 is 'planned' in the manifest "
+        "(set status = 'published' and list its exercises)",
+    ]
+
+
+def test_a_tag_used_twice_in_one_notebook_is_reported(tmp_path: Path) -> None:
+    manifest = load_manifest(_course_with_one_exercise(tmp_path))
+    twice = notebook(
+        code("c1", "x = 1", tags=["exercise:ch01.q1"]),
+        code("c2", "x = 2", tags=["exercise:ch01.q1"]),
+    )
+    write_notebook(tmp_path / "solutions" / "ch01_a.ipynb", twice)
+    write_notebook(tmp_path / "notebooks" / "ch01_a.ipynb", twice)
+    problems = manifest_disagreements(manifest)
+    assert len(problems) == 2
+    assert all(
+        "exercise 'ch01.q1' is tagged on cell #1 and again on cell #2" in p for p in problems
+    )
