@@ -1,0 +1,1 @@
+"""Metal backend and its CPU emulator (see the submodules)."""

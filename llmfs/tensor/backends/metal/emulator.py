@@ -1,0 +1,451 @@
+"""The Metal emulator: runs MSL kernel source on the CPU by compiling it as C++.
+
+How it works, in the order a launch happens:
+
+1. :func:`~llmfs.tensor.backends.metal.lint.check_msl` refuses what Metal would refuse but C++
+   accepts (``double``, pointer parameters without an address space, ...).
+2. The source's ``#include <metal_stdlib>`` finds the shim header in ``include/`` (it defines the
+   address-space words away, makes ``kernel`` functions plain functions, ignores attributes and
+   provides ``uint``, ``half`` and the ``metal::`` math functions).
+3. For every ``kernel void`` function a launcher is generated and appended to the source. The
+   launcher walks the grid the way ``dispatchThreads`` does, threadgroup by threadgroup, with
+   partial threadgroups on the far edges, and calls the kernel once per thread with the buffer
+   pointers taken from the same ``[[buffer(n)]]`` indices the Metal path binds. A kernel that
+   uses ``threadgroup_barrier`` gets one OS thread per GPU thread of a group, meeting at a real
+   barrier; other kernels run their threads one after another.
+4. The text is compiled once per hash into the cache folder (see
+   :mod:`~llmfs.tensor.backends.metal.toolchain`) and loaded with :mod:`ctypes`.
+
+With ``sanitize=True`` the same text is built as a standalone AddressSanitizer executable and run
+in a subprocess on copies of the buffers, each in its own exactly-sized heap block, so an access
+one element past a buffer is reported (:class:`KernelMemoryError`) without any risk to the
+calling process.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from llmfs.tensor.backends.metal.errors import (
+    KernelArgumentError,
+    KernelLaunchError,
+    KernelMemoryError,
+    KernelNotFoundError,
+)
+from llmfs.tensor.backends.metal.lint import check_msl
+from llmfs.tensor.backends.metal.msl import Kernel, Parameter, blank_comments, find_kernels
+from llmfs.tensor.backends.metal.toolchain import build, find_compiler, sanitizer_available
+
+#: What the emulator reports as its device limits (those of current Apple GPUs).
+MAX_THREADS_PER_THREADGROUP = 1024
+THREAD_EXECUTION_WIDTH = 32
+
+#: Element sizes of the MSL scalar types a buffer may hold, for argument checks.
+TYPE_SIZES = {
+    "float": 4,
+    "half": 2,
+    "int": 4,
+    "uint": 4,
+    "short": 2,
+    "ushort": 2,
+    "char": 1,
+    "uchar": 1,
+    "bool": 1,
+    "long": 8,
+    "ulong": 8,
+}
+
+Grid = tuple[int, int, int]
+BufferArgs = Sequence[np.ndarray | None] | Mapping[int, np.ndarray]
+
+
+# ------------------------------------------------------------------------------------------------
+# Grid and threadgroup sizes (shared with the Metal path)
+# ------------------------------------------------------------------------------------------------
+
+
+def as_grid(grid: object, what: str = "grid") -> Grid:
+    """Normalises an int or a 1-3 tuple of non-negative ints to ``(x, y, z)``.
+
+    Raises :class:`KernelArgumentError` for anything else or for sizes above 2**32 - 1.
+    """
+    values = (grid,) if isinstance(grid, (int, np.integer)) else grid
+    try:
+        dims = tuple(int(v) for v in values)  # type: ignore[union-attr]
+    except TypeError:
+        raise KernelArgumentError(f"{what} must be an int or a tuple of 1 to 3 ints") from None
+    if not 1 <= len(dims) <= 3:
+        raise KernelArgumentError(f"{what} must have 1 to 3 dimensions, got {len(dims)}")
+    for value in dims:
+        if not 0 <= value <= 0xFFFFFFFF:
+            raise KernelArgumentError(f"{what} size {value} is outside 0 .. {0xFFFFFFFF}")
+    padded = (*dims, 1, 1)[:3]
+    return (padded[0], padded[1], padded[2])
+
+
+def default_threadgroup(grid: Grid, max_threads: int, width: int) -> Grid:
+    """Metal's usual choice: ``width`` threads wide (the SIMD width), as many rows as the
+    pipeline's ``maxTotalThreadsPerThreadgroup`` allows, never larger than the grid needs."""
+    x, y, z = grid
+    if y == 1 and z == 1:
+        return (max(1, min(max_threads, -(-x // width) * width)), 1, 1)
+    gx = max(1, min(width, x))
+    gy = max(1, min(max_threads // gx, y))
+    gz = max(1, min(max_threads // (gx * gy), z))
+    return (gx, gy, gz)
+
+
+def check_threadgroup(threadgroup: Grid, max_threads: int) -> None:
+    """Raises :class:`KernelArgumentError` unless every size is >= 1 and the product is at most
+    ``max_threads``."""
+    total = threadgroup[0] * threadgroup[1] * threadgroup[2]
+    if min(threadgroup) < 1 or total > max_threads:
+        raise KernelArgumentError(
+            f"threadgroup {threadgroup} is invalid: every size must be >= 1 and their product "
+            f"({total}) at most {max_threads} (maxTotalThreadsPerThreadgroup)"
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# Buffers
+# ------------------------------------------------------------------------------------------------
+
+
+def normalize_buffers(buffers: BufferArgs) -> dict[int, np.ndarray]:
+    """Buffers as ``{index: array}``; a sequence binds position i to ``[[buffer(i)]]``.
+
+    Python and numpy scalars are not accepted (their size would be a guess): pass
+    ``np.array([v], dtype=np.int32)`` or a numpy scalar such as ``np.float32(2.0)``.
+    """
+    items = buffers.items() if isinstance(buffers, Mapping) else enumerate(buffers)
+    bound: dict[int, np.ndarray] = {}
+    for index, value in items:
+        if value is None:
+            continue
+        if isinstance(value, np.generic):
+            value = np.array([value])
+        if not isinstance(value, np.ndarray):
+            raise KernelArgumentError(
+                f"buffer {index} must be a numpy array or numpy scalar, got "
+                f"{type(value).__name__} (wrap a Python number as np.float32(x) or np.int32(n))"
+            )
+        bound[int(index)] = value
+    return bound
+
+
+def check_buffers(kernel: Kernel, bound: Mapping[int, np.ndarray]) -> None:
+    """Checks the bound arrays against the kernel's declared buffers.
+
+    Every declared index needs a C-contiguous array; its element size must equal the declared
+    type's (for known scalar types); a buffer the kernel may write (``device`` without
+    ``const``) must be writeable; a ``T&`` argument needs at least one element. Raises
+    :class:`KernelArgumentError` naming the parameter.
+    """
+    for index, param in sorted(kernel.buffers.items()):
+        where = f"kernel {kernel.name}: buffer {index} ({param.type_text} {param.name})"
+        array = bound.get(index)
+        if array is None:
+            raise KernelArgumentError(f"{where} is not bound")
+        if not array.flags.c_contiguous:
+            raise KernelArgumentError(
+                f"{where} must be C-contiguous (pass np.ascontiguousarray(...) or the storage)"
+            )
+        size = TYPE_SIZES.get(param.base_type)
+        if size is not None and array.dtype.itemsize != size:
+            raise KernelArgumentError(
+                f"{where} holds {param.base_type} ({size} bytes) but the array is {array.dtype} "
+                f"({array.dtype.itemsize} bytes per element)"
+            )
+        if writes(param) and not array.flags.writeable:
+            raise KernelArgumentError(f"{where} may be written by the kernel but is read-only")
+        if param.is_reference and array.size < 1:
+            raise KernelArgumentError(f"{where} is a reference and needs at least one element")
+
+
+def writes(param: Parameter) -> bool:
+    """True when the kernel may write through the parameter (device memory, not const)."""
+    words = param.type_text.replace("*", " ").replace("&", " ").split()
+    return param.address_space == "device" and "const" not in words
+
+
+# ------------------------------------------------------------------------------------------------
+# Launcher generation
+# ------------------------------------------------------------------------------------------------
+
+
+def uses_barrier(source: str, kernel: Kernel) -> bool:
+    """True when ``kernel`` may reach ``threadgroup_barrier``: in its own body, or anywhere
+    outside the kernel bodies (a helper it may call)."""
+    if "threadgroup_barrier" in kernel.body:
+        return True
+    text = blank_comments(source)
+    for other in find_kernels(source):
+        text = text.replace(other.body, "")
+    return "threadgroup_barrier" in text
+
+
+def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
+    """``source`` followed by one ``extern "C"`` launcher per kernel (see the module text)."""
+    parts = [source.rstrip("\n"), "", "// ---- llmfs emulator: generated launchers ----"]
+    for kernel in kernels:
+        args = []
+        for param in kernel.parameters:
+            if param.attribute == "buffer":
+                if param.is_reference:
+                    pointer_type = param.type_text.rstrip()[:-1] + "*"
+                    args.append(f"*({pointer_type})llmfs_buffers[{param.index}]")
+                else:
+                    args.append(f"({param.type_text})llmfs_buffers[{param.index}]")
+            else:
+                args.append(f"llmfs_pick<{param.base_type}>(ids.{param.attribute})")
+        runner = "llmfs_run_threaded" if uses_barrier(source, kernel) else "llmfs_run_serial"
+        parts.append(
+            f'extern "C" __attribute__((visibility("default"))) int '
+            f"llmfs_launch_{kernel.name}(void** llmfs_buffers, const unsigned* llmfs_grid, "
+            f"const unsigned* llmfs_group) {{\n"
+            f"    uint3 grid = {{llmfs_grid[0], llmfs_grid[1], llmfs_grid[2]}};\n"
+            f"    uint3 group = {{llmfs_group[0], llmfs_group[1], llmfs_group[2]}};\n"
+            f"    auto body = [&](const llmfs_ids& ids) {{\n"
+            f"        (void)ids;\n"
+            f"        {kernel.name}({', '.join(args)});\n"
+            f"    }};\n"
+            f"    return {runner}(grid, group, body);\n"
+            f"}}"
+        )
+    return "\n".join(parts) + "\n"
+
+
+_HARNESS_MAIN = r"""
+// ---- llmfs emulator: AddressSanitizer harness ----
+// argv[1] names a manifest: "gx gy gz tx ty tz count", then per buffer index "bytes path"
+// (path "-" for an unbound index). Every buffer is its own malloc of exactly `bytes` bytes.
+int main(int argc, char** argv) {
+    if (argc != 2) return 64;
+    FILE* manifest = fopen(argv[1], "r");
+    if (!manifest) return 65;
+    unsigned grid[3], group[3];
+    int count = 0;
+    if (fscanf(manifest, "%u %u %u %u %u %u %d", &grid[0], &grid[1], &grid[2], &group[0],
+               &group[1], &group[2], &count) != 7 || count < 0 || count > 31)
+        return 66;
+    void* buffers[31] = {0};
+    size_t sizes[31] = {0};
+    char paths[31][1024];
+    for (int i = 0; i < count; ++i) {
+        if (fscanf(manifest, "%zu %1023s", &sizes[i], paths[i]) != 2) return 67;
+        if (paths[i][0] == '-' && paths[i][1] == 0) continue;
+        buffers[i] = malloc(sizes[i]);
+        FILE* f = fopen(paths[i], "rb");
+        if (!f || fread(buffers[i], 1, sizes[i], f) != sizes[i]) return 68;
+        fclose(f);
+    }
+    fclose(manifest);
+    int rc = LLMFS_LAUNCH(buffers, grid, group);
+    for (int i = 0; i < count; ++i) {
+        if (!buffers[i]) continue;
+        FILE* f = fopen(paths[i], "wb");
+        if (!f || fwrite(buffers[i], 1, sizes[i], f) != sizes[i]) return 69;
+        fclose(f);
+        free(buffers[i]);
+    }
+    return rc;
+}
+"""
+
+
+# ------------------------------------------------------------------------------------------------
+# Libraries
+# ------------------------------------------------------------------------------------------------
+
+
+class EmulatorLibrary:
+    """One compiled MSL source: its kernels, callable by name with numpy buffers.
+
+    Made by :func:`load_library`, which caches one per source text. Launches of one library are
+    serialised by a lock, because threadgroup memory lives in the library's static storage.
+    """
+
+    def __init__(self, source: str) -> None:
+        check_msl(source)
+        self.source = source
+        self.kernels = {kernel.name: kernel for kernel in find_kernels(source)}
+        self._text = launcher_source(source, list(self.kernels.values()))
+        path = build(self._text, kind="so", what="the MSL source (as C++ for the emulator)")
+        self._dll = ctypes.CDLL(str(path))
+        self._lock = threading.Lock()
+        self._functions: dict[str, ctypes._CFuncPtr] = {}
+        for name in self.kernels:
+            function = getattr(self._dll, f"llmfs_launch_{name}")
+            function.argtypes = [
+                ctypes.POINTER(ctypes.c_void_p),
+                ctypes.POINTER(ctypes.c_uint),
+                ctypes.POINTER(ctypes.c_uint),
+            ]
+            function.restype = ctypes.c_int
+            self._functions[name] = function
+
+    def kernel(self, name: str) -> Kernel:
+        """The parsed kernel ``name``; raises :class:`KernelNotFoundError`."""
+        try:
+            return self.kernels[name]
+        except KeyError:
+            raise KernelNotFoundError(name, list(self.kernels)) from None
+
+    def run(
+        self,
+        name: str,
+        buffers: BufferArgs,
+        grid: object,
+        threadgroup: object | None = None,
+        *,
+        sanitize: bool = False,
+    ) -> None:
+        """Runs kernel ``name`` over ``grid`` threads (``dispatchThreads`` semantics).
+
+        Writes land in the bound numpy arrays. ``threadgroup`` defaults to
+        :func:`default_threadgroup`. With ``sanitize`` the launch runs under AddressSanitizer in
+        a subprocess (see :meth:`run_sanitized`). Raises :class:`KernelArgumentError` for bad
+        arguments and :class:`KernelLaunchError` when the launch reports a failure.
+        """
+        kernel = self.kernel(name)
+        dims = as_grid(grid)
+        group = (
+            default_threadgroup(dims, MAX_THREADS_PER_THREADGROUP, THREAD_EXECUTION_WIDTH)
+            if threadgroup is None
+            else as_grid(threadgroup, "threadgroup")
+        )
+        check_threadgroup(group, MAX_THREADS_PER_THREADGROUP)
+        bound = normalize_buffers(buffers)
+        check_buffers(kernel, bound)
+        if sanitize:
+            self.run_sanitized(kernel, bound, dims, group)
+            return
+        if 0 in dims:
+            return
+        slots = max(bound, default=-1) + 1
+        pointers = (ctypes.c_void_p * max(slots, 1))()
+        for index, array in bound.items():
+            pointers[index] = array.ctypes.data
+        grid_arg = (ctypes.c_uint * 3)(*dims)
+        group_arg = (ctypes.c_uint * 3)(*group)
+        with self._lock:
+            rc = self._functions[name](pointers, grid_arg, group_arg)
+        if rc == 2:
+            raise KernelLaunchError(
+                f"kernel {name} called threadgroup_barrier from code the emulator did not see "
+                f"as a barrier user; call it directly in the kernel body"
+            )
+        if rc != 0:
+            raise KernelLaunchError(
+                f"kernel {name}: the emulator could not start one OS thread per GPU thread of a "
+                f"{group} threadgroup (code {rc}); use a smaller threadgroup"
+            )
+
+    def run_sanitized(
+        self, kernel: Kernel, bound: Mapping[int, np.ndarray], grid: Grid, group: Grid
+    ) -> None:
+        """Runs one launch as an AddressSanitizer executable in a subprocess.
+
+        Buffers are copied in and (for writeable arrays) back out. Raises
+        :class:`KernelMemoryError` with the sanitizer's report when it finds an out-of-bounds
+        access, :class:`KernelLaunchError` for any other failure, and
+        :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when the compiler
+        cannot build sanitized code here.
+        """
+        if not sanitizer_available():
+            from llmfs.tensor.backends.metal.errors import MetalUnavailableError
+
+            raise MetalUnavailableError(
+                f"AddressSanitizer is not available with {find_compiler().path} here"
+            )
+        text = (
+            f"#define LLMFS_HARNESS 1\n#line 1\n{self._text}"
+            f"#define LLMFS_LAUNCH llmfs_launch_{kernel.name}\n{_HARNESS_MAIN}"
+        )
+        exe = build(text, kind="exe", what="the sanitized emulator build", sanitize=True)
+        with tempfile.TemporaryDirectory(prefix="llmfs-asan-run-") as tmp:
+            folder = Path(tmp)
+            count = max(bound, default=-1) + 1
+            lines = [" ".join(str(v) for v in (*grid, *group, count))]
+            for index in range(count):
+                array = bound.get(index)
+                if array is None:
+                    lines.append("0 -")
+                    continue
+                path = folder / f"buffer{index}.bin"
+                path.write_bytes(array.tobytes())
+                lines.append(f"{array.nbytes} {path}")
+            manifest = folder / "manifest.txt"
+            manifest.write_text("\n".join(lines) + "\n")
+            env = dict(os.environ)
+            env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:abort_on_error=0"
+            result = subprocess.run(
+                [str(exe), str(manifest)], capture_output=True, text=True, env=env, timeout=300
+            )
+            if "ERROR: AddressSanitizer" in result.stderr:
+                raise KernelMemoryError(kernel.name, result.stderr)
+            if result.returncode != 0:
+                raise KernelLaunchError(
+                    f"sanitized launch of kernel {kernel.name} failed with code "
+                    f"{result.returncode}: {result.stderr.strip()[-2000:]}"
+                )
+            for index, array in bound.items():
+                if array.flags.writeable and array.nbytes:
+                    data = (folder / f"buffer{index}.bin").read_bytes()
+                    array.reshape(-1).view(np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+
+
+_LIBRARIES: dict[str, EmulatorLibrary] = {}
+_LIBRARIES_LOCK = threading.Lock()
+
+
+def load_library(source: str) -> EmulatorLibrary:
+    """The compiled library for ``source`` (compiled on first use, then reused in-process; the
+    disk cache makes later processes skip the compiler too).
+
+    Raises :class:`~llmfs.tensor.backends.metal.errors.KernelLintError`,
+    :class:`~llmfs.tensor.backends.metal.errors.KernelCompileError` or
+    :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError`.
+    """
+    with _LIBRARIES_LOCK:
+        library = _LIBRARIES.get(source)
+        if library is None:
+            library = EmulatorLibrary(source)
+            _LIBRARIES[source] = library
+        return library
+
+
+def is_available() -> bool:
+    """True when a C++ compiler for the emulator runs here."""
+    from llmfs.tensor.backends.metal.errors import MetalUnavailableError
+
+    try:
+        find_compiler()
+    except MetalUnavailableError:
+        return False
+    return True
+
+
+__all__ = [
+    "MAX_THREADS_PER_THREADGROUP",
+    "THREAD_EXECUTION_WIDTH",
+    "EmulatorLibrary",
+    "as_grid",
+    "check_buffers",
+    "check_threadgroup",
+    "default_threadgroup",
+    "is_available",
+    "launcher_source",
+    "load_library",
+    "normalize_buffers",
+    "uses_barrier",
+    "writes",
+]

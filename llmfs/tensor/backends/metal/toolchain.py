@@ -1,0 +1,202 @@
+"""The C++ compiler behind the emulator: which one, with which flags, and the build cache.
+
+The compiler is chosen at run time: ``$LLMFS_CXX`` when set, otherwise the first of ``clang++``,
+``g++`` and ``c++`` whose ``_Float16`` type works on this machine (then ``half`` is a native type),
+otherwise the first that exists (``half`` is then a software type in the shim). Builds go to a
+cache folder keyed by a hash of everything that affects the result (source, shim, compiler,
+flags), never into the source tree: ``$LLMFS_CACHE_DIR/msl`` when that variable is set, else
+``~/.cache/llmfs/msl``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmfs.tensor.backends.metal.errors import KernelCompileError, MetalUnavailableError
+
+#: Folder holding the shim header named ``metal_stdlib``.
+SHIM_DIR = Path(__file__).resolve().parent / "include"
+
+#: Bump when the generated launcher or flags change meaning, to invalidate old builds.
+BUILD_VERSION = "1"
+
+_CANDIDATES = ("clang++", "g++", "c++")
+_COMPILE_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """A usable C++ compiler: absolute path, family (``clang`` or ``gcc``), ``--version`` line,
+    and whether it has a native ``_Float16``."""
+
+    path: str
+    family: str
+    version: str
+    native_half: bool
+
+    def flags(self, *, sanitize: bool = False) -> list[str]:
+        """Flags for building emulator code. Fast math stays off, like the Metal path, and
+        floating-point contraction is off so a*b+c rounds twice, as the kernels are written."""
+        flags = [
+            "-std=c++17",
+            "-O1" if sanitize else "-O2",
+            "-fno-fast-math",
+            "-ffp-contract=off",
+            "-pthread",
+            "-I",
+            str(SHIM_DIR),
+            "-Wno-attributes" if self.family == "gcc" else "-Wno-unknown-attributes",
+        ]
+        if self.family == "clang":
+            flags.append("-Wno-ignored-attributes")
+        if self.native_half:
+            flags.append("-DLLMFS_HAVE_FLOAT16=1")
+        if sanitize:
+            flags += ["-fsanitize=address", "-fno-omit-frame-pointer", "-g"]
+        return flags
+
+
+def cache_dir() -> Path:
+    """The build cache folder (created on demand): ``$LLMFS_CACHE_DIR/msl`` or
+    ``~/.cache/llmfs/msl``."""
+    root = os.environ.get("LLMFS_CACHE_DIR")
+    base = Path(root) if root else Path.home() / ".cache" / "llmfs"
+    path = base / "msl"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _run(args: list[str], *, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, input=input_text, capture_output=True, text=True, timeout=_COMPILE_TIMEOUT_S
+    )
+
+
+def _describe(path: str) -> Compiler | None:
+    try:
+        version = _run([path, "--version"])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if version.returncode != 0:
+        return None
+    first = (version.stdout.splitlines() or ["unknown"])[0].strip()
+    family = "clang" if "clang" in version.stdout.lower() else "gcc"
+    probe = "_Float16 f(_Float16 a, _Float16 b) { return a * b + (_Float16)1.0f; }\n"
+    try:
+        result = _run([path, "-x", "c++", "-std=c++17", "-fsyntax-only", "-"], input_text=probe)
+        native_half = result.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        native_half = False
+    return Compiler(path, family, first, native_half)
+
+
+@functools.lru_cache(maxsize=1)
+def find_compiler() -> Compiler:
+    """The compiler the emulator uses (see the module text for the order).
+
+    Raises :class:`MetalUnavailableError` naming what was tried when no C++ compiler runs.
+    """
+    requested = os.environ.get("LLMFS_CXX")
+    names = (requested,) if requested else _CANDIDATES
+    found: list[Compiler] = []
+    for name in names:
+        path = shutil.which(name)
+        if path is None:
+            continue
+        compiler = _describe(path)
+        if compiler is None:
+            continue
+        if compiler.native_half:
+            return compiler
+        found.append(compiler)
+    if found:
+        return found[0]
+    tried = ", ".join(names)
+    raise MetalUnavailableError(
+        f"the Metal emulator needs a C++ compiler and none runs here (tried {tried}); install "
+        f"one (Debian/Ubuntu: apt-get install g++, or clang), or set LLMFS_CXX to its path"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def sanitizer_available() -> bool:
+    """True when the compiler can build and run an AddressSanitizer executable here."""
+    try:
+        compiler = find_compiler()
+    except MetalUnavailableError:
+        return False
+    with tempfile.TemporaryDirectory(prefix="llmfs-asan-") as tmp:
+        exe = Path(tmp) / "probe"
+        try:
+            build = _run(
+                [compiler.path, "-x", "c++", "-fsanitize=address", "-", "-o", str(exe)],
+                input_text="int main() { return 0; }\n",
+            )
+            if build.returncode != 0:
+                return False
+            return subprocess.run([str(exe)], capture_output=True, timeout=60).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            return False
+
+
+def build_key(text: str, compiler: Compiler, flags: list[str], kind: str) -> str:
+    """Hash naming a build: everything that can change the produced binary goes in."""
+    digest = hashlib.sha256()
+    shim = (SHIM_DIR / "metal_stdlib").read_bytes()
+    for part in (BUILD_VERSION, kind, compiler.path, compiler.version, " ".join(flags)):
+        digest.update(part.encode() + b"\0")
+    digest.update(shim + b"\0")
+    digest.update(text.encode())
+    return digest.hexdigest()[:32]
+
+
+def build(text: str, *, kind: str, what: str, sanitize: bool = False) -> Path:
+    """Compiles C++ ``text`` into the cache (a shared library for ``kind="so"``, an executable
+    for ``kind="exe"``) unless an identical build is already there; returns its path.
+
+    The build is written under a temporary name and renamed into place, so concurrent processes
+    never load a half-written file. Raises :class:`KernelCompileError` with the compiler's text.
+    """
+    compiler = find_compiler()
+    flags = compiler.flags(sanitize=sanitize)
+    if kind == "so":
+        flags = [*flags, "-shared", "-fPIC", "-fvisibility=hidden"]
+    key = build_key(text, compiler, flags, kind)
+    folder = cache_dir()
+    target = folder / (f"{key}.so" if kind == "so" else f"{key}.exe")
+    if target.exists():
+        return target
+    source = folder / f"{key}.{os.getpid()}.cpp"
+    partial = folder / f"{key}.{os.getpid()}.partial"
+    source.write_text(text)
+    try:
+        result = _run([compiler.path, *flags, str(source), "-o", str(partial)])
+    except subprocess.TimeoutExpired:
+        source.unlink(missing_ok=True)
+        raise KernelCompileError(what, f"{compiler.path} ran over {_COMPILE_TIMEOUT_S} s") from None
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        log = result.stderr or result.stdout
+        raise KernelCompileError(what, log.replace(str(source), "kernel.metal"))
+    os.replace(partial, target)
+    source.replace(folder / f"{key}.cpp")  # kept beside the build for anyone debugging it
+    return target
+
+
+__all__ = [
+    "BUILD_VERSION",
+    "SHIM_DIR",
+    "Compiler",
+    "build",
+    "build_key",
+    "cache_dir",
+    "find_compiler",
+    "sanitizer_available",
+]
