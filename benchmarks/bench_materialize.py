@@ -1,0 +1,71 @@
+"""Materialize (copying a view into a new owner) against NumPy's copy of the same view.
+
+Run: ``python benchmarks/bench_materialize.py``. Prints, in one run, the median time of
+``TensorView.materialize`` for several views of a 2048x2048 float32 tensor, NumPy's copy of the
+same view (``numpy.array(view, copy=True)``: ``ascontiguousarray`` that always copies), and
+their ratio; a plain contiguous copy of the same bytes
+(the memory-bandwidth limit); and the rate of the reference offset cursor, so the gap between the
+teaching path and the fast path is visible.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from _timing import header, median_seconds, row
+
+from llmfs.tensor import Tensor
+
+N = 2048
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((N, N)).astype(np.float32)
+    tensor = Tensor.from_numpy(data)
+    base = tensor.view()
+
+    header(f"materialize of {N}x{N} float32 views vs numpy.ascontiguousarray")
+    cases = {
+        "transpose(0, 1)": (base.transpose(0, 1), data.T, 0.5),
+        "transpose of a 2000x2000 slice": (base[:2000, :2000].T, data[:2000, :2000].T, 1.2),
+        "flip(0)": (base.flip(0), data[::-1], 1.2),
+        "flip(1)": (base.flip(1), data[:, ::-1], 1.2),
+        "slice(1, 0, N, step=2)": (base.slice(1, 0, N, 2), data[:, ::2], 1.2),
+        "slice(0, 1, N-1) (rows)": (base.slice(0, 1, N - 1), data[1 : N - 1], 1.2),
+        "expand row to (N, N)": (base[0:1].expand((N, N)), np.broadcast_to(data[0:1], (N, N)), 1.2),
+        "contiguous (plain view)": (base, data, 1.2),
+    }
+    odd = rng.standard_normal((N - 48, N - 48)).astype(np.float32)
+    cases["transpose of a 2000x2000 owner"] = (Tensor.from_numpy(odd).view().T, odd.T, 1.2)
+    for name, (view, peer, goal) in cases.items():
+        ours = median_seconds(view.materialize)
+        theirs = median_seconds(lambda peer=peer: np.array(peer, order="C", copy=True))
+        assert np.array_equal(view.materialize().to_numpy(), np.ascontiguousarray(peer))
+        row(name, ours, theirs, goal)
+
+    flat = data.reshape(-1)
+    bandwidth = median_seconds(flat.copy)
+    transposed = median_seconds(base.transpose(0, 1).materialize)
+    numpy_t = median_seconds(lambda: np.ascontiguousarray(data.T))
+    print(
+        f"   contiguous copy of the same {flat.nbytes >> 20} MiB: {bandwidth * 1e3:.2f} ms "
+        f"(bandwidth limit); transpose: ours {transposed / bandwidth:.1f}x that limit, "
+        f"numpy {numpy_t / bandwidth:.1f}x"
+    )
+
+    small = Tensor.from_numpy(data[:128, :128]).view().transpose(0, 1)
+    start = time.perf_counter()
+    count = sum(1 for _ in small.logical_offsets())
+    cursor = time.perf_counter() - start
+    fast = median_seconds(small.materialize)
+    print(
+        f"   reference offset cursor: {count / cursor / 1e6:.2f} M offsets/s; fast materialize of "
+        f"the same 128x128 transpose: {count / fast / 1e6:.1f} M values/s "
+        f"({cursor / fast:.0f}x faster)"
+    )
+
+
+if __name__ == "__main__":
+    main()
