@@ -1,1 +1,151 @@
-"""Metal backend and its CPU emulator (see the submodules)."""
+"""The Metal backend and its CPU emulator: one set of MSL kernels, two ways to run them.
+
+* ``metal`` (macOS with a Metal device, ``pip install "llmfs[metal]"``): the kernels in
+  ``kernels/*.metal`` are compiled at run time by Metal (fast math off) and dispatched through
+  PyObjC; see :mod:`~llmfs.tensor.backends.metal.device`.
+* ``metal-emulator`` (anywhere with a C++ compiler): the SAME source text is compiled as C++ with
+  a shim ``metal_stdlib`` header and run on the CPU; see
+  :mod:`~llmfs.tensor.backends.metal.emulator`.
+
+User-facing helpers: :func:`kernel_source` (the MSL an op runs, for notebooks),
+:func:`run_kernel` (compile and run your own kernel on either), :func:`gpu_ops` (which ops run on
+kernels; everything else falls back to the numpy backend), :func:`is_available` and
+:func:`lint_msl`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from llmfs.tensor.backends.metal import emulator
+from llmfs.tensor.backends.metal.errors import (
+    KernelArgumentError,
+    KernelCompileError,
+    KernelLaunchError,
+    KernelLintError,
+    KernelMemoryError,
+    KernelNotFoundError,
+    MetalDTypeError,
+    MetalError,
+    MetalUnavailableError,
+)
+from llmfs.tensor.backends.metal.lint import check_msl, lint_msl
+from llmfs.tensor.backends.metal.ops import OP_FAMILY, Strided, kernel_source
+
+#: The executors :func:`run_kernel` accepts.
+EXECUTORS = ("metal", "metal-emulator")
+
+
+def is_available() -> bool:
+    """True only on macOS with PyObjC's Metal module and a Metal device."""
+    from llmfs.tensor.backends.metal import device
+
+    return device.is_available()
+
+
+def emulator_available() -> bool:
+    """True when the emulator's C++ compiler runs here."""
+    return emulator.is_available()
+
+
+def gpu_ops() -> tuple[str, ...]:
+    """The op names that run on Metal kernels (sorted); every other op of the Metal backends
+    runs on the numpy backend."""
+    return tuple(sorted(OP_FAMILY))
+
+
+class EmulatorExecutor:
+    """Runs kernels with the CPU emulator; allocations are ordinary numpy arrays."""
+
+    name = "metal-emulator"
+
+    def run(self, source: str, kernel: str, buffers: Sequence[np.ndarray], grid: int) -> None:
+        """Compiles (cached) and runs ``kernel`` over ``grid`` threads."""
+        emulator.load_library(source).run(kernel, buffers, grid)
+
+    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+        """A fresh contiguous array of ``count`` elements."""
+        return np.empty(count, dtype=dtype)
+
+
+def executor(name: str) -> object:
+    """The executor called ``name`` (``"metal"`` or ``"metal-emulator"``).
+
+    Raises :class:`MetalUnavailableError` saying why when it cannot run here.
+    """
+    if name == "metal-emulator":
+        if not emulator.is_available():
+            emulator.find_compiler()  # raises with the reason and what to install
+        return EmulatorExecutor()
+    if name == "metal":
+        from llmfs.tensor.backends.metal import device
+
+        return device.default_device()
+    raise MetalError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
+
+
+def run_kernel(
+    source: str,
+    name: str,
+    buffers: Sequence[np.ndarray | None] | Mapping[int, np.ndarray],
+    grid: int | Sequence[int],
+    threadgroup: Sequence[int] | None = None,
+    *,
+    backend: str | None = None,
+    sanitize: bool = False,
+) -> None:
+    """Compiles MSL ``source`` and runs kernel ``name`` over ``grid`` threads.
+
+    ``buffers[i]`` (numpy arrays, C-contiguous) is bound to ``[[buffer(i)]]``; a mapping binds
+    explicit indices. Small parameters go in one-element arrays or numpy scalars
+    (``np.uint32(n)``). The kernel's writes land in the arrays. ``grid`` follows
+    ``dispatchThreads``: the exact thread count per dimension (edge threadgroups are partial);
+    ``threadgroup`` defaults to Metal's usual choice. ``backend`` is ``"metal"``,
+    ``"metal-emulator"``, or ``None`` for Metal when available, else the emulator.
+    ``sanitize=True`` (emulator only) runs under AddressSanitizer and raises
+    :class:`KernelMemoryError` on an out-of-bounds access.
+
+    Raises :class:`KernelLintError`, :class:`KernelCompileError`, :class:`KernelNotFoundError`,
+    :class:`KernelArgumentError`, :class:`KernelLaunchError`, :class:`MetalUnavailableError`.
+    """
+    chosen = backend or ("metal" if is_available() else "metal-emulator")
+    if chosen == "metal-emulator":
+        emulator.load_library(source).run(name, buffers, grid, threadgroup, sanitize=sanitize)
+        return
+    if chosen == "metal":
+        if sanitize:
+            raise KernelArgumentError(
+                "sanitize=True needs the emulator (backend='metal-emulator'); on a Mac, Xcode's "
+                "Metal validation layer plays that role"
+            )
+        from llmfs.tensor.backends.metal import device
+
+        device.default_device().run_kernel(source, name, buffers, grid, threadgroup)
+        return
+    raise MetalError(f"unknown backend {chosen!r} for run_kernel; choose one of {EXECUTORS}")
+
+
+__all__ = [
+    "EXECUTORS",
+    "EmulatorExecutor",
+    "KernelArgumentError",
+    "KernelCompileError",
+    "KernelLaunchError",
+    "KernelLintError",
+    "KernelMemoryError",
+    "KernelNotFoundError",
+    "MetalDTypeError",
+    "MetalError",
+    "MetalUnavailableError",
+    "Strided",
+    "check_msl",
+    "emulator_available",
+    "executor",
+    "gpu_ops",
+    "is_available",
+    "kernel_source",
+    "lint_msl",
+    "run_kernel",
+]

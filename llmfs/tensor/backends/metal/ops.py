@@ -1,0 +1,423 @@
+"""The GPU ops as plain functions on raw numpy storage and layout metadata.
+
+Each op takes :class:`Strided` operands -- a 1-D contiguous storage array plus (shape, strides,
+base offset) in elements, exactly what a ``TensorView`` carries -- and an :class:`Executor` (the
+emulator, or a Metal device), checks everything on the host, builds the view descriptors the
+kernels read, runs one kernel and returns a fresh contiguous 1-D result with its shape. Nothing
+here depends on ``Tensor``; the backend classes are thin adapters over these functions.
+
+Host-side checks, all raising :class:`~llmfs.tensor.errors.TensorError` subclasses: dtype is
+float32 or float16 (:class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` otherwise,
+float64 included: Metal has none, and nothing is downcast silently); the layout reads only
+inside its storage (``layout.validate``); counts and offsets fit the kernels' 32-bit ints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from llmfs.tensor import layout
+from llmfs.tensor.backends.metal.errors import KernelArgumentError, MetalDTypeError, MetalError
+from llmfs.tensor.errors import RankMismatchError
+
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+
+#: Op families: one ``.metal`` file each, compiled after ``common.metal``.
+FAMILIES = ("copy", "elementwise", "reduce", "matmul")
+
+UNARY_OPS = (
+    "neg",
+    "abs",
+    "sqrt",
+    "exp",
+    "log",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "reciprocal",
+)
+BINARY_OPS = ("add", "sub", "mul", "div", "minimum", "maximum")
+REDUCE_OPS = ("sum", "max")
+COPY_OPS = ("materialize", "copying_transpose", "strided_copy")
+MATMUL_OPS = ("matmul", "contract")
+
+#: Which family file runs each op name.
+OP_FAMILY: dict[str, str] = {
+    **dict.fromkeys(COPY_OPS, "copy"),
+    **dict.fromkeys(UNARY_OPS, "elementwise"),
+    **dict.fromkeys(BINARY_OPS, "elementwise"),
+    "scale": "elementwise",
+    **dict.fromkeys(REDUCE_OPS, "reduce"),
+    **dict.fromkeys(MATMUL_OPS, "matmul"),
+}
+
+INT32_MAX = 2**31 - 1
+_SUFFIX = {"float32": "f32", "float16": "f16"}
+
+
+def family_source(family: str) -> str:
+    """The MSL text compiled for one family: ``common.metal`` then ``<family>.metal``."""
+    if family not in FAMILIES:
+        raise MetalError(f"unknown kernel family {family!r}; families: {', '.join(FAMILIES)}")
+    common = (KERNEL_DIR / "common.metal").read_text()
+    return common.rstrip("\n") + "\n\n" + (KERNEL_DIR / f"{family}.metal").read_text()
+
+
+def kernel_source(op: str) -> str:
+    """The complete MSL source an op runs (what the emulator and Metal both compile).
+
+    Raises :class:`~llmfs.tensor.backends.metal.errors.MetalError` for an op that does not run
+    on the GPU, listing those that do.
+    """
+    family = OP_FAMILY.get(op)
+    if family is None:
+        raise MetalError(
+            f"op {op!r} has no Metal kernel (it runs on the numpy backend); ops with kernels: "
+            f"{', '.join(sorted(OP_FAMILY))}"
+        )
+    return family_source(family)
+
+
+class Executor(Protocol):
+    """Something that runs a kernel of an MSL source on numpy buffers (emulator or device)."""
+
+    name: str
+
+    def run(self, source: str, kernel: str, buffers: Sequence[np.ndarray], grid: int) -> None:
+        """Runs ``kernel`` over a 1-D grid of ``grid`` threads; writes land in ``buffers``."""
+        ...
+
+    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+        """A fresh, writeable, contiguous 1-D array the executor can write into."""
+        ...
+
+
+@dataclass(frozen=True)
+class Strided:
+    """A strided operand: ``storage`` (1-D, contiguous) read through shape/strides/base offset.
+
+    Strides and the base offset are in elements; strides may be 0 (broadcast) or negative (flip).
+    """
+
+    storage: np.ndarray
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    base_offset: int = 0
+
+    @classmethod
+    def contiguous(cls, array: np.ndarray) -> Strided:
+        """A row-major operand over a copy-free flattening of a C-contiguous ``array``."""
+        data = np.ascontiguousarray(array)
+        shape = tuple(int(s) for s in data.shape)
+        return cls(data.reshape(-1), shape, layout.row_major_strides(shape), 0)
+
+    @property
+    def count(self) -> int:
+        """Number of elements the operand holds."""
+        return layout.element_count(self.shape)
+
+
+def check_dtype(dtype: np.dtype, *, where: str) -> str:
+    """The kernel-name suffix for ``dtype``; raises :class:`MetalDTypeError` unless it is
+    float32 or float16."""
+    suffix = _SUFFIX.get(np.dtype(dtype).name)
+    if suffix is None:
+        raise MetalDTypeError(np.dtype(dtype).name, where=where)
+    return suffix
+
+
+def check_operand(operand: Strided, *, where: str) -> str:
+    """Checks one operand (dtype, storage, bounds, 32-bit limits); returns the dtype suffix."""
+    storage = operand.storage
+    if not isinstance(storage, np.ndarray) or storage.ndim != 1 or not storage.flags.c_contiguous:
+        raise KernelArgumentError(f"{where}: storage must be a 1-D contiguous numpy array")
+    suffix = check_dtype(storage.dtype, where=where)
+    layout.validate(operand.shape, operand.strides, operand.base_offset, storage.size)
+    if storage.size > INT32_MAX or operand.count > INT32_MAX:
+        raise KernelArgumentError(
+            f"{where}: {max(storage.size, operand.count)} elements exceed the kernels' 32-bit "
+            f"index limit {INT32_MAX}"
+        )
+    return suffix
+
+
+def view_descriptor(shape: Sequence[int], strides: Sequence[int], base_offset: int) -> np.ndarray:
+    """The int32 array a kernel reads a view through: rank, base offset, shape, strides."""
+    return np.array([len(shape), base_offset, *shape, *strides], dtype=np.int32)
+
+
+def _count(value: int) -> np.ndarray:
+    return np.array([value], dtype=np.uint32)
+
+
+def _same_dtype(first: Strided, second: Strided, where: str) -> None:
+    if first.storage.dtype != second.storage.dtype:
+        raise MetalDTypeError(
+            f"{first.storage.dtype} with {second.storage.dtype}",
+            where=f"{where} (both operands must have the same dtype)",
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# Ops
+# ------------------------------------------------------------------------------------------------
+
+
+def strided_copy(executor: Executor, src: Strided) -> np.ndarray:
+    """A contiguous copy of ``src`` in row-major order (``materialize``), as a 1-D array."""
+    suffix = check_operand(src, where="strided copy")
+    out = executor.empty(src.count, src.storage.dtype)
+    if src.count:
+        shape, strides = layout.coalesce(src.shape, src.strides)
+        executor.run(
+            family_source("copy"),
+            f"strided_copy_{suffix}",
+            [src.storage, out, view_descriptor(shape, strides, src.base_offset), _count(src.count)],
+            src.count,
+        )
+    return out
+
+
+def unary(executor: Executor, op: str, src: Strided) -> np.ndarray:
+    """``op`` (one of :data:`UNARY_OPS`) applied to every element; a 1-D row-major result."""
+    if op not in UNARY_OPS:
+        raise MetalError(f"unknown unary op {op!r}; known: {', '.join(UNARY_OPS)}")
+    suffix = check_operand(src, where=f"unary {op}")
+    out = executor.empty(src.count, src.storage.dtype)
+    if src.count:
+        shape, strides = layout.coalesce(src.shape, src.strides)
+        executor.run(
+            family_source("elementwise"),
+            f"unary_{suffix}",
+            [
+                src.storage,
+                out,
+                view_descriptor(shape, strides, src.base_offset),
+                _count(src.count),
+                np.array([UNARY_OPS.index(op)], dtype=np.int32),
+            ],
+            src.count,
+        )
+    return out
+
+
+def scale(executor: Executor, src: Strided, alpha: float) -> np.ndarray:
+    """``alpha * src`` (alpha applied in float32); a 1-D row-major result."""
+    suffix = check_operand(src, where="scale")
+    out = executor.empty(src.count, src.storage.dtype)
+    if src.count:
+        shape, strides = layout.coalesce(src.shape, src.strides)
+        executor.run(
+            family_source("elementwise"),
+            f"scale_{suffix}",
+            [
+                src.storage,
+                out,
+                view_descriptor(shape, strides, src.base_offset),
+                _count(src.count),
+                np.array([alpha], dtype=np.float32),
+            ],
+            src.count,
+        )
+    return out
+
+
+def binary(
+    executor: Executor, op: str, a: Strided, b: Strided
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``a op b`` with numpy broadcasting (zero strides); returns (1-D result, result shape).
+
+    Raises :class:`~llmfs.tensor.errors.BroadcastError` when the shapes do not broadcast.
+    """
+    if op not in BINARY_OPS:
+        raise MetalError(f"unknown binary op {op!r}; known: {', '.join(BINARY_OPS)}")
+    suffix = check_operand(a, where=f"binary {op}")
+    check_operand(b, where=f"binary {op}")
+    _same_dtype(a, b, f"binary {op}")
+    shape = layout.broadcast_shapes(a.shape, b.shape)
+    _, a_strides = layout.broadcast_layout(a.shape, a.strides, shape)
+    _, b_strides = layout.broadcast_layout(b.shape, b.strides, shape)
+    count = layout.element_count(shape)
+    if count > INT32_MAX:
+        raise KernelArgumentError(f"binary {op}: {count} elements exceed {INT32_MAX}")
+    out = executor.empty(count, a.storage.dtype)
+    if count:
+        executor.run(
+            family_source("elementwise"),
+            f"binary_{suffix}",
+            [
+                a.storage,
+                b.storage,
+                out,
+                view_descriptor(shape, a_strides, a.base_offset),
+                view_descriptor(shape, b_strides, b.base_offset),
+                _count(count),
+                np.array([BINARY_OPS.index(op)], dtype=np.int32),
+            ],
+            count,
+        )
+    return out, shape
+
+
+def reduce(
+    executor: Executor, op: str, src: Strided, axes: Sequence[int] | None
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``sum`` or ``max`` over ``axes`` (all axes when ``None``); the reduced axes are dropped.
+
+    Returns (1-D result, result shape). ``max`` over zero elements has no value and raises
+    :class:`~llmfs.tensor.backends.metal.errors.KernelArgumentError`; ``sum`` of nothing is 0.
+    Axis errors are the layout module's (:class:`~llmfs.tensor.errors.AxisOutOfRangeError`,
+    :class:`~llmfs.tensor.errors.DuplicateAxisError`).
+    """
+    if op not in REDUCE_OPS:
+        raise MetalError(f"unknown reduction {op!r}; known: {', '.join(REDUCE_OPS)}")
+    suffix = check_operand(src, where=f"reduce {op}")
+    rank = len(src.shape)
+    reduced_axes = (
+        tuple(range(rank)) if axes is None else tuple(sorted(layout.normalize_axes(axes, rank)))
+    )
+    kept_axes = tuple(axis for axis in range(rank) if axis not in reduced_axes)
+    kept_shape = tuple(src.shape[axis] for axis in kept_axes)
+    kept_strides = tuple(src.strides[axis] for axis in kept_axes)
+    reduced_shape = tuple(src.shape[axis] for axis in reduced_axes)
+    reduced_strides = tuple(src.strides[axis] for axis in reduced_axes)
+    count = layout.element_count(kept_shape)
+    reduced_count = layout.element_count(reduced_shape)
+    if op == "max" and reduced_count == 0 and count > 0:
+        raise KernelArgumentError(
+            f"max over axes {list(reduced_axes)} of shape {list(src.shape)} reduces zero "
+            f"elements, which have no maximum"
+        )
+    out = executor.empty(count, src.storage.dtype)
+    if count:
+        executor.run(
+            family_source("reduce"),
+            f"reduce_{op}_{suffix}",
+            [
+                src.storage,
+                out,
+                view_descriptor(kept_shape, kept_strides, src.base_offset),
+                view_descriptor(reduced_shape, reduced_strides, 0),
+                _count(count),
+                _count(reduced_count),
+            ],
+            count,
+        )
+    return out, kept_shape
+
+
+def matmul(
+    executor: Executor,
+    a: Strided,
+    b: Strided,
+    c: Strided | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``alpha * (a @ b) + beta * c`` with numpy ``matmul`` shape rules.
+
+    Rank-1 operands are promoted (``a`` to a row, ``b`` to a column) and the promoted axis is
+    removed from the result; batch axes broadcast; ``c``, when given, must broadcast to the
+    result shape. Returns (1-D result, result shape). Raises
+    :class:`~llmfs.tensor.errors.RankMismatchError` for rank-0 operands or unequal inner sizes,
+    and :class:`~llmfs.tensor.errors.BroadcastError` for batch or ``c`` shapes that do not
+    broadcast.
+    """
+    suffix = check_operand(a, where="matmul")
+    check_operand(b, where="matmul")
+    _same_dtype(a, b, "matmul")
+    if not a.shape or not b.shape:
+        raise RankMismatchError(1, 0, what="matmul operand rank (at least)")
+    a_shape, a_strides = a.shape, a.strides
+    b_shape, b_strides = b.shape, b.strides
+    drop_row = len(a_shape) == 1
+    drop_col = len(b_shape) == 1
+    if drop_row:
+        a_shape, a_strides = (1, *a_shape), (0, *a_strides)
+    if drop_col:
+        b_shape, b_strides = (*b_shape, 1), (*b_strides, 0)
+    m, k = a_shape[-2:]
+    k_b, n = b_shape[-2:]
+    if k != k_b:
+        raise RankMismatchError(
+            k, k_b, what=f"matmul inner size (a is {list(a.shape)}, b is {list(b.shape)}): b's"
+        )
+    batch = layout.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    full_shape = (*batch, m, n)
+    _, a_full = layout.broadcast_layout(a_shape, a_strides, (*batch, m, k))
+    _, b_full = layout.broadcast_layout(b_shape, b_strides, (*batch, k, n))
+    result_shape = tuple(
+        size
+        for axis, size in enumerate(full_shape)
+        if not (drop_row and axis == len(full_shape) - 2)
+        and not (drop_col and axis == len(full_shape) - 1)
+    )
+    count = layout.element_count(full_shape)
+    if count > INT32_MAX:
+        raise KernelArgumentError(f"matmul: {count} result elements exceed {INT32_MAX}")
+    if c is not None:
+        check_operand(c, where="matmul (c)")
+        _same_dtype(a, c, "matmul (c)")
+        # c must expand to the result shape (BroadcastError otherwise), never the reverse.
+        _, c_on_result = layout.broadcast_layout(c.shape, c.strides, result_shape)
+        # Re-insert the dropped vector axes (size 1, stride 0) so c lines up with full_shape.
+        c_strides = list(c_on_result)
+        if drop_row:
+            c_strides.insert(len(full_shape) - 2, 0)
+        if drop_col:
+            c_strides.append(0)
+        c_view = view_descriptor(full_shape, c_strides, c.base_offset)
+        c_storage = c.storage
+    else:
+        c_view = view_descriptor(full_shape, (0,) * len(full_shape), 0)
+        c_storage = np.zeros(1, dtype=a.storage.dtype)
+    out = executor.empty(count, a.storage.dtype)
+    if count:
+        executor.run(
+            family_source("matmul"),
+            f"matmul_{suffix}",
+            [
+                a.storage,
+                b.storage,
+                c_storage,
+                out,
+                view_descriptor((*full_shape[:-1], k), a_full, a.base_offset),
+                view_descriptor((*batch, k, n), b_full, b.base_offset),
+                c_view,
+                np.array([m, n, k, count, 0 if c is None else 1], dtype=np.int32),
+                np.array([alpha, beta], dtype=np.float32),
+            ],
+            count,
+        )
+    return out, result_shape
+
+
+__all__ = [
+    "BINARY_OPS",
+    "COPY_OPS",
+    "FAMILIES",
+    "MATMUL_OPS",
+    "OP_FAMILY",
+    "REDUCE_OPS",
+    "UNARY_OPS",
+    "Executor",
+    "Strided",
+    "binary",
+    "check_dtype",
+    "check_operand",
+    "family_source",
+    "kernel_source",
+    "matmul",
+    "reduce",
+    "scale",
+    "strided_copy",
+    "unary",
+]
