@@ -1,0 +1,85 @@
+"""``llmfs.widgets``: see where each logical value lives.
+
+One pure table model (:mod:`llmfs.widgets.model`) and its renderers: fixed-width text (the
+``repr`` that notebook validation compares), HTML, matplotlib figures, and thin ipywidgets.
+
+Notebook API (all importable from ``llmfs.widgets``):
+
+* ``trace(base, ["view = base.view()", "view.reshape([3, 2])", ...])`` -> :class:`Trace`, seed
+  002's trace table (refused requests become ``×`` rows);
+* ``offset_table(view)`` -> text; ``OffsetTable(view)``, ``TraceTable(trace_or_steps)``,
+  ``PredictThenRun(expression, fields=[...], exercise_id=...)``: live widgets;
+* ``predict(expression, shape=..., ...)`` then ``check(prediction)``: the same exercise as text.
+
+ipywidgets and matplotlib are imported only when a widget or figure is made; importing this
+package needs only :mod:`llmfs.tensor`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmfs.widgets.model import (
+    ExpressionError,
+    OwnerNames,
+    Sampled,
+    Step,
+    Trace,
+    TraceRow,
+    describe,
+    offset_entries,
+    trace,
+)
+from llmfs.widgets.predict import (
+    FIELDS,
+    Comparison,
+    Outcome,
+    Prediction,
+    PredictionError,
+    Verdict,
+    check,
+    compare,
+    normalize,
+    predict,
+    run,
+)
+from llmfs.widgets.text import render_offsets as offset_table
+
+_LIVE = ("OffsetTable", "PredictThenRun", "TraceTable")
+
+
+def __getattr__(name: str) -> Any:
+    # The widget classes pull in ipywidgets, so they load on first use only.
+    if name in _LIVE:
+        from llmfs.widgets import live
+
+        return getattr(live, name)
+    raise AttributeError(f"module 'llmfs.widgets' has no attribute {name!r}")
+
+
+__all__ = [
+    "FIELDS",
+    "Comparison",
+    "ExpressionError",
+    "OffsetTable",
+    "Outcome",
+    "OwnerNames",
+    "PredictThenRun",
+    "Prediction",
+    "PredictionError",
+    "Sampled",
+    "Step",
+    "Trace",
+    "TraceRow",
+    "TraceTable",
+    "Verdict",
+    "check",
+    "compare",
+    "describe",
+    "normalize",
+    "offset_entries",
+    "offset_table",
+    "predict",
+    "run",
+    "trace",
+]

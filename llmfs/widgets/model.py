@@ -1,0 +1,519 @@
+"""The pure table model behind every trace table, offset table and figure.
+
+Nothing here draws anything: it turns labelled steps (a view, a tensor, or a refused request with
+its :class:`~llmfs.tensor.TensorError`) into plain, frozen rows that the text, HTML, matplotlib and
+ipywidgets renderers all read. So the four pictures of one trace can never disagree.
+
+Vocabulary (seed 002's figure):
+
+* **owner**: the :class:`~llmfs.tensor.Tensor` whose storage a row reads, named for people
+  (``base``, ``copy 1``, ... or names given by the caller), never by a memory address;
+* **shared** (empty diamond ◇): the row reads the storage of an owner that already existed;
+* **new owner** (filled diamond ◆): the row's value is a freshly allocated owner (a copy);
+* **mapping**: for a copy, which source offset each new offset was copied from;
+* **rejected** (multiplication sign ×): the request raised a ``TensorError``; the row names the
+  violated condition.
+
+Offsets and values come from the library itself (:meth:`TensorView.logical_offsets`, the offset
+cursor, and :func:`llmfs.tensor.layout.storage_offset`), never from arithmetic of our own. Large
+results are *sampled*: only the first and last entries are computed, so a million-value view costs
+a few dozen cursor steps, not a million.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from llmfs.course import CourseError
+from llmfs.tensor import Tensor, TensorError, TensorView, layout
+
+#: Up to this many logical values a row or an offset table shows everything.
+FULL_LIMIT = 24
+#: Past FULL_LIMIT, this many entries from the start and ...
+HEAD = 8
+#: ... this many from the end are shown, with a count of those left out in between.
+TAIL = 4
+
+SHARED_MARK = "◇"
+NEW_OWNER_MARK = "◆"
+REJECTED_MARK = "×"
+
+Status = Literal["shared", "copy", "rejected"]
+
+
+class ExpressionError(CourseError):
+    """An expression given to :func:`trace` or an exercise could not be evaluated.
+
+    Raised for Python errors in the expression itself (a typo, an unknown name, a wrong argument
+    type); refusals by the tensor library are *not* errors here, they become rejected rows. The
+    message quotes the expression and the Python error.
+    """
+
+
+# --------------------------------------------------------------------------------------------
+# Sampling: the first and last entries of a long sequence, with a count
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """The first and last entries of a sequence of ``total`` items.
+
+    Invariant: ``head + tail`` are the shown items in order; when ``complete`` (``omitted == 0``)
+    ``tail`` is empty and ``head`` is the whole sequence.
+    """
+
+    head: tuple[Any, ...]
+    tail: tuple[Any, ...]
+    total: int
+
+    @property
+    def omitted(self) -> int:
+        """How many items lie between ``head`` and ``tail`` and are not shown."""
+        return self.total - len(self.head) - len(self.tail)
+
+    @property
+    def complete(self) -> bool:
+        """True when every item is shown."""
+        return self.omitted == 0
+
+    def items(self) -> tuple[Any, ...]:
+        """The complete sequence. Raises :class:`ValueError` when items were left out."""
+        if not self.complete:
+            raise ValueError(f"only {len(self.head) + len(self.tail)} of {self.total} were kept")
+        return self.head
+
+
+def _sample_indices(total: int) -> tuple[range, range]:
+    if total <= FULL_LIMIT:
+        return range(total), range(0)
+    return range(HEAD), range(total - TAIL, total)
+
+
+def _coordinate(index: int, shape: Sequence[int]) -> tuple[int, ...]:
+    # Row-major position -> coordinate; numpy does the division so no index maths lives here.
+    if not shape:
+        return ()
+    return tuple(int(c) for c in np.unravel_index(index, tuple(shape)))
+
+
+@dataclass(frozen=True)
+class OffsetEntry:
+    """One line of an offset table: logical ``coordinate`` -> storage ``offset`` -> ``value``."""
+
+    index: int
+    coordinate: tuple[int, ...]
+    offset: int
+    value: float
+
+
+def offset_entries(view: TensorView | Tensor) -> Sampled:
+    """The offset table of a view (or a tensor's full view), sampled for large views.
+
+    Entries come in logical row-major order; offsets are the offset cursor's, values are read at
+    those offsets. Raises :class:`~llmfs.tensor.StaleViewError` for a stale view.
+    """
+    view = _as_view(view)
+    total = len(view)
+    head_range, tail_range = _sample_indices(total)
+    storage = view.owner.as_slice()
+    cursor = view.logical_offsets()
+    head = []
+    for index, offset in zip(head_range, itertools.islice(cursor, len(head_range))):
+        coordinate = _coordinate(index, view.shape)
+        head.append(OffsetEntry(index, coordinate, offset, float(storage[offset])))
+    tail = []
+    for index in tail_range:
+        coordinate = _coordinate(index, view.shape)
+        offset = layout.storage_offset(view.shape, view.strides, view.base_offset, coordinate)
+        tail.append(OffsetEntry(index, coordinate, offset, float(storage[offset])))
+    return Sampled(tuple(head), tuple(tail), total)
+
+
+def _as_view(item: TensorView | Tensor) -> TensorView:
+    if isinstance(item, Tensor):
+        return item.view()
+    if isinstance(item, TensorView):
+        return item
+    raise TensorError(f"expected a Tensor or TensorView, got {type(item).__name__}")
+
+
+# --------------------------------------------------------------------------------------------
+# Owner names
+# --------------------------------------------------------------------------------------------
+
+
+class OwnerNames:
+    """Stable, readable names for owners: given names first, then ``copy 1``, ``copy 2``, ...
+
+    Owners are told apart by identity, but only the order in which they are first met decides
+    the names, so the same trace always gets the same names (never a memory address).
+    """
+
+    def __init__(self, given: Mapping[str, Tensor] | None = None, copy_prefix: str = "copy"):
+        self._known: list[tuple[Tensor, str]] = []
+        self._given: set[str] = set()
+        self._copies = 0
+        self._prefix = copy_prefix
+        for name in sorted(given or {}):
+            owner = _as_view(given[name]).owner  # type: ignore[index]
+            if self.lookup(owner) is None:
+                self._known.append((owner, name))
+                self._given.add(name)
+
+    def lookup(self, owner: Tensor) -> str | None:
+        """The name of ``owner`` if it has one already, else ``None``."""
+        for known, name in self._known:
+            if known is owner:
+                return name
+        return None
+
+    def is_given(self, name: str) -> bool:
+        """True when ``name`` was given by the caller (a source owner, not a copy)."""
+        return name in self._given
+
+    def name(self, owner: Tensor) -> tuple[str, bool]:
+        """``(name, first_seen)``: the owner's name, naming it ``copy N`` if it is new."""
+        found = self.lookup(owner)
+        if found is not None:
+            return found, False
+        self._copies += 1
+        name = f"{self._prefix} {self._copies}"
+        self._known.append((owner, name))
+        return name, True
+
+
+# --------------------------------------------------------------------------------------------
+# Steps and rows
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One labelled entry of a trace: the ``result`` of a request, or the error it raised.
+
+    ``copied_from`` is, for a copy, the view whose logical values were copied (so the row can
+    show the mapping from new offsets to source offsets); ``None`` otherwise.
+    """
+
+    label: str
+    result: Tensor | TensorView | TensorError
+    copied_from: TensorView | None = None
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One row of the trace table; every field is plain data (ints, floats, strings, tuples).
+
+    ``status`` is ``"shared"`` (reads an existing owner's storage), ``"copy"`` (a new owner made
+    by this step) or ``"rejected"`` (the request raised; only ``label``, ``error``,
+    ``condition`` and ``message`` are set). For a copy made from a known view, ``mapping`` holds
+    ``(new offset, source offset)`` pairs (sampled) and ``mapping_source`` the source owner.
+    """
+
+    label: str
+    status: Status
+    owner: str | None = None
+    shape: tuple[int, ...] | None = None
+    strides: tuple[int, ...] | None = None
+    base_offset: int | None = None
+    contiguous: bool | None = None
+    offsets: Sampled | None = None
+    values: Sampled | None = None
+    nested_values: Any = None
+    mapping: Sampled | None = None
+    mapping_source: str | None = None
+    error: str | None = None
+    condition: str | None = None
+    message: str | None = None
+
+    @property
+    def rejected(self) -> bool:
+        """True for a refused request."""
+        return self.status == "rejected"
+
+    @property
+    def new_owner(self) -> bool:
+        """True when this row's owner was created by this step (the filled diamond)."""
+        return self.status == "copy"
+
+    @property
+    def marker(self) -> str:
+        """``◇`` shared, ``◆`` new owner, ``×`` rejected."""
+        return {"shared": SHARED_MARK, "copy": NEW_OWNER_MARK, "rejected": REJECTED_MARK}[
+            self.status
+        ]
+
+
+def describe(
+    label: str,
+    result: Tensor | TensorView | TensorError,
+    owners: OwnerNames,
+    copied_from: TensorView | None = None,
+) -> TraceRow:
+    """The row for one step, naming owners through ``owners`` (which it updates).
+
+    A tensor or view whose owner ``owners`` has not met yet is a new owner (``copy``); one whose
+    owner it knows reads shared storage. Raises :class:`TensorError` for anything else.
+    """
+    if isinstance(result, TensorError):
+        return TraceRow(
+            label=label,
+            status="rejected",
+            error=type(result).__name__,
+            condition=result.condition,
+            message=str(result),
+        )
+    view = _as_view(result)
+    name, first_seen = owners.name(view.owner)
+    entries = offset_entries(view)
+    offsets = Sampled(
+        tuple(e.offset for e in entries.head), tuple(e.offset for e in entries.tail), entries.total
+    )
+    values = Sampled(
+        tuple(e.value for e in entries.head), tuple(e.value for e in entries.tail), entries.total
+    )
+    mapping = None
+    mapping_source = None
+    if first_seen and copied_from is not None:
+        source_entries = offset_entries(copied_from)
+        mapping = Sampled(
+            tuple(zip(offsets.head, (e.offset for e in source_entries.head))),
+            tuple(zip(offsets.tail, (e.offset for e in source_entries.tail))),
+            entries.total,
+        )
+        mapping_source = owners.name(copied_from.owner)[0]
+    return TraceRow(
+        label=label,
+        status="copy" if first_seen and not owners.is_given(name) else "shared",
+        owner=name,
+        shape=tuple(view.shape),
+        strides=tuple(view.strides),
+        base_offset=view.base_offset,
+        contiguous=view.is_contiguous(),
+        offsets=offsets,
+        values=values,
+        nested_values=view.tolist() if entries.complete else None,
+        mapping=mapping,
+        mapping_source=mapping_source,
+    )
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A whole trace table: rows in order. ``repr`` is the fixed-width text table (what notebook
+    validation compares); in a notebook it renders as an HTML table."""
+
+    rows: tuple[TraceRow, ...]
+    title: str = ""
+    sources: tuple[str, ...] = field(default=())
+
+    @classmethod
+    def from_steps(
+        cls,
+        steps: Iterable[Step | tuple[str, Any]],
+        owners: Mapping[str, Tensor | TensorView] | None = None,
+        title: str = "",
+    ) -> Trace:
+        """Rows for ``steps`` (``Step`` objects or ``(label, result)`` pairs).
+
+        ``owners`` names the source owners (default: the first owner met is ``base``).
+        """
+        steps = [s if isinstance(s, Step) else Step(*s) for s in steps]
+        given = dict(owners or {})
+        if not given:
+            first = next((s.result for s in steps if not isinstance(s.result, TensorError)), None)
+            if first is not None:
+                given = {"base": first}
+        names = OwnerNames(given)  # type: ignore[arg-type]
+        rows = tuple(describe(s.label, s.result, names, s.copied_from) for s in steps)
+        return cls(rows, title, tuple(sorted(given)))
+
+    @property
+    def copies(self) -> tuple[TraceRow, ...]:
+        """The rows that created a new owner and know their source (they have a mapping)."""
+        return tuple(row for row in self.rows if row.mapping is not None)
+
+    def __repr__(self) -> str:
+        from llmfs.widgets.text import render_trace
+
+        return render_trace(self)
+
+    def _repr_html_(self) -> str:
+        from llmfs.widgets.html import render_trace_html
+
+        return render_trace_html(self)
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluating expressions: trace(...)
+# --------------------------------------------------------------------------------------------
+
+
+def _default_namespace() -> dict[str, Any]:
+    import llmfs.tensor as tensor_module
+
+    return {name: getattr(tensor_module, name) for name in tensor_module.__all__}
+
+
+def evaluate(
+    expression: str, namespace: dict[str, Any]
+) -> tuple[str | None, Tensor | TensorView | TensorError, TensorView | None]:
+    """Evaluates ``"expr"`` or ``"name = expr"`` in ``namespace``.
+
+    Returns ``(bound name or None, result or the TensorError raised, copied_from)``, where
+    ``copied_from`` is the source view when the expression is ``x.materialize()``,
+    ``materialize(x)`` or ``copying_transpose(x)``. A successful assignment binds the name in
+    ``namespace``. Raises :class:`ExpressionError` for a Python error that is not a
+    ``TensorError``, and when the result is neither a Tensor nor a TensorView.
+    """
+    try:
+        tree = ast.parse(expression.strip(), mode="exec")
+    except SyntaxError as error:
+        raise ExpressionError(f"cannot read {expression!r}: {error.msg}") from None
+    if len(tree.body) != 1:
+        raise ExpressionError(f"{expression!r}: give one expression (optionally `name = ...`)")
+    statement = tree.body[0]
+    target: str | None = None
+    if (
+        isinstance(statement, ast.Assign)
+        and len(statement.targets) == 1
+        and isinstance(statement.targets[0], ast.Name)
+    ):
+        target = statement.targets[0].id
+        node = statement.value
+    elif isinstance(statement, ast.Expr):
+        node = statement.value
+    else:
+        raise ExpressionError(f"{expression!r}: give an expression or `name = expression`")
+
+    def run(sub: ast.expr) -> Any:
+        code = compile(ast.Expression(sub), "<expression>", "eval")
+        return eval(code, namespace)
+
+    copied_from: TensorView | None = None
+    try:
+        source_node, how = _copy_source(node)
+        if source_node is not None:
+            source = _as_view(run(source_node))
+            if how == "transpose":
+                from llmfs.tensor import copying_transpose
+
+                result: Any = copying_transpose(source)
+                # Copy row k of the result came from column k of the source.
+                copied_from = source.transpose(0, 1)
+            else:
+                result = source.materialize()
+                copied_from = source
+        else:
+            result = run(node)
+    except TensorError as error:
+        return target, error, None
+    except Exception as error:
+        raise ExpressionError(
+            f"{expression!r} failed with {type(error).__name__}: {error}"
+        ) from None
+    if not isinstance(result, (Tensor, TensorView)):
+        raise ExpressionError(
+            f"{expression!r} gave a {type(result).__name__}; a trace row needs a Tensor or a "
+            f"TensorView"
+        )
+    if target is not None:
+        namespace[target] = result
+    return target, result, copied_from
+
+
+def _copy_source(node: ast.expr) -> tuple[ast.expr | None, str]:
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None, ""
+    func = node.func
+    if isinstance(func, ast.Attribute) and func.attr == "materialize" and not node.args:
+        return func.value, "materialize"
+    if isinstance(func, ast.Name) and len(node.args) == 1:
+        if func.id == "materialize":
+            return node.args[0], "materialize"
+        if func.id == "copying_transpose":
+            return node.args[0], "transpose"
+    return None, ""
+
+
+def trace(
+    source: Tensor | TensorView,
+    operations: Sequence[str],
+    *,
+    name: str = "base",
+    namespace: Mapping[str, Any] | None = None,
+    title: str = "",
+) -> Trace:
+    """Seed 002's trace table: one row per operation, refused requests kept as rows.
+
+    ``source`` is bound to ``name`` (default ``base``), which also names its owner. Each
+    operation is a Python expression string, optionally ``alias = expression`` to use the result
+    in later operations, e.g. ``["view = base.view()", "view.reshape([3, 2])",
+    "sliced = view.slice(1, 1, 3)", "sliced.materialize()", "view.reshape([4, 2])"]``.
+    The names of :mod:`llmfs.tensor` and ``namespace`` are available too. A ``TensorError``
+    becomes a rejected row; ``x.materialize()``, ``materialize(x)`` and ``copying_transpose(x)``
+    rows show the mapping to ``x``'s offsets. Raises :class:`ExpressionError` for a Python error.
+    """
+    scope = _default_namespace()
+    scope.update(namespace or {})
+    scope[name] = source
+    owners = OwnerNames({name: source})
+    rows = []
+    for operation in operations:
+        _, result, copied_from = evaluate(operation, scope)
+        rows.append(describe(operation.strip(), result, owners, copied_from))
+    return Trace(tuple(rows), title, (name,))
+
+
+def owners_in(namespace: Mapping[str, Any]) -> dict[str, Tensor]:
+    """Names for the owners reachable from ``namespace``: a Tensor is named by its variable
+    (the alphabetically first one when several names hold it); an owner seen only through views
+    is ``base`` (then ``base 2``, ...)."""
+    named: dict[str, Tensor] = {}
+    for key in sorted(namespace):
+        value = namespace[key]
+        if isinstance(value, Tensor) and not any(t is value for t in named.values()):
+            named[key] = value
+    unnamed = 0
+    for key in sorted(namespace):
+        value = namespace[key]
+        if isinstance(value, TensorView) and not any(t is value.owner for t in named.values()):
+            unnamed += 1
+            named["base" if unnamed == 1 else f"base {unnamed}"] = value.owner
+    return named
+
+
+def format_number(value: float) -> str:
+    """A value as learners write it: ``10`` for 10.0, ``0.5``, ``nan``, ``inf``."""
+    if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+__all__ = [
+    "FULL_LIMIT",
+    "NEW_OWNER_MARK",
+    "REJECTED_MARK",
+    "SHARED_MARK",
+    "ExpressionError",
+    "OffsetEntry",
+    "OwnerNames",
+    "Sampled",
+    "Step",
+    "Trace",
+    "TraceRow",
+    "describe",
+    "evaluate",
+    "format_number",
+    "offset_entries",
+    "owners_in",
+    "trace",
+]

@@ -1,0 +1,285 @@
+"""Plain-text renderer of the table model: fixed-width tables for terminals and notebook validation.
+
+Everything here is deterministic: the same model always gives the same characters (owner names,
+never addresses; no trailing spaces). These strings are the ``repr`` of the model objects and of
+the widgets, so they are what notebook validation compares.
+
+Nothing relies on colour: the owner column shows ``◇`` (shares an existing owner's storage) or
+``◆`` (a new owner) next to the owner's name, contiguity is spelled ``Yes``/``No``, a refused
+request is marked ``×`` with the violated condition, and verdicts say ``right``/``wrong``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from llmfs.tensor import Tensor, TensorView
+from llmfs.widgets.model import (
+    FULL_LIMIT,
+    NEW_OWNER_MARK,
+    REJECTED_MARK,
+    SHARED_MARK,
+    Sampled,
+    Trace,
+    TraceRow,
+    format_number,
+    offset_entries,
+)
+
+LEGEND = (
+    f"{SHARED_MARK} reads the storage of an existing owner   {NEW_OWNER_MARK} new owner (a copy)   "
+    f"{REJECTED_MARK} rejected request"
+)
+
+TRACE_HEADERS = (
+    "step",
+    "owner",
+    "shape",
+    "strides",
+    "base offset",
+    "contiguous",
+    "offsets",
+    "values",
+)
+
+
+def format_ints(values: Sequence[int] | None) -> str:
+    """``[3, 2]`` for a shape or strides (``[]`` for a scalar's), ``—`` for none."""
+    if values is None:
+        return "—"
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def format_sampled(
+    sampled: Sampled | None, item: Callable[[Any], str] = str, *, short: bool = False
+) -> str:
+    """``[a, b, c]``, or for a long sequence ``[a, ..., h, … 988 more …, w, x, y, z]``.
+
+    ``short`` keeps only the first 4 and last 2 of a long sequence (for table cells).
+    """
+    if sampled is None:
+        return "—"
+    if sampled.complete:
+        return "[" + ", ".join(item(v) for v in sampled.head) + "]"
+    head = list(sampled.head[:4] if short else sampled.head)
+    tail = list(sampled.tail[-2:] if short else sampled.tail)
+    omitted = sampled.total - len(head) - len(tail)
+    cells = [*(item(v) for v in head), f"… {omitted} more …", *(item(v) for v in tail)]
+    return "[" + ", ".join(cells) + "]"
+
+
+def format_nested(values: Any) -> str:
+    """Nested lists of numbers as learners write them: ``[[10, 11], [12, 20]]``."""
+    if isinstance(values, list):
+        return "[" + ", ".join(format_nested(v) for v in values) + "]"
+    return format_number(values)
+
+
+def format_values(row: TraceRow) -> str:
+    """A row's values: nested lists when short, else the first and last values and a count."""
+    if row.nested_values is not None:
+        return format_nested(row.nested_values)
+    if row.values is None:
+        return "—"
+    return format_sampled(row.values, format_number, short=True) + f" ({row.values.total} values)"
+
+
+def yes_no(flag: bool | None) -> str:
+    """``Yes``/``No`` (``—`` when not applicable)."""
+    if flag is None:
+        return "—"
+    return "Yes" if flag else "No"
+
+
+def owner_cell(row: TraceRow) -> str:
+    """``◇ base``, ``◆ copy 1`` or ``× rejected``."""
+    if row.rejected:
+        return f"{REJECTED_MARK} rejected"
+    return f"{row.marker} {row.owner}"
+
+
+def trace_cells(row: TraceRow) -> list[str]:
+    """The cells of one trace row, in :data:`TRACE_HEADERS` order (a rejected row has three: the
+    step, the mark, and the violated condition with the error class)."""
+    if row.rejected:
+        return [row.label, owner_cell(row), f"violated: {row.condition} ({row.error})"]
+    return [
+        row.label,
+        owner_cell(row),
+        format_ints(row.shape),
+        format_ints(row.strides),
+        str(row.base_offset),
+        yes_no(row.contiguous),
+        format_sampled(row.offsets, short=True),
+        format_values(row),
+    ]
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A fixed-width table; a row shorter than ``headers`` lets its last cell run on."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        if len(row) == len(headers):
+            for k, cell in enumerate(row):
+                widths[k] = max(widths[k], len(cell))
+        else:
+            for k, cell in enumerate(row[:-1]):
+                widths[k] = max(widths[k], len(cell))
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [cell.ljust(widths[k]) for k, cell in enumerate(cells[:-1])]
+        return "  ".join([*padded, cells[-1]]).rstrip()
+
+    out = [line(headers), line(["-" * w for w in widths])]
+    out.extend(line(row) for row in rows)
+    return "\n".join(out)
+
+
+def render_trace(trace: Trace) -> str:
+    """The whole trace table, the legend, then one mapping table per copy with a known source."""
+    parts = []
+    if trace.title:
+        parts.append(trace.title)
+    parts.append(table(TRACE_HEADERS, [trace_cells(row) for row in trace.rows]))
+    parts.append(LEGEND)
+    text = "\n".join(parts)
+    for row in trace.copies:
+        text += "\n\n" + render_mapping(row)
+    return text
+
+
+def render_mapping(row: TraceRow) -> str:
+    """The mapping table of a copy: each new offset and the source offset its value came from."""
+    if row.mapping is None:
+        return f"{row.label}: no mapping (the source of this copy is not known)"
+    source = row.mapping_source
+    heading = f"mapping {NEW_OWNER_MARK} {row.owner} <- {SHARED_MARK} {source}  ({row.label})"
+    headers = (f"new offset in {row.owner}", f"source offset in {row.mapping_source}")
+    pairs = [[str(new), str(old)] for new, old in row.mapping.head]
+    if not row.mapping.complete:
+        pairs.append([f"… {row.mapping.omitted} more …", ""])
+        pairs.extend([str(new), str(old)] for new, old in row.mapping.tail)
+    new_offsets = format_sampled(Sampled(*_split(row.mapping, 0), row.mapping.total))
+    old_offsets = format_sampled(Sampled(*_split(row.mapping, 1), row.mapping.total))
+    summary = f"new offsets {new_offsets} -> source offsets {old_offsets}"
+    return "\n".join([heading, table(headers, pairs), summary])
+
+
+def _split(mapping: Sampled, side: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return tuple(p[side] for p in mapping.head), tuple(p[side] for p in mapping.tail)
+
+
+def describe_view(view: TensorView, owner: str) -> str:
+    """One line of metadata: shape, strides, base offset, contiguity and owner."""
+    return (
+        f"shape {format_ints(view.shape)}, strides {format_ints(view.strides)}, "
+        f"base offset {view.base_offset}, contiguous {yes_no(view.is_contiguous())}, "
+        f"owner {owner}"
+    )
+
+
+def render_offsets(item: TensorView | Tensor, owner: str = "base") -> str:
+    """The offset table of a view: coordinate -> storage offset -> value, then the storage strip.
+
+    Long views show their first and last entries and a count; the strip is drawn when the
+    owner's storage has at most :data:`FULL_LIMIT` values.
+    """
+    view = item.view() if isinstance(item, Tensor) else item
+    entries = offset_entries(view)
+    rows = [
+        [format_ints(e.coordinate), str(e.offset), format_number(e.value)] for e in entries.head
+    ]
+    if not entries.complete:
+        rows.append([f"… {entries.omitted} more …", "", ""])
+        rows.extend(
+            [format_ints(e.coordinate), str(e.offset), format_number(e.value)] for e in entries.tail
+        )
+    parts = [describe_view(view, owner), table(("coordinate", "offset", "value"), rows)]
+    parts.append(render_strip(view, owner, entries))
+    return "\n".join(parts)
+
+
+def storage_readers(entries: Sampled) -> dict[int, list[int]]:
+    """Storage offset -> the logical positions (row-major indices) that read it."""
+    readers: dict[int, list[int]] = {}
+    for entry in (*entries.head, *entries.tail):
+        readers.setdefault(entry.offset, []).append(entry.index)
+    return readers
+
+
+def render_strip(view: TensorView, owner: str, entries: Sampled | None = None) -> str:
+    """The owner's storage as a strip: offset, value, and which logical positions read it."""
+    storage = view.owner.as_slice()
+    if storage.size > FULL_LIMIT:
+        return f"storage of {owner}: {storage.size} values (strip shown up to {FULL_LIMIT})"
+    entries = entries if entries is not None else offset_entries(view)
+    readers = storage_readers(entries)
+    headers = [f"storage of {owner}", *(str(k) for k in range(storage.size))]
+    values = ["value", *(format_number(float(v)) for v in storage)]
+    read = [
+        "read by position",
+        *(",".join(map(str, readers.get(k, []))) or "·" for k in range(storage.size)),
+    ]
+    return table(headers, [values, read])
+
+
+def render_comparison(comparison: Any) -> str:
+    """A :class:`~llmfs.widgets.predict.Comparison` as text: the expression, one line per field
+    (your prediction, the truth, the verdict in words), a tally, then the offset table of the
+    result or the rejection with its violated condition."""
+    outcome = comparison.outcome
+    rows = [[v.label, v.predicted, v.truth, v.verdict_text] for v in comparison.verdicts]
+    parts = [f"run: {outcome.label}"]
+    if rows:
+        parts.append(table(("field", "your prediction", "truth", "verdict"), rows))
+    parts.append(tally(comparison.verdicts))
+    row = outcome.row
+    if row.rejected:
+        parts.append(f"{REJECTED_MARK} rejected: violated {row.condition} ({row.error})")
+        parts.append(f"  {row.message}")
+    elif outcome.view is not None:
+        parts.append("")
+        parts.append(render_offsets(outcome.view, row.owner or "base"))
+        if row.mapping is not None:
+            parts.append("")
+            parts.append(render_mapping(row))
+    return "\n".join(parts)
+
+
+def tally(verdicts: Sequence[Any]) -> str:
+    """``2 of 3 answered fields right; 1 not answered yet`` (or ``nothing answered yet``)."""
+    answered = [v for v in verdicts if v.answered]
+    right = sum(1 for v in answered if v.status == "right")
+    waiting = sum(1 for v in verdicts if v.status == "unanswered")
+    unreadable = sum(1 for v in verdicts if v.status == "unreadable")
+    text = (
+        f"{right} of {len(answered)} answered fields right" if answered else "nothing answered yet"
+    )
+    if answered and waiting:
+        text += f"; {waiting} not answered yet"
+    if unreadable:
+        text += f"; {unreadable} could not be read"
+    return text
+
+
+__all__ = [
+    "LEGEND",
+    "TRACE_HEADERS",
+    "describe_view",
+    "format_ints",
+    "format_nested",
+    "format_sampled",
+    "format_values",
+    "owner_cell",
+    "render_comparison",
+    "render_mapping",
+    "render_offsets",
+    "render_strip",
+    "render_trace",
+    "storage_readers",
+    "table",
+    "tally",
+    "trace_cells",
+    "yes_no",
+]
