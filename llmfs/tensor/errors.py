@@ -326,21 +326,151 @@ class DTypeError(TensorError):
         )
 
 
+# --------------------------------------------------------------------------------------------
+# Compute errors (elementwise, reductions, matmul, einsum, plans, backends)
+# --------------------------------------------------------------------------------------------
+
+
+class EmptyReductionError(TensorError):
+    """``max``, ``min`` or ``mean`` over an axis of size 0: there is no value to return.
+
+    (``sum`` and ``prod`` of nothing are 0 and 1, as in NumPy; these three have no such identity,
+    and a silent NaN or -inf would hide the mistake.)
+    """
+
+    condition = "reduced axes are non-empty"
+
+    def __init__(self, op: str, shape: Sequence[int], axes: Sequence[int]) -> None:
+        self.op = op
+        self.shape = tuple(shape)
+        self.axes = tuple(axes)
+        empty = [axis for axis in self.axes if self.shape[axis] == 0]
+        super().__init__(
+            f"{op} over an empty axis: shape {_fmt(self.shape)} reduced over axes "
+            f"{_fmt(self.axes)}, and axis {empty[0] if empty else '?'} has size 0 ({op} of no "
+            f"values is undefined; only sum (0) and prod (1) have a value for an empty axis)"
+        )
+
+
+class MatmulShapeError(TensorError):
+    """``matmul`` operands whose inner sizes differ, or that have no matrix axes."""
+
+    condition = "inner sizes match"
+
+    def __init__(self, a_shape: Sequence[int], b_shape: Sequence[int], detail: str) -> None:
+        self.a_shape = tuple(a_shape)
+        self.b_shape = tuple(b_shape)
+        self.detail = detail
+        super().__init__(
+            f"matmul of shapes {_fmt(self.a_shape)} and {_fmt(self.b_shape)}: {detail}"
+        )
+
+
+class EinsumError(TensorError):
+    """A malformed einsum expression, or operands that do not fit it.
+
+    ``operand`` (an index or ``None``), ``label`` (a letter, ``"..."`` or ``None``) and ``position``
+    (a character index in the expression, or ``None``) point at the offending part; the message
+    repeats the expression with a caret under ``position`` when there is one.
+    """
+
+    condition = "einsum rule"
+
+    def __init__(
+        self,
+        expression: str,
+        detail: str,
+        *,
+        operand: int | None = None,
+        label: str | None = None,
+        position: int | None = None,
+    ) -> None:
+        self.expression = expression
+        self.detail = detail
+        self.operand = operand
+        self.label = label
+        self.position = position
+        text = f"einsum {expression!r}: {detail}"
+        if position is not None:
+            # The caret sits under the character, after "  '" (the repr's opening quote).
+            text += f"\n  {expression!r}\n  {' ' * (position + 1)}^"
+        super().__init__(text)
+
+
+class PlanMismatchError(TensorError):
+    """An operand given to a plan's ``execute`` differs from the layout the plan was made for."""
+
+    condition = "operands match the planned layouts"
+
+    def __init__(self, operand: int | str, field: str, planned: object, actual: object) -> None:
+        self.operand = operand
+        self.field = field
+        self.planned = planned
+        self.actual = actual
+        super().__init__(
+            f"operand {operand} does not match the plan: its {field} is {actual} but the plan was "
+            f"made for {planned} (make a new plan for a different layout)"
+        )
+
+
+class OutputBufferError(TensorError):
+    """An ``execute_into`` output that is not an owned, unshared tensor of the planned layout."""
+
+    condition = "output is an owned, unshared tensor of the planned layout"
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(f"cannot write the result into this output: {detail}")
+
+
+class BackendUnavailableError(TensorError):
+    """A backend name that is unknown, or whose backend cannot run on this machine.
+
+    ``available`` lists the names that can be used; ``reason`` says why this one cannot.
+    """
+
+    condition = "backend available"
+
+    def __init__(self, name: str, available: Sequence[str], reason: str) -> None:
+        self.name = name
+        self.available = tuple(available)
+        self.reason = reason
+        listed = ", ".join(self.available) or "none"
+        super().__init__(f"backend {name!r} is not available: {reason} (available: {listed})")
+
+
+class UnsupportedOperationError(TensorError):
+    """A backend was asked for an operation or dtype it does not implement and has no fallback."""
+
+    condition = "backend supports the operation"
+
+    def __init__(self, backend: str, what: str) -> None:
+        self.backend = backend
+        self.what = what
+        super().__init__(f"backend {backend!r} does not support {what} and has no fallback")
+
+
 __all__ = [
     "AxisOutOfRangeError",
+    "BackendUnavailableError",
     "BroadcastError",
     "ClosedMutationError",
     "DTypeError",
     "DuplicateAxisError",
+    "EinsumError",
     "ElementCountMismatchError",
+    "EmptyReductionError",
     "IndexOutOfBoundsError",
     "InvalidAxisRangeError",
     "InvalidIndexError",
     "InvalidLayoutError",
     "InvalidShapeError",
     "InvalidStepError",
+    "MatmulShapeError",
     "NonContiguousReshapeError",
+    "OutputBufferError",
     "PermutationLengthMismatchError",
+    "PlanMismatchError",
     "RankMismatchError",
     "ReshapeElementCountMismatchError",
     "ShapeOverflowError",
@@ -350,4 +480,5 @@ __all__ = [
     "StaleViewError",
     "TensorError",
     "TensorViewError",
+    "UnsupportedOperationError",
 ]

@@ -568,3 +568,62 @@ def validate(shape: object, strides: object, base_offset: object, storage_len: o
             f"the largest reachable offset is {high} but the storage holds {length} values "
             f"(valid offsets 0..{length - 1}); it is {high - length + 1} past the end",
         )
+
+
+# --------------------------------------------------------------------------------------------
+# Compute layouts: reductions, diagonals, matrix operands
+# --------------------------------------------------------------------------------------------
+
+
+def reduced_shape(shape: Sequence[int], axes: Sequence[int], keepdims: bool = False) -> Shape:
+    """The shape left after reducing ``axes`` (normalised, distinct): those axes are dropped, or
+    kept with size 1 when ``keepdims``."""
+    drop = set(axes)
+    if keepdims:
+        return tuple(1 if axis in drop else size for axis, size in enumerate(shape))
+    return tuple(size for axis, size in enumerate(shape) if axis not in drop)
+
+
+def diagonal_layout(
+    shape: Sequence[int], strides: Sequence[int], groups: Sequence[Sequence[int]]
+) -> tuple[Shape, Strides]:
+    """Takes diagonals as a view: each group of axes (equal sizes, checked by the caller) becomes
+    ONE axis whose stride is the sum of the group's strides, placed where the group's first axis
+    was. Axes in no group keep their place.
+
+    Stepping the merged axis by one steps every axis of the group by one at once, which is the
+    diagonal: ``shape (3, 3)`` with strides ``(3, 1)`` and group ``(0, 1)`` gives ``(3,)`` with
+    stride ``(4,)`` (offsets 0, 4, 8). No value moves; the offsets visited are a subset of the
+    original ones, so a valid layout stays valid.
+    """
+    first_of: dict[int, Sequence[int]] = {}
+    absorbed: set[int] = set()
+    for group in groups:
+        first_of[group[0]] = group
+        absorbed.update(group[1:])
+    out_shape: list[int] = []
+    out_strides: list[int] = []
+    for axis, (size, stride) in enumerate(zip(shape, strides)):
+        if axis in absorbed:
+            continue
+        group = first_of.get(axis)
+        out_shape.append(size)
+        out_strides.append(sum(strides[k] for k in group) if group else stride)
+    return tuple(out_shape), tuple(out_strides)
+
+
+def is_matrix_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """True when the last two axes form a matrix that BLAS-style kernels read directly: one of
+    them has stride 1 (or size 1) and the other a stride at least the first one's size, both
+    non-negative. Anything else (flips, broadcast rows, overlapping or strided columns) is better
+    copied into a dense block before a matrix product.
+    """
+    if len(shape) < 2:
+        return False
+    rows, cols = shape[-2], shape[-1]
+    row_stride, col_stride = strides[-2], strides[-1]
+    if rows == 0 or cols == 0:
+        return True
+    if (cols == 1 or col_stride == 1) and (rows == 1 or row_stride >= max(cols, 1)):
+        return True
+    return (rows == 1 or row_stride == 1) and (cols == 1 or col_stride >= max(rows, 1))

@@ -1,0 +1,173 @@
+"""The backend registry: which backend computes ``llmfs.tensor.ops``, and how to switch.
+
+Backends are registered by name with a *loader*, a function that builds the backend or raises
+:class:`BackendUnavailableError` (or ``ImportError``) saying why it cannot run here (no Metal
+device, no C++ compiler...). Loaders run lazily, once; their result or their refusal is kept.
+
+* :func:`available_backends` lists the names that load on this machine, in registration order.
+* :func:`get_backend` returns one by name (``None``: the active one).
+* :func:`set_default_backend` changes the process-wide default (``"numpy"`` at start).
+* :func:`use_backend` switches for a ``with`` block (per thread and per asyncio task).
+
+Built in: ``reference`` (pure Python, for reading), ``numpy`` (the default), and the Metal
+backends ``metal`` and ``metal-emulator`` from :mod:`llmfs.tensor.backends.metal`, each of which
+loads only where it can run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from llmfs.tensor.backends.base import (
+    BINARY_OPS,
+    PRIMITIVES,
+    REDUCE_OPS,
+    UNARY_OPS,
+    Backend,
+)
+from llmfs.tensor.errors import BackendUnavailableError, TensorError
+
+Loader = Callable[[], Backend]
+
+_loaders: dict[str, Loader] = {}
+_loaded: dict[str, Backend] = {}
+_refused: dict[str, str] = {}
+_default = "numpy"
+_active: ContextVar[str | None] = ContextVar("llmfs_tensor_backend", default=None)
+
+
+def _from_module(module: str, attribute: str) -> Loader:
+    def load() -> Backend:
+        cls = getattr(importlib.import_module(module), attribute, None)
+        if cls is None:
+            raise ImportError(f"{module} defines no {attribute}")
+        return cls()
+
+    return load
+
+
+def register_backend(name: str, loader: Loader, *, replace: bool = False) -> None:
+    """Registers ``loader`` (a zero-argument callable returning a :class:`Backend`, or raising
+    :class:`BackendUnavailableError`/``ImportError``) under ``name``.
+
+    Raises :class:`TensorError` when the name is taken, unless ``replace`` (which also forgets a
+    previously loaded instance).
+    """
+    if not isinstance(name, str) or not name:
+        raise TensorError(f"a backend name must be a non-empty string, got {name!r}")
+    if name in _loaders and not replace:
+        raise TensorError(f"a backend named {name!r} is already registered (pass replace=True)")
+    _loaders[name] = loader
+    _loaded.pop(name, None)
+    _refused.pop(name, None)
+
+
+def _load(name: str) -> Backend | None:
+    if name in _loaded:
+        return _loaded[name]
+    if name in _refused:
+        return None
+    try:
+        backend = _loaders[name]()
+    except BackendUnavailableError as error:
+        _refused[name] = error.reason
+        return None
+    except ImportError as error:
+        _refused[name] = f"it could not be imported ({error})"
+        return None
+    if not isinstance(backend, Backend):
+        raise TensorError(
+            f"the loader of backend {name!r} returned {type(backend).__name__}, not a Backend"
+        )
+    _loaded[name] = backend
+    return backend
+
+
+def available_backends() -> tuple[str, ...]:
+    """Names of the registered backends that can run here, in registration order."""
+    return tuple(name for name in _loaders if _load(name) is not None)
+
+
+def unavailable_backends() -> dict[str, str]:
+    """Registered backends that cannot run here, each with the reason it gave."""
+    available_backends()
+    return {name: _refused[name] for name in _loaders if name in _refused}
+
+
+def get_backend(name: str | None = None) -> Backend:
+    """The backend called ``name`` (``None``: the active one, see :func:`use_backend`).
+
+    Raises :class:`BackendUnavailableError` for an unknown name or one that cannot run here; the
+    message lists the available names and says why this one is missing.
+    """
+    if name is None:
+        name = _active.get() or _default
+    if isinstance(name, Backend):
+        return name
+    if name not in _loaders:
+        raise BackendUnavailableError(str(name), available_backends(), "no backend has that name")
+    backend = _load(name)
+    if backend is None:
+        raise BackendUnavailableError(name, available_backends(), _refused[name])
+    return backend
+
+
+def default_backend() -> str:
+    """The process-wide default backend name (``"numpy"`` unless changed)."""
+    return _default
+
+
+def set_default_backend(name: str) -> None:
+    """Makes ``name`` the process-wide default; raises :class:`BackendUnavailableError` first if it
+    cannot run here (the old default stays)."""
+    global _default
+    get_backend(name)
+    _default = name
+
+
+@contextmanager
+def use_backend(name: str) -> Iterator[Backend]:
+    """``with use_backend("reference"):`` runs the ops of the block on that backend (in this
+    thread or task only), then restores the previous choice. Yields the backend.
+
+    Raises :class:`BackendUnavailableError` on entry when ``name`` cannot be used.
+    """
+    backend = get_backend(name)
+    token = _active.set(name)
+    try:
+        yield backend
+    finally:
+        _active.reset(token)
+
+
+def active_backend_name() -> str:
+    """The name ops will use now: the innermost :func:`use_backend`, else the default."""
+    return _active.get() or _default
+
+
+register_backend("reference", _from_module("llmfs.tensor.backends.reference", "ReferenceBackend"))
+register_backend("numpy", _from_module("llmfs.tensor.backends.numpy_backend", "NumpyBackend"))
+register_backend("metal", _from_module("llmfs.tensor.backends.metal", "MetalBackend"))
+register_backend(
+    "metal-emulator", _from_module("llmfs.tensor.backends.metal", "MetalEmulatorBackend")
+)
+
+__all__ = [
+    "BINARY_OPS",
+    "PRIMITIVES",
+    "REDUCE_OPS",
+    "UNARY_OPS",
+    "Backend",
+    "BackendUnavailableError",
+    "active_backend_name",
+    "available_backends",
+    "default_backend",
+    "get_backend",
+    "register_backend",
+    "set_default_backend",
+    "unavailable_backends",
+    "use_backend",
+]

@@ -1,0 +1,146 @@
+"""The backend interface: the few primitives every compute backend implements.
+
+``llmfs.tensor.ops`` does everything that is the same for all backends: it turns Python scalars
+into 0-d operands, checks and broadcasts shapes (broadcasting is zero-stride *views*, made with
+:mod:`llmfs.tensor.layout`), normalises axes, chooses dtypes, answers empty outputs and empty
+reductions without dispatching, and plans einsum contractions. What is left for a backend is
+small and uniform:
+
+==============================================  ===============================================
+``unary(op, x, *, dtype, compute)``             required; ``op`` in :data:`UNARY_OPS`
+``binary(op, a, b, *, dtype, compute)``         required; ``op`` in :data:`BINARY_OPS`;
+                                                ``a.shape == b.shape`` (already broadcast)
+``reduce(op, x, axes, *, dtype, compute)``      required; ``op`` in :data:`REDUCE_OPS`
+``matmul(a, b, *, dtype, compute)``             required; ``(*batch, m, k) @ (*batch, k, n)``
+``copy(x, *, dtype)``                           default here (fast gather, then cast)
+``supports(primitive, op, dtype)``              default here: ``dtype.name in self.dtypes``
+==============================================  ===============================================
+
+Contract of every primitive
+---------------------------
+* Inputs are :class:`~llmfs.tensor.view.TensorView` objects: (owner storage, shape, signed strides,
+  base offset). They may be non-contiguous, flipped (negative strides) or broadcast (zero
+  strides); a backend reads them in place (``view.numpy_view()``, ``view.logical_offsets()``,
+  ``view.owner.as_slice()``) and must not copy an input that it can read as it is.
+* Inputs are never empty, and ``reduce`` always has at least one axis: the caller answers those
+  cases itself, so a backend never launches work for nothing.
+* The result is a NEW owning :class:`~llmfs.tensor.tensor.Tensor` with row-major strides and dtype
+  ``dtype``, computed in the precision ``compute`` (float32 or float64): inputs are converted to
+  ``compute`` when read, every operation and accumulation happens in ``compute``, and the result is
+  rounded to ``dtype`` once, when it is written (seed 003's precision rule; float16 storage is
+  computed in float32).
+* IEEE behaviour as NumPy: ``exp`` overflow gives inf, ``log(0)`` -inf, ``x/0`` +-inf, ``sqrt`` of a
+  negative number NaN, NaN propagates, and ``minimum``/``maximum``/``max``/``min`` propagate NaN.
+  No warning or exception escapes for these.
+
+Unsupported operations
+----------------------
+A backend that lacks an op or a dtype says so in :meth:`Backend.supports`; the dispatcher then
+runs that one call on the backend named by :attr:`Backend.fallback` (``"numpy"`` unless set to
+``None``, in which case an :class:`UnsupportedOperationError` is raised). So a GPU backend can
+implement ``add`` and ``matmul`` in float32 only and still run every program.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from llmfs.tensor.strided import gather
+from llmfs.tensor.tensor import Tensor
+from llmfs.tensor.view import TensorView
+
+#: Elementwise functions of one argument (seed 003's unary transforms, plus sigmoid of seed 001).
+UNARY_OPS: tuple[str, ...] = (
+    "neg",
+    "abs",
+    "sqrt",
+    "exp",
+    "log",
+    "sin",
+    "cos",
+    "tanh",
+    "sigmoid",
+    "relu",
+    "reciprocal",
+)
+
+#: Elementwise functions of two arguments; ``minimum``/``maximum`` propagate NaN.
+BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "minimum", "maximum")
+
+#: Reductions over axes; ``max``/``min`` propagate NaN.
+REDUCE_OPS: tuple[str, ...] = ("sum", "prod", "max", "min", "mean")
+
+#: The primitive names :meth:`Backend.supports` is asked about.
+PRIMITIVES: tuple[str, ...] = ("unary", "binary", "reduce", "matmul", "copy")
+
+
+class Backend(ABC):
+    """One way of computing the primitives (see the module docstring for the full contract).
+
+    Subclasses set :attr:`name` and :attr:`dtypes` and implement the four abstract methods. The
+    shared test suite runs every op on every available backend for each dtype in :attr:`dtypes`.
+    """
+
+    #: The registry name (``"numpy"``, ``"reference"``, ``"metal"``...).
+    name: str = "abstract"
+
+    #: Storage dtypes this backend computes natively, narrowest first.
+    dtypes: tuple[str, ...] = ("float16", "float32", "float64")
+
+    #: The backend that runs calls :meth:`supports` refuses; ``None`` makes them errors.
+    fallback: str | None = "numpy"
+
+    #: One line for listings (``llmfs`` tooling, error messages).
+    description: str = ""
+
+    def supports(self, primitive: str, op: str | None, dtype: np.dtype) -> bool:
+        """True when this backend computes ``primitive`` (one of :data:`PRIMITIVES`) with ``op``
+        for inputs of storage dtype ``dtype`` (the widest input dtype). Default: every op, for the
+        dtypes in :attr:`dtypes`."""
+        return np.dtype(dtype).name in self.dtypes
+
+    @abstractmethod
+    def unary(self, op: str, x: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
+        """``op(x)`` value by value; the result has ``x.shape``."""
+
+    @abstractmethod
+    def binary(
+        self, op: str, a: TensorView, b: TensorView, *, dtype: np.dtype, compute: np.dtype
+    ) -> Tensor:
+        """``op(a, b)`` value by value for two views of the same shape (broadcast already)."""
+
+    @abstractmethod
+    def reduce(
+        self,
+        op: str,
+        x: TensorView,
+        axes: tuple[int, ...],
+        *,
+        dtype: np.dtype,
+        compute: np.dtype,
+    ) -> Tensor:
+        """Folds the (sorted, distinct, non-empty) ``axes`` of the non-empty ``x`` with ``op``;
+        the result's shape is ``x.shape`` without those axes (``mean`` divides the sum by the
+        number of values folded, in ``compute``)."""
+
+    @abstractmethod
+    def matmul(self, a: TensorView, b: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
+        """Matrix products over leading batch axes: ``a`` is ``(*batch, m, k)``, ``b`` is
+        ``(*batch, k, n)`` with the same batch shape (broadcast already), every size >= 1; the
+        result is ``(*batch, m, n)``."""
+
+    def copy(self, x: TensorView, *, dtype: np.dtype) -> Tensor:
+        """The values of ``x`` in logical row-major order as a new owner of dtype ``dtype``.
+
+        Default: the cache-blocked gather of :mod:`llmfs.tensor.strided`, then one cast.
+        """
+        values = gather(x.owner.as_slice(), x.shape, x.strides, x.base_offset).reshape(-1)
+        if values.dtype != dtype:
+            with np.errstate(over="ignore"):
+                values = values.astype(dtype)
+        return Tensor._adopt(values, x.shape)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r} dtypes={list(self.dtypes)}>"

@@ -1,0 +1,134 @@
+"""The NumPy backend (the default): each primitive is one NumPy call on views of the storage.
+
+Inputs are read in place: ``view.numpy_view()`` is an ndarray over the owner's own memory with
+the view's shape and strides, so a transposed, flipped or broadcast input costs nothing to pass.
+Ufuncs convert to the compute precision on the fly (``dtype=compute``) and write straight into a
+freshly allocated row-major output (``out=``), so no temporary copy of an input is made. The one
+exception is ``matmul``: a matrix whose last two axes BLAS cannot read directly (a flip, a
+broadcast row) is gathered into a dense block first, because NumPy's non-BLAS loop is far slower
+than that copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from llmfs.tensor.backends.base import Backend
+from llmfs.tensor.layout import element_count, is_matrix_dense, reduced_shape
+from llmfs.tensor.strided import gather
+from llmfs.tensor.tensor import Tensor
+from llmfs.tensor.view import TensorView
+
+
+def _sigmoid(x: np.ndarray, out: np.ndarray, compute: np.dtype) -> None:
+    # 1 / (1 + e^-x) = exp(-log(1 + e^-x)); logaddexp never overflows, so neither does this.
+    t = np.logaddexp(0.0, np.negative(x, dtype=compute), dtype=compute)
+    np.negative(t, out=t)
+    np.exp(t, out=out)
+
+
+def _ufunc(function: np.ufunc) -> Callable[[np.ndarray, np.ndarray, np.dtype], None]:
+    def apply(x: np.ndarray, out: np.ndarray, compute: np.dtype) -> None:
+        function(x, out=out, dtype=compute)
+
+    return apply
+
+
+UNARY: dict[str, Callable[[np.ndarray, np.ndarray, np.dtype], None]] = {
+    "neg": _ufunc(np.negative),
+    "abs": _ufunc(np.absolute),
+    "sqrt": _ufunc(np.sqrt),
+    "exp": _ufunc(np.exp),
+    "log": _ufunc(np.log),
+    "sin": _ufunc(np.sin),
+    "cos": _ufunc(np.cos),
+    "tanh": _ufunc(np.tanh),
+    "sigmoid": _sigmoid,
+    "relu": lambda x, out, compute: np.maximum(x, 0.0, out=out, dtype=compute),
+    "reciprocal": lambda x, out, compute: np.divide(1.0, x, out=out, dtype=compute),
+}
+
+BINARY: dict[str, np.ufunc] = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "minimum": np.minimum,  # propagates NaN (np.fmin would not)
+    "maximum": np.maximum,
+}
+
+REDUCE: dict[str, np.ufunc] = {
+    "sum": np.add,
+    "mean": np.add,
+    "prod": np.multiply,
+    "max": np.maximum,  # propagates NaN
+    "min": np.minimum,
+}
+
+
+def _adopt(out: np.ndarray) -> Tensor:
+    return Tensor._adopt(out.reshape(-1), out.shape)
+
+
+def _dense_matrix(view: TensorView, compute: np.dtype) -> np.ndarray:
+    """The view as an ndarray BLAS can read: in place when possible, else one dense copy."""
+    if is_matrix_dense(view.shape, view.strides):
+        array = view.numpy_view()
+    else:
+        array = gather(view.owner.as_slice(), view.shape, view.strides, view.base_offset)
+    return array if array.dtype == compute else array.astype(compute)
+
+
+class NumpyBackend(Backend):
+    """Every primitive as one NumPy call on in-place views of the inputs."""
+
+    name = "numpy"
+    dtypes = ("float16", "float32", "float64")
+    fallback = None
+    description = "NumPy ufuncs and BLAS on views of the storage (the default)"
+
+    def unary(self, op: str, x: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
+        """One ufunc call from the input view into a new row-major output."""
+        out = np.empty(x.shape, dtype=dtype)
+        with np.errstate(all="ignore"):
+            UNARY[op](x.numpy_view(), out, compute)
+        return _adopt(out)
+
+    def binary(
+        self, op: str, a: TensorView, b: TensorView, *, dtype: np.dtype, compute: np.dtype
+    ) -> Tensor:
+        """One ufunc call over two views (zero strides where broadcast)."""
+        out = np.empty(a.shape, dtype=dtype)
+        with np.errstate(all="ignore"):
+            BINARY[op](a.numpy_view(), b.numpy_view(), out=out, dtype=compute)
+        return _adopt(out)
+
+    def reduce(
+        self,
+        op: str,
+        x: TensorView,
+        axes: tuple[int, ...],
+        *,
+        dtype: np.dtype,
+        compute: np.dtype,
+    ) -> Tensor:
+        """``ufunc.reduce`` over the axes, accumulating in ``compute``."""
+        shape = reduced_shape(x.shape, axes)
+        acc = np.empty(shape, dtype=compute)
+        with np.errstate(all="ignore"):
+            REDUCE[op].reduce(x.numpy_view(), axis=axes, dtype=compute, out=acc)
+            if op == "mean":
+                np.divide(acc, element_count([x.shape[axis] for axis in axes]), out=acc)
+            out = acc if acc.dtype == dtype else acc.astype(dtype)
+        return _adopt(out)
+
+    def matmul(self, a: TensorView, b: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
+        """``np.matmul`` (BLAS) on the views, gathering only matrices BLAS cannot read."""
+        left, right = _dense_matrix(a, compute), _dense_matrix(b, compute)
+        acc = np.empty((*a.shape[:-1], b.shape[-1]), dtype=compute)
+        with np.errstate(all="ignore"):
+            np.matmul(left, right, out=acc)
+            out = acc if acc.dtype == dtype else acc.astype(dtype)
+        return _adopt(out)
