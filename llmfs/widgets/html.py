@@ -126,8 +126,10 @@ def render_mapping_html(row: TraceRow) -> str:
         f"source offset in {mark('shared')} {source}"
     )
     lines = [
-        f"<tr>{_td(str(new), f' data-new={chr(34)}{new}{chr(34)}')}"
-        f"{_td(str(old), f' data-source={chr(34)}{old}{chr(34)}')}</tr>"
+        "<tr>"
+        + _td(str(new), f' data-new="{new}"')
+        + _td(str(old), f' data-source="{old}"')
+        + "</tr>"
         for new, old in row.mapping.head
     ]
     if not row.mapping.complete:
