@@ -107,7 +107,8 @@ class MetalDTypeError(DTypeError):
         self.args = (
             f"{where} does not take {dtype!s}: Metal has no 64-bit floating point type, and "
             f"llmfs never downcasts silently. Convert first (for example "
-            f"tensor.astype('float32')), or use the numpy backend for float64",
+            f"Tensor.from_numpy(t.to_numpy(), dtype='float32')), or use the numpy backend "
+            f"for float64",
         )
 
     def __str__(self) -> str:

@@ -1,0 +1,239 @@
+"""Every shipped kernel, run by the emulator, matches numpy on random layouts.
+
+Layouts cover contiguous, transposed, stepped, flipped (negative strides), broadcast (zero
+strides), mixed, 0-d and empty views, in float32 and float16. The expected values come from numpy
+applied to a numpy view of the same storage; float16 expectations are computed in float32 and
+rounded once, which is how the kernels compute.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from llmfs.tensor.backends.metal import ops
+from llmfs.tensor.backends.metal.errors import KernelArgumentError, MetalDTypeError
+from llmfs.tensor.errors import BroadcastError, RankMismatchError
+
+from .conftest import DTYPES, KINDS, random_view, to_strided, tolerance
+
+UNARY_NUMPY = {
+    "neg": np.negative,
+    "abs": np.abs,
+    "sqrt": np.sqrt,
+    "exp": np.exp,
+    "log": np.log,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "relu": lambda x: np.maximum(x, np.zeros_like(x)),
+    "reciprocal": np.reciprocal,
+}
+BINARY_NUMPY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "minimum": np.minimum,
+    "maximum": np.maximum,
+}
+
+
+def rng_for(*parts: object) -> np.random.Generator:
+    """A generator seeded from the test's parameters (stable across runs and processes)."""
+    return np.random.default_rng(zlib.crc32(repr(parts).encode()))
+
+
+def expected(function, *views: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.asarray(function(*(v.astype(np.float32) for v in views))).astype(dtype)
+
+
+def assert_matches(result: np.ndarray, reference: np.ndarray, dtype: str) -> None:
+    assert result.dtype == np.dtype(dtype)
+    np.testing.assert_allclose(
+        result.astype(np.float64),
+        reference.astype(np.float64),
+        equal_nan=True,
+        **tolerance(dtype),
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_strided_copy_reads_any_view_in_place(executor, kind: str, dtype: str) -> None:
+    for trial in range(3):
+        view, operand = random_view(rng_for("copy", kind, dtype, trial), kind, dtype)
+        result = ops.strided_copy(executor, operand)
+        np.testing.assert_array_equal(result.reshape(view.shape), view)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("op", ops.UNARY_OPS)
+def test_unary_matches_numpy(executor, op: str, kind: str, dtype: str) -> None:
+    view, operand = random_view(rng_for("unary", op, kind, dtype), kind, dtype)
+    result = ops.unary(executor, op, operand)
+    reference = expected(UNARY_NUMPY[op], view, dtype=dtype)
+    assert_matches(result.reshape(view.shape), reference, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
+def test_scale_matches_numpy(executor, kind: str, dtype: str) -> None:
+    view, operand = random_view(rng_for("scale", kind, dtype), kind, dtype)
+    result = ops.scale(executor, operand, -1.5)
+    assert_matches(
+        result.reshape(view.shape), expected(lambda x: -1.5 * x, view, dtype=dtype), dtype
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("op", ops.BINARY_OPS)
+def test_binary_broadcasts_like_numpy(executor, op: str, kind: str, dtype: str) -> None:
+    rng = rng_for("binary", op, kind, dtype)
+    a_view, a = random_view(rng, kind, dtype)
+    # b: a fresh array whose shape broadcasts against a's (some axes 1, a leading axis dropped)
+    b_shape = [1 if rng.random() < 0.4 else s for s in a_view.shape]
+    if b_shape and rng.random() < 0.5:
+        b_shape = b_shape[1:]
+    parent = rng.uniform(0.5, 2, size=b_shape).astype(dtype)
+    b_view = np.flip(parent) if parent.ndim else parent
+    b = to_strided(parent, b_view)
+    result, shape = ops.binary(executor, op, a, b)
+    reference = expected(BINARY_NUMPY[op], a_view, b_view, dtype=dtype)
+    assert shape == reference.shape
+    assert_matches(result.reshape(shape), reference, dtype)
+
+
+def test_minimum_and_maximum_propagate_nan(executor) -> None:
+    a = np.array([np.nan, 1.0, 2.0, np.nan], dtype=np.float32)
+    b = np.array([1.0, np.nan, 3.0, np.nan], dtype=np.float32)
+    for op, function in (("minimum", np.minimum), ("maximum", np.maximum)):
+        result, _ = ops.binary(executor, op, ops.Strided.contiguous(a), ops.Strided.contiguous(b))
+        np.testing.assert_array_equal(result, function(a, b))
+
+
+def test_binary_refuses_shapes_that_do_not_broadcast(executor) -> None:
+    a = ops.Strided.contiguous(np.zeros((2, 3), np.float32))
+    b = ops.Strided.contiguous(np.zeros((4,), np.float32))
+    with pytest.raises(BroadcastError):
+        ops.binary(executor, "add", a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", [k for k in KINDS if k not in ("scalar", "empty")])
+@pytest.mark.parametrize("op", ops.REDUCE_OPS)
+def test_reductions_over_one_or_more_axes(executor, op: str, kind: str, dtype: str) -> None:
+    rng = rng_for("reduce", op, kind, dtype)
+    view, operand = random_view(rng, kind, dtype, rank=3)
+    for axes in ((0,), (2,), (0, 2), (1, 2), (0, 1, 2), None):
+        result, shape = ops.reduce(executor, op, operand, axes)
+        function = np.sum if op == "sum" else np.max
+        reference = expected(lambda x, f=function, ax=axes: f(x, axis=ax), view, dtype=dtype)
+        assert shape == reference.shape
+        assert_matches(result.reshape(shape), reference, dtype)
+
+
+def test_sum_is_compensated_over_long_axes(executor) -> None:
+    values = np.full(100_000, 0.1, dtype=np.float32)
+    result, _ = ops.reduce(executor, "sum", ops.Strided.contiguous(values), None)
+    assert abs(float(result[0]) - float(values.astype(np.float64).sum())) < 1e-2
+
+
+def test_reductions_of_empty_and_scalar_views(executor) -> None:
+    empty = ops.Strided.contiguous(np.zeros((3, 0), np.float32))
+    sums, shape = ops.reduce(executor, "sum", empty, (1,))
+    assert shape == (3,)
+    np.testing.assert_array_equal(sums, np.zeros(3, np.float32))
+    with pytest.raises(KernelArgumentError, match="zero elements"):
+        ops.reduce(executor, "max", empty, (1,))
+    scalar = ops.Strided.contiguous(np.array(2.5, np.float32))
+    total, shape = ops.reduce(executor, "sum", scalar, None)
+    assert shape == () and float(total[0]) == 2.5
+
+
+def test_max_propagates_nan(executor) -> None:
+    values = np.array([[1.0, np.nan, 3.0], [4.0, 5.0, 6.0]], dtype=np.float32)
+    result, _ = ops.reduce(executor, "max", ops.Strided.contiguous(values), (1,))
+    np.testing.assert_array_equal(result, np.array([np.nan, 6.0], np.float32))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout_kind", ["contiguous", "transposed", "flipped", "batched"])
+def test_matmul_matches_numpy(executor, layout_kind: str, dtype: str) -> None:
+    rng = rng_for("matmul", layout_kind, dtype)
+    m, k, n = (int(v) for v in rng.integers(1, 9, 3))
+    a_parent = rng.uniform(-1, 1, (k, m) if layout_kind == "transposed" else (m, k))
+    b_parent = rng.uniform(-1, 1, (k, n))
+    a_parent, b_parent = a_parent.astype(dtype), b_parent.astype(dtype)
+    a_view = a_parent.T if layout_kind == "transposed" else a_parent
+    b_view = np.flip(b_parent, 0) if layout_kind == "flipped" else b_parent
+    if layout_kind == "batched":
+        b_parent = rng.uniform(-1, 1, (3, k, n)).astype(dtype)
+        b_view = b_parent[:, ::-1, :]  # batch of 3 against an a broadcast over the batch
+    result, shape = ops.matmul(executor, to_strided(a_parent, a_view), to_strided(b_parent, b_view))
+    reference = expected(np.matmul, a_view, b_view, dtype=dtype)
+    assert shape == reference.shape
+    assert_matches(result.reshape(shape), reference, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_contraction_alpha_ab_plus_beta_c(executor, dtype: str) -> None:
+    rng = rng_for("gemm", dtype)
+    a = rng.uniform(-1, 1, (4, 5)).astype(dtype)
+    b = rng.uniform(-1, 1, (5, 3)).astype(dtype)
+    c_parent = rng.uniform(-1, 1, (3,)).astype(dtype)  # broadcast over rows: stride 0
+    result, shape = ops.matmul(
+        executor,
+        ops.Strided.contiguous(a),
+        ops.Strided.contiguous(b),
+        ops.Strided.contiguous(c_parent),
+        alpha=0.5,
+        beta=-2.0,
+    )
+    reference = expected(lambda x, y, z: 0.5 * (x @ y) - 2.0 * z, a, b, c_parent, dtype=dtype)
+    assert shape == (4, 3)
+    assert_matches(result.reshape(shape), reference, dtype)
+
+
+def test_matmul_vectors_and_errors(executor) -> None:
+    rng = rng_for("matvec")
+    a = rng.uniform(-1, 1, (3, 4)).astype(np.float32)
+    v = rng.uniform(-1, 1, (4,)).astype(np.float32)
+    result, shape = ops.matmul(executor, ops.Strided.contiguous(a), ops.Strided.contiguous(v))
+    assert shape == (3,)
+    np.testing.assert_allclose(result, a @ v, rtol=1e-5)
+    dot, shape = ops.matmul(executor, ops.Strided.contiguous(v), ops.Strided.contiguous(v))
+    assert shape == () and np.isclose(dot[0], v @ v, rtol=1e-5)
+    with pytest.raises(RankMismatchError):
+        ops.matmul(executor, ops.Strided.contiguous(a), ops.Strided.contiguous(a))
+    empty, shape = ops.matmul(
+        executor,
+        ops.Strided.contiguous(np.zeros((2, 0), np.float32)),
+        ops.Strided.contiguous(np.zeros((0, 3), np.float32)),
+    )
+    assert shape == (2, 3)
+    np.testing.assert_array_equal(empty, np.zeros(6, np.float32))
+
+
+def test_float64_is_refused_with_advice_never_downcast(executor) -> None:
+    operand = ops.Strided.contiguous(np.ones(3))
+    with pytest.raises(MetalDTypeError, match="no 64-bit floating point.*Convert first"):
+        ops.unary(executor, "exp", operand)
+    with pytest.raises(MetalDTypeError):
+        ops.strided_copy(executor, operand)
+
+
+def test_layouts_reaching_outside_storage_are_refused(executor) -> None:
+    from llmfs.tensor.errors import InvalidLayoutError
+
+    storage = np.zeros(6, np.float32)
+    with pytest.raises(InvalidLayoutError):
+        ops.strided_copy(executor, ops.Strided(storage, (2, 3), (3, 1), 1))
+    with pytest.raises(InvalidLayoutError):
+        ops.strided_copy(executor, ops.Strided(storage, (3,), (-1,), 1))
