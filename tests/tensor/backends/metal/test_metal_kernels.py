@@ -223,7 +223,7 @@ def test_matmul_vectors_and_errors(executor) -> None:
 
 def test_float64_is_refused_with_advice_never_downcast(executor) -> None:
     operand = ops.Strided.contiguous(np.ones(3))
-    with pytest.raises(MetalDTypeError, match="no 64-bit floating point.*Convert first"):
+    with pytest.raises(MetalDTypeError, match=r"no 64-bit floating point.*Convert first"):
         ops.unary(executor, "exp", operand)
     with pytest.raises(MetalDTypeError):
         ops.strided_copy(executor, operand)
