@@ -205,19 +205,19 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
                 else:
                     args.append(f"({param.type_text})llmfs_buffers[{param.index}]")
             else:
-                args.append(f"llmfs_pick<{param.base_type}>(ids.{param.attribute})")
+                args.append(f"llmfs_pick<{param.base_type}>(llmfs_ids_.{param.attribute})")
         runner = "llmfs_run_threaded" if uses_barrier(source, kernel) else "llmfs_run_serial"
         parts.append(
             f'extern "C" __attribute__((visibility("default"))) int '
             f"llmfs_launch_{kernel.name}(void** llmfs_buffers, const unsigned* llmfs_grid, "
             f"const unsigned* llmfs_group) {{\n"
-            f"    uint3 grid = {{llmfs_grid[0], llmfs_grid[1], llmfs_grid[2]}};\n"
-            f"    uint3 group = {{llmfs_group[0], llmfs_group[1], llmfs_group[2]}};\n"
-            f"    auto body = [&](const llmfs_ids& ids) {{\n"
-            f"        (void)ids;\n"
+            f"    uint3 llmfs_grid_ = {{llmfs_grid[0], llmfs_grid[1], llmfs_grid[2]}};\n"
+            f"    uint3 llmfs_group_ = {{llmfs_group[0], llmfs_group[1], llmfs_group[2]}};\n"
+            f"    auto llmfs_body_ = [&](const llmfs_ids& llmfs_ids_) {{\n"
+            f"        (void)llmfs_ids_;\n"
             f"        {kernel.name}({', '.join(args)});\n"
             f"    }};\n"
-            f"    return {runner}(grid, group, body);\n"
+            f"    return {runner}(llmfs_grid_, llmfs_group_, llmfs_body_);\n"
             f"}}"
         )
     return "\n".join(parts) + "\n"

@@ -1,0 +1,250 @@
+"""The emulator as a learner meets it: run_kernel on their own MSL, threadgroups and barriers,
+clear errors, AddressSanitizer, the build cache, and float16 without a native half type."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from llmfs.tensor.backends.metal import emulator as emu
+from llmfs.tensor.backends.metal import (
+    emulator_available,
+    gpu_ops,
+    kernel_source,
+    run_kernel,
+    toolchain,
+)
+from llmfs.tensor.backends.metal.errors import (
+    KernelArgumentError,
+    KernelCompileError,
+    KernelLintError,
+    KernelMemoryError,
+    KernelNotFoundError,
+    MetalError,
+    MetalUnavailableError,
+)
+
+pytestmark = pytest.mark.skipif(
+    not emulator_available(), reason="the Metal emulator needs a C++ compiler (g++ or clang++)"
+)
+
+HEADER = "#include <metal_stdlib>\nusing namespace metal;\n"
+
+RELU = (
+    HEADER
+    + """
+kernel void relu(device const float* in [[buffer(0)]],
+                 device float* out [[buffer(1)]],
+                 uint id [[thread_position_in_grid]]) {
+    float val = in[id];
+    out[id] = fmax(val, 0.0f);
+}
+"""
+)
+
+
+def test_the_seed_relu_kernel_runs_unchanged() -> None:
+    values = np.array([-2.0, -0.5, 0.0, 1.5, 3.0], dtype=np.float32)
+    out = np.zeros_like(values)
+    run_kernel(RELU, "relu", [values, out], values.size, backend="metal-emulator")
+    np.testing.assert_array_equal(out, np.maximum(values, 0))
+
+
+GRID_IDS = (
+    HEADER
+    + """
+kernel void ids(device uint* out [[buffer(0)]],
+                constant uint& width [[buffer(1)]],
+                uint2 pos [[thread_position_in_grid]],
+                uint2 local [[thread_position_in_threadgroup]],
+                uint2 group [[threadgroup_position_in_grid]],
+                uint2 size [[threads_per_threadgroup]]) {
+    uint at = (pos.y * width + pos.x) * 4;
+    out[at + 0] = local.x + 100 * local.y;
+    out[at + 1] = group.x + 100 * group.y;
+    out[at + 2] = size.x + 100 * size.y;
+    out[at + 3] = 1;
+}
+"""
+)
+
+
+def test_grid_is_walked_like_dispatch_threads_with_partial_edge_groups() -> None:
+    width, height = 7, 5
+    out = np.zeros((height, width, 4), dtype=np.uint32)
+    run_kernel(GRID_IDS, "ids", [out, np.uint32(width)], (width, height), (4, 2))
+    assert (out[..., 3] == 1).all()  # every grid position ran exactly where it belongs
+    ys, xs = np.mgrid[0:height, 0:width]
+    np.testing.assert_array_equal(out[..., 0], xs % 4 + 100 * (ys % 2))
+    np.testing.assert_array_equal(out[..., 1], xs // 4 + 100 * (ys // 2))
+    # edge groups are partial: 3 threads wide at x >= 4, 1 thread tall at y == 4
+    np.testing.assert_array_equal(
+        out[..., 2], np.where(xs >= 4, 3, 4) + 100 * np.where(ys == 4, 1, 2)
+    )
+
+
+BLOCK_SUM = (
+    HEADER
+    + """
+kernel void block_sum(device const float* x [[buffer(0)]],
+                      device float* out [[buffer(1)]],
+                      uint gid [[thread_position_in_grid]],
+                      uint lid [[thread_position_in_threadgroup]],
+                      uint group [[threadgroup_position_in_grid]],
+                      uint size [[threads_per_threadgroup]]) {
+    threadgroup float tile[64];
+    tile[lid] = x[gid];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    // the first thread adds what every thread of its group stored: only right after a barrier
+    if (lid == 0) {
+        float total = 0.0f;
+        for (uint i = 0; i < size; ++i) {
+            total += tile[i];
+        }
+        out[group] = total;
+    }
+}
+"""
+)
+
+
+def test_threadgroup_memory_and_barriers_run_one_os_thread_per_gpu_thread() -> None:
+    values = np.arange(200, dtype=np.float32)
+    out = np.zeros(4, dtype=np.float32)
+    run_kernel(BLOCK_SUM, "block_sum", [values, out], 200, 64)
+    expected = [values[i * 64 : (i + 1) * 64].sum() for i in range(4)]  # last group: 8 threads
+    np.testing.assert_array_equal(out, np.array(expected, dtype=np.float32))
+
+
+def test_barrier_kernels_are_detected_and_others_run_serially() -> None:
+    block = emu.find_kernels(BLOCK_SUM)[0]
+    relu = emu.find_kernels(RELU)[0]
+    assert emu.uses_barrier(BLOCK_SUM, block)
+    assert not emu.uses_barrier(RELU, relu)
+
+
+def test_argument_errors_name_the_parameter() -> None:
+    values = np.ones(4, dtype=np.float32)
+    with pytest.raises(KernelArgumentError, match=r"buffer 1 \(device float\* out\) is not bound"):
+        run_kernel(RELU, "relu", [values], 4)
+    with pytest.raises(KernelArgumentError, match=r"holds float .* float64"):
+        run_kernel(RELU, "relu", [values, np.zeros(4)], 4)
+    read_only = np.zeros(4, dtype=np.float32)
+    read_only.flags.writeable = False
+    with pytest.raises(KernelArgumentError, match="may be written by the kernel but is read-only"):
+        run_kernel(RELU, "relu", [values, read_only], 4)
+    with pytest.raises(KernelArgumentError, match="C-contiguous"):
+        run_kernel(RELU, "relu", [values, np.zeros(8, np.float32)[::2]], 4)
+    with pytest.raises(KernelArgumentError, match="at most 1024"):
+        run_kernel(RELU, "relu", [values, np.zeros(4, np.float32)], 4, (2048,))
+    with pytest.raises(KernelArgumentError, match="numpy array or numpy scalar"):
+        run_kernel(RELU, "relu", [values, [0.0] * 4], 4)
+    with pytest.raises(KernelNotFoundError, match="kernels defined: relu"):
+        run_kernel(RELU, "gelu", [values, values.copy()], 4)
+
+
+def test_compile_errors_carry_the_compiler_text_and_lint_runs_first() -> None:
+    broken = HEADER + (
+        "kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+        "    out[i] = undefined_name;\n"
+        "}\n"
+    )
+    with pytest.raises(KernelCompileError, match="undefined_name"):
+        run_kernel(broken, "k", [np.zeros(1, np.float32)], 1)
+    with pytest.raises(KernelLintError, match="double"):
+        run_kernel(broken.replace("float*", "double*"), "k", [np.zeros(1)], 1)
+
+
+UNGUARDED = (
+    HEADER
+    + """
+kernel void twice(device const float* x [[buffer(0)]],
+                  device float* y [[buffer(1)]],
+                  uint gid [[thread_position_in_grid]]) {
+    y[gid] = 2.0f * x[gid];  // BUG: no bounds guard
+}
+"""
+)
+GUARDED = (
+    HEADER
+    + """
+kernel void twice(device const float* x [[buffer(0)]],
+                  device float* y [[buffer(1)]],
+                  constant uint& count [[buffer(2)]],
+                  uint gid [[thread_position_in_grid]]) {
+    if (gid >= count) {
+        return;
+    }
+    y[gid] = 2.0f * x[gid];
+}
+"""
+)
+
+
+@pytest.mark.skipif(
+    not toolchain.sanitizer_available(), reason="AddressSanitizer is not available here"
+)
+def test_address_sanitizer_reports_a_missing_bounds_guard() -> None:
+    values = np.arange(10, dtype=np.float32)
+    out = np.zeros(10, dtype=np.float32)
+    # 16 threads over 10 elements, as when a grid is rounded up to whole threadgroups
+    with pytest.raises(KernelMemoryError, match="heap-buffer-overflow") as caught:
+        run_kernel(UNGUARDED, "twice", [values, out], 16, sanitize=True)
+    assert "AddressSanitizer" in caught.value.report
+    assert caught.value.kernel == "twice"
+
+    run_kernel(GUARDED, "twice", [values, out, np.uint32(10)], 16, sanitize=True)
+    np.testing.assert_array_equal(out, 2 * values)  # results come back from the subprocess
+
+
+def test_builds_go_to_the_cache_folder_never_the_source_tree(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LLMFS_CACHE_DIR", str(tmp_path))
+    source = RELU + "// cache location probe\n"
+    library = emu.EmulatorLibrary(source)
+    assert library.kernels.keys() == {"relu"}
+    builds = list((tmp_path / "msl").glob("*.so"))
+    assert len(builds) == 1
+    package = Path(emu.__file__).parent
+    assert not list(package.rglob("*.so")) and not list(package.rglob("*.cpp"))
+    # the same source again is found by its hash: no second build
+    emu.EmulatorLibrary(source)
+    assert list((tmp_path / "msl").glob("*.so")) == builds
+
+
+def test_no_compiler_is_a_clear_error(monkeypatch) -> None:
+    monkeypatch.setenv("LLMFS_CXX", "llmfs-no-such-compiler")
+    toolchain.find_compiler.cache_clear()
+    try:
+        with pytest.raises(MetalUnavailableError, match="apt-get install g\\+\\+"):
+            toolchain.find_compiler()
+    finally:
+        monkeypatch.delenv("LLMFS_CXX")
+        toolchain.find_compiler.cache_clear()
+
+
+def test_float16_runs_even_without_a_native_half_type(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("LLMFS_CACHE_DIR", str(tmp_path))
+    software = dataclasses.replace(toolchain.find_compiler(), native_half=False)
+    monkeypatch.setattr(toolchain, "find_compiler", lambda: software)
+    source = kernel_source("exp") + "// software half\n"
+    library = emu.EmulatorLibrary(source)
+    values = np.array([-1.0, 0.0, 0.5, 3.0, 11.5, -20.0, 6e-5], dtype=np.float16)
+    out = np.zeros_like(values)
+    view = np.array([1, 0, values.size, 1], dtype=np.int32)
+    library.run("unary_f16", [values, out, view, np.uint32(values.size), np.int32(3)], values.size)
+    with np.errstate(over="ignore"):  # exp(11.5) is beyond float16: inf on both sides
+        expected = np.exp(values.astype(np.float32)).astype(np.float16)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_kernel_source_and_gpu_ops() -> None:
+    text = kernel_source("materialize")
+    assert text.startswith("// common.metal") and "#include <metal_stdlib>" in text
+    assert "kernel void strided_copy_f32" in text and "kernel void strided_copy_f16" in text
+    assert "kernel void matmul_f32" in kernel_source("matmul")
+    assert {"materialize", "add", "scale", "sum", "max", "matmul", "relu"} <= set(gpu_ops())
+    with pytest.raises(MetalError, match="runs on the numpy backend"):
+        kernel_source("einsum")
