@@ -1,0 +1,103 @@
+"""Repository-wide pytest wiring: the course notebooks are tests, validated by nbval.
+
+One ``python -m pytest`` validates both versions of every chapter, in one run:
+
+* ``solutions/*.ipynb`` run in strict nbval mode (``--nbval``): every code cell must execute and
+  reproduce its stored outputs, after the substitutions in ``course/nbval_sanitize.cfg``.
+* ``notebooks/*.ipynb`` (the generated student versions) run in lax mode (``--nbval-lax``): every
+  cell must execute, unanswered, without an error; outputs are not compared.
+
+Notebooks elsewhere are not collected. Passing ``--nbval`` or ``--nbval-lax`` explicitly restores
+nbval's own behaviour (one mode for every notebook named on the command line). Kernels run in the
+interpreter running pytest, so the notebooks import the ``llmfs`` under test. Exercise attempts
+that notebooks record go to a temporary log, never into the repository. With pytest-xdist, run
+``--dist loadfile`` so that a notebook's cells stay in one worker, and in one kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Top-level folder -> whether stored outputs are compared (strict --nbval) or not (--nbval-lax).
+NOTEBOOK_FOLDERS: dict[str, bool] = {"solutions": True, "notebooks": False}
+SANITIZE_FILE = Path("course") / "nbval_sanitize.cfg"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    attempts_dir = tempfile.mkdtemp(prefix="llmfs-attempts-")
+    config.stash[_ATTEMPTS_DIR] = attempts_dir
+    # Kernels inherit the environment, so notebook runs never write into the checkout.
+    os.environ["LLMFS_ATTEMPTS"] = str(Path(attempts_dir) / "attempts.jsonl")
+    option = config.option
+    if hasattr(option, "nbval_sanitize_with") and option.nbval_sanitize_with is None:
+        sanitize = config.rootpath / SANITIZE_FILE
+        if sanitize.is_file():
+            option.nbval_sanitize_with = str(sanitize)
+    if hasattr(option, "nbval_current_env") and not option.nbval_kernel_name:
+        option.nbval_current_env = True
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    attempts_dir = config.stash.get(_ATTEMPTS_DIR, None)
+    if attempts_dir:
+        shutil.rmtree(attempts_dir, ignore_errors=True)
+
+
+_ATTEMPTS_DIR = pytest.StashKey[str]()
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix != ".ipynb":
+        return None
+    option = parent.config.option
+    if getattr(option, "nbval", False) or getattr(option, "nbval_lax", False):
+        return None  # nbval's own collector takes every notebook in that case
+    try:
+        relative = file_path.relative_to(parent.config.rootpath)
+    except ValueError:
+        return None
+    if len(relative.parts) != 2 or relative.parts[0] not in NOTEBOOK_FOLDERS:
+        return None
+    if _CourseNotebook is None:
+        return _MissingNbval.from_parent(parent, path=file_path)
+    collector = _CourseNotebook.from_parent(parent, path=file_path)
+    collector.strict = NOTEBOOK_FOLDERS[relative.parts[0]]
+    return collector
+
+
+try:
+    from nbval.plugin import IPyNbFile
+except ImportError:
+    _CourseNotebook = None
+else:
+
+    class _CourseNotebook(IPyNbFile):
+        """nbval's notebook collector, strict or lax according to the notebook's folder."""
+
+        strict = True
+
+        def collect(self):
+            self.compare_outputs = self.strict
+            for item in super().collect():
+                item.add_marker(pytest.mark.notebooks)
+                yield item
+
+
+class _MissingNbval(pytest.File):
+    """Stands for a course notebook when nbval is not installed: one skipped item, with why."""
+
+    def collect(self):
+        yield _SkippedNotebook.from_parent(self, name="notebook")
+
+
+class _SkippedNotebook(pytest.Item):
+    def runtest(self) -> None:
+        pytest.skip("nbval is not installed (pip install -e '.[test]'); course notebook not run")
+
+    def reportinfo(self):
+        return self.path, None, f"{self.path.name}: not run"

@@ -1,0 +1,114 @@
+"""The repository's notebook validation: one pytest run, strict on solutions/, lax on notebooks/.
+
+Each test builds a throwaway project (the repository's conftest.py and sanitize file, and the
+pytest options the project's pyproject.toml uses) with tiny notebooks, runs pytest on it in a
+subprocess, and reads the per-cell outcomes.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from coursekit import code, notebook, write_notebook
+
+pytest.importorskip("nbval")
+pytest.importorskip("xdist")
+
+REPO = Path(__file__).resolve().parents[2]
+
+# The pytest options the repository's pyproject.toml must carry for notebook validation.
+PYTEST_OPTIONS = """\
+[tool.pytest.ini_options]
+testpaths = ["tests", "solutions", "notebooks"]
+addopts = "-ra --strict-markers -n 2 --dist loadfile"
+markers = ["notebooks: executes the course notebooks"]
+"""
+
+
+SPEED_FLAGS = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "no:benchmark")
+
+
+def _stream(text: str) -> dict:
+    return {"name": "stdout", "output_type": "stream", "text": [text]}
+
+
+def _with_output(cell_id: str, source: str, printed: str) -> dict:
+    cell = code(cell_id, source)
+    cell["execution_count"] = 1
+    cell["outputs"] = [_stream(printed)]
+    return cell
+
+
+def _project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "course").mkdir(parents=True)
+    (root / "tests").mkdir()
+    shutil.copy(REPO / "conftest.py", root / "conftest.py")
+    shutil.copy(REPO / "course" / "nbval_sanitize.cfg", root / "course" / "nbval_sanitize.cfg")
+    (root / "pyproject.toml").write_text(PYTEST_OPTIONS, encoding="utf-8")
+    return root
+
+
+def _run(root: Path) -> dict[str, str]:
+    """Run pytest in ``root``; map 'path::Cell n' to PASSED/FAILED/SKIPPED."""
+    result = subprocess.run(
+        # Plugins the throwaway project does not use are left out: they only cost start-up time.
+        [sys.executable, "-m", "pytest", "-rA", *SPEED_FLAGS],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    outcomes = {}
+    for line in result.stdout.splitlines():
+        match = re.match(r"^(PASSED|FAILED|SKIPPED|ERROR) (\S+::Cell \d+)", line)
+        if match:
+            outcomes[match.group(2)] = match.group(1)
+    assert outcomes, result.stdout + result.stderr
+    return outcomes
+
+
+def test_solutions_are_strict_notebooks_are_lax_and_others_are_ignored(tmp_path: Path) -> None:
+    root = _project(tmp_path)
+    wrong_output = notebook(_with_output("c1", "print(6 * 7)", "41\n"))
+    write_notebook(root / "solutions" / "wrong.ipynb", wrong_output)
+    write_notebook(root / "notebooks" / "wrong.ipynb", wrong_output)
+    write_notebook(
+        root / "solutions" / "right.ipynb",
+        notebook(
+            _with_output("c1", "print(6 * 7)", "42\n"),
+            # A default repr carries a memory address that differs from the stored one on every
+            # run: this cell passes only because the sanitize file is applied.
+            _with_output("c2", "print(object())", "<object object at 0x7f0000000000>\n"),
+        ),
+    )
+    write_notebook(
+        root / "notebooks" / "raises.ipynb",
+        notebook(
+            # Attempts recorded while validating go to a temporary log, not into the checkout.
+            code(
+                "c1",
+                "import os, tempfile\n"
+                "path = os.environ['LLMFS_ATTEMPTS']\n"
+                "assert path.startswith(tempfile.gettempdir()), path",
+            ),
+            code("c2", "raise ValueError('unanswered crash')"),
+        ),
+    )
+    write_notebook(root / "docs" / "elsewhere.ipynb", notebook(code("c1", "raise SystemExit(3)")))
+
+    outcomes = _run(root)
+
+    assert outcomes == {
+        "solutions/wrong.ipynb::Cell 0": "FAILED",  # stored output compared
+        "notebooks/wrong.ipynb::Cell 0": "PASSED",  # lax: only errors fail
+        "solutions/right.ipynb::Cell 0": "PASSED",
+        "solutions/right.ipynb::Cell 1": "PASSED",
+        "notebooks/raises.ipynb::Cell 0": "PASSED",
+        "notebooks/raises.ipynb::Cell 1": "FAILED",
+    }
