@@ -531,17 +531,24 @@ class Comparison:
         return render_comparison_html(self)
 
 
-def record(exercise_id: str | None, verdicts: Sequence[Verdict]) -> bool:
-    """Records an attempt (exercise id, answered fields right/wrong) through the course's
-    attempts log. Returns False when there is nothing to record or no attempts log available."""
+def record(
+    exercise_id: str | None,
+    verdicts: Sequence[Verdict],
+    *,
+    path: Any = None,
+    manifest: Any = None,
+) -> bool:
+    """Records an attempt (exercise id, each answered field right or wrong, the entries as text)
+    in the course's attempts log (:func:`llmfs.course.attempts.record_attempt`; ``path`` and
+    ``manifest`` are passed on). Returns False when there is no exercise id or no answered field.
+    Raises :class:`~llmfs.course.CourseError` for an exercise id not in the manifest."""
+    from llmfs.course.attempts import record_attempt
+
     fields = {v.field: v.status == "right" for v in verdicts if v.answered}
     if not exercise_id or not fields:
         return False
-    try:
-        from llmfs.course.attempts import record_attempt
-    except ImportError:
-        return False
-    record_attempt(exercise_id, fields)
+    answers = {v.field: v.predicted for v in verdicts if v.answered}
+    record_attempt(exercise_id, fields, answers=answers, path=path, manifest=manifest)
     return True
 
 
