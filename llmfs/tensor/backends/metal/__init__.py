@@ -51,9 +51,26 @@ def emulator_available() -> bool:
 
 
 def gpu_ops() -> tuple[str, ...]:
-    """The op names that run on Metal kernels (sorted); every other op of the Metal backends
-    runs on the numpy backend."""
+    """The op names that run on Metal kernels (sorted). Every other op of the Metal backends
+    runs on the numpy backend; :func:`numpy_fallbacks` lists those with the reason."""
     return tuple(sorted(OP_FAMILY))
+
+
+def numpy_fallbacks() -> dict[str, str]:
+    """What the ``metal`` and ``metal-emulator`` backends hand to the numpy backend, and why."""
+    from llmfs.tensor.backends.metal.backend import numpy_fallbacks as listing
+
+    return listing()
+
+
+def __getattr__(name: str) -> object:
+    # The registry loads MetalBackend / MetalEmulatorBackend from here; importing them lazily
+    # keeps `import llmfs.tensor.backends.metal` light (no Tensor machinery needed for kernels).
+    if name in ("MetalBackend", "MetalEmulatorBackend"):
+        from llmfs.tensor.backends.metal import backend
+
+        return getattr(backend, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class EmulatorExecutor:
@@ -136,7 +153,9 @@ __all__ = [
     "KernelLintError",
     "KernelMemoryError",
     "KernelNotFoundError",
+    "MetalBackend",
     "MetalDTypeError",
+    "MetalEmulatorBackend",
     "MetalError",
     "MetalUnavailableError",
     "Strided",
@@ -147,5 +166,6 @@ __all__ = [
     "is_available",
     "kernel_source",
     "lint_msl",
+    "numpy_fallbacks",
     "run_kernel",
 ]
