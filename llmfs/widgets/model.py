@@ -314,6 +314,8 @@ class Trace:
     rows: tuple[TraceRow, ...]
     title: str = ""
     sources: tuple[str, ...] = field(default=())
+    #: The view of each row (``None`` for a rejected one), for widgets that show offset tables.
+    views: tuple[TensorView | None, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
     def from_steps(
@@ -334,7 +336,8 @@ class Trace:
                 given = {"base": first}
         names = OwnerNames(given)  # type: ignore[arg-type]
         rows = tuple(describe(s.label, s.result, names, s.copied_from) for s in steps)
-        return cls(rows, title, tuple(sorted(given)))
+        views = tuple(_view_or_none(s.result) for s in steps)
+        return cls(rows, title, tuple(sorted(given)), views)
 
     @property
     def copies(self) -> tuple[TraceRow, ...]:
@@ -467,10 +470,18 @@ def trace(
     scope[name] = source
     owners = OwnerNames({name: source})
     rows = []
+    views = []
     for operation in operations:
         _, result, copied_from = evaluate(operation, scope)
         rows.append(describe(operation.strip(), result, owners, copied_from))
-    return Trace(tuple(rows), title, (name,))
+        views.append(_view_or_none(result))
+    return Trace(tuple(rows), title, (name,), tuple(views))
+
+
+def _view_or_none(result: object) -> TensorView | None:
+    if isinstance(result, Tensor):
+        return result.view()
+    return result if isinstance(result, TensorView) else None
 
 
 def owners_in(namespace: Mapping[str, Any]) -> dict[str, Tensor]:

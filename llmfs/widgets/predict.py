@@ -535,20 +535,25 @@ def record(
     exercise_id: str | None,
     verdicts: Sequence[Verdict],
     *,
+    answers: Mapping[str, str] | None = None,
     path: Any = None,
     manifest: Any = None,
 ) -> bool:
     """Records an attempt (exercise id, each answered field right or wrong, the entries as text)
     in the course's attempts log (:func:`llmfs.course.attempts.record_attempt`; ``path`` and
-    ``manifest`` are passed on). Returns False when there is no exercise id or no answered field.
-    Raises :class:`~llmfs.course.CourseError` for an exercise id not in the manifest."""
+    ``manifest`` are passed on). ``answers`` are the entries as typed (default: the predictions
+    as displayed); unanswered and unreadable fields are not recorded. Returns False when there is
+    no exercise id or no answered field. Raises :class:`~llmfs.course.CourseError` for an
+    exercise id not in the manifest."""
     from llmfs.course.attempts import record_attempt
 
     fields = {v.field: v.status == "right" for v in verdicts if v.answered}
     if not exercise_id or not fields:
         return False
-    answers = {v.field: v.predicted for v in verdicts if v.answered}
-    record_attempt(exercise_id, fields, answers=answers, path=path, manifest=manifest)
+    typed = {field_name(k): str(v) for k, v in (answers or {}).items()}
+    entered = {f: typed.get(f, v.predicted) for f, v in ((v.field, v) for v in verdicts)}
+    entered = {f: entered[f] for f in fields}
+    record_attempt(exercise_id, fields, answers=entered, path=path, manifest=manifest)
     return True
 
 
