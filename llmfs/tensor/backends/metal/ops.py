@@ -361,8 +361,13 @@ def matmul(
         and not (drop_col and axis == len(full_shape) - 1)
     )
     count = layout.element_count(full_shape)
-    if count > INT32_MAX:
-        raise KernelArgumentError(f"matmul: {count} result elements exceed {INT32_MAX}")
+    # The kernel indexes the broadcast views of a and b with 32-bit ints too.
+    largest = max(count, layout.element_count((*batch, m, k)), layout.element_count((*batch, k, n)))
+    if largest > INT32_MAX:
+        raise KernelArgumentError(
+            f"matmul: a broadcast operand or the result has {largest} elements, above the "
+            f"kernels' 32-bit index limit {INT32_MAX}"
+        )
     if c is not None:
         check_operand(c, where="matmul (c)")
         _same_dtype(a, c, "matmul (c)")
