@@ -281,12 +281,13 @@ def _reduction(op: str, x: object, axis: object, keepdims: bool, dtype: object |
     out = output_dtype([view.dtype], dtype)
     shape = reduced_shape(view.shape, axes)
     final = reduced_shape(view.shape, axes, keepdims)
+    empty_axis = any(view.shape[a] == 0 for a in axes)
+    if empty_axis and op not in ("sum", "prod"):
+        raise EmptyReductionError(op, view.shape, axes)  # even when no output value is asked
     if element_count(shape) == 0:
         return empty_result(final, out)
-    if any(view.shape[a] == 0 for a in axes):
-        if op in ("sum", "prod"):
-            return empty_result(final, out, 0.0 if op == "sum" else 1.0)
-        raise EmptyReductionError(op, view.shape, axes)
+    if empty_axis:
+        return empty_result(final, out, 0.0 if op == "sum" else 1.0)
     if not axes:  # reducing nothing leaves every value as it is
         return with_shape(backend_for("copy", None, view.dtype).copy(view, dtype=out), final)
     backend = backend_for("reduce", op, view.dtype)

@@ -24,7 +24,9 @@ from llmfs.tensor.view import TensorView
 
 def _sigmoid(x: np.ndarray, out: np.ndarray, compute: np.dtype) -> None:
     # 1 / (1 + e^-x) = exp(-log(1 + e^-x)); logaddexp never overflows, so neither does this.
-    t = np.logaddexp(0.0, np.negative(x, dtype=compute), dtype=compute)
+    t = np.empty(x.shape, dtype=compute)
+    np.negative(x, out=t, dtype=compute)
+    np.logaddexp(0.0, t, out=t)
     np.negative(t, out=t)
     np.exp(t, out=out)
 
