@@ -114,23 +114,29 @@ def generate(folder: Path) -> list[Path]:
     return sorted(written)
 
 
-def stale(folder: Path) -> list[str]:
-    """Names of files in ``folder`` that differ from a fresh generation (missing ones included),
-    plus files in ``folder`` that the generator no longer writes."""
-    with tempfile.TemporaryDirectory(prefix="llmfs-figures-") as scratch:
-        fresh = generate(Path(scratch))
-        names = {p.name for p in fresh}
-        differing = [
-            p.name
-            for p in fresh
-            if not (folder / p.name).is_file() or not filecmp.cmp(p, folder / p.name, shallow=False)
-        ]
+def differences(folder: Path, fresh: Path) -> list[str]:
+    """Names of files that differ between ``folder`` and a freshly generated ``fresh`` folder:
+    changed or missing in ``folder``, or present in ``folder`` but no longer generated."""
+    generated = sorted(p for p in fresh.iterdir() if p.is_file())
+    names = {p.name for p in generated}
+    differing = [
+        p.name
+        for p in generated
+        if not (folder / p.name).is_file() or not filecmp.cmp(p, folder / p.name, shallow=False)
+    ]
     extra = (
-        [p.name for p in sorted(folder.glob("*")) if p.is_file() and p.name not in names]
+        [p.name for p in folder.iterdir() if p.is_file() and p.name not in names]
         if folder.is_dir()
         else []
     )
     return sorted(differing + extra)
+
+
+def stale(folder: Path) -> list[str]:
+    """:func:`differences` between ``folder`` and a generation into a temporary folder."""
+    with tempfile.TemporaryDirectory(prefix="llmfs-figures-") as scratch:
+        generate(Path(scratch))
+        return differences(folder, Path(scratch))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,0 +1,158 @@
+"""The ipywidgets layer: selection, row chooser, Run; text reprs for notebook validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ipywidgets", reason="the widgets need ipywidgets (pip install '.[course]')")
+
+from llmfs.tensor import Tensor
+from llmfs.widgets import OffsetTable, PredictionError, PredictThenRun, TraceTable, trace
+from llmfs.widgets.examples import SEED_OPERATIONS, seed_fixture, seed_trace
+from llmfs.widgets.live import MAX_BUTTONS
+
+
+def descriptions(buttons) -> list[str]:
+    return [b.description for b in buttons]
+
+
+def test_selecting_a_logical_cell_marks_the_storage_cell_it_reads() -> None:
+    table = OffsetTable(seed_fixture().transpose(0, 1))
+    table.select(1)  # coordinate [0, 1] of the transpose reads offset 3
+    assert table.selected_offset == 3
+    assert descriptions(table._logical_buttons) == ["10", "▶ 20", "11", "21", "12", "22"]
+    assert descriptions(table._storage_buttons)[3] == "▶ 3: 20"
+    assert table._status.value == "coordinate [0, 1] reads storage offset 3 (value 20)"
+    assert '<tr data-index="1" data-offset="3">' in table._table.value
+
+
+def test_selecting_a_storage_cell_marks_every_reader() -> None:
+    table = OffsetTable(seed_fixture().view().expand([2, 2, 3]))
+    table.select_offset(4)
+    marked = [d for d in descriptions(table._logical_buttons) if d.startswith("▶")]
+    assert marked == ["▶ 21", "▶ 21"]
+    assert table._status.value.startswith("coordinate [0, 1, 1], [1, 1, 1] reads storage offset 4")
+
+
+def test_a_skipped_storage_cell_says_no_one_reads_it() -> None:
+    table = OffsetTable(seed_fixture().slice(1, 1, 3))
+    table.select_offset(3)
+    assert table._status.value == "storage offset 3 is read by no logical cell of this view"
+
+
+def test_a_large_view_draws_a_bounded_number_of_buttons() -> None:
+    table = OffsetTable(Tensor.arange(10**6).reshape([1000, 1000]).transpose(0, 1))
+    assert len(table._logical_buttons) <= MAX_BUTTONS
+    assert len(table._storage_buttons) == MAX_BUTTONS
+    assert "… 999988 more …" in repr(table)
+
+
+def test_the_offset_table_repr_is_the_text_table() -> None:
+    table = OffsetTable(seed_fixture().transpose(0, 1))
+    bundle = table._repr_mimebundle_()
+    assert bundle["text/plain"] == repr(table)
+    assert repr(table).splitlines()[0].startswith("shape [3, 2], strides [1, 3]")
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_the_trace_table_shows_the_seed_table_and_opens_a_rows_offsets() -> None:
+    table = TraceTable(trace(seed_fixture(), SEED_OPERATIONS))
+    assert repr(table) == repr(seed_trace()).replace(
+        "Shared-storage views and explicit copies\n", ""
+    )
+    assert 'data-status="rejected"' in table._table.value
+    labels = [label for label, _ in table._chooser.options]
+    assert "view.reshape([4, 2])" not in labels and "sliced.materialize()" in labels
+    table.show_row(2)
+    (detail,) = table._detail.children
+    assert isinstance(detail, OffsetTable) and detail.view.strides == (1, 3)
+    table.show_row(-1)
+    assert table._detail.children == ()
+
+
+def test_a_trace_table_accepts_labelled_results() -> None:
+    base = seed_fixture()
+    table = TraceTable([("view", base.view()), ("copy", base.view().materialize())])
+    assert [row.status for row in table.trace.rows] == ["shared", "copy"]
+
+
+def test_run_shows_prediction_truth_and_verdict_for_each_field() -> None:
+    widget = PredictThenRun(
+        "base.transpose(0, 1)", ["shape", "strides", "owner"], namespace={"base": seed_fixture()}
+    )
+    widget.inputs["shape"].value = "(3,2)"
+    widget.inputs["strides"].value = "[2, 1]"
+    comparison = widget.run()
+    assert [v.status for v in comparison.verdicts] == ["right", "wrong", "unanswered"]
+    html = widget.result.value
+    assert 'data-field="shape" data-status="right"' in html and "✓ right" in html
+    assert 'data-field="strides" data-status="wrong"' in html and "✗ wrong" in html
+    assert "not answered yet" in html
+    assert 'data-offset="3"' in html  # the offset table of the result
+    assert "✗ wrong" in repr(widget)
+
+
+def test_an_unreadable_entry_gets_a_message_not_a_traceback() -> None:
+    widget = PredictThenRun("base.view()", ["contiguous"], namespace={"base": seed_fixture()})
+    widget.inputs["contiguous"].value = "perhaps"
+    widget.run()
+    assert "could not read: expected yes or no, got &#x27;perhaps&#x27;" in widget.result.value
+
+
+def test_a_broken_expression_shows_a_message() -> None:
+    widget = PredictThenRun("bsae.view()", ["shape"], namespace={"base": seed_fixture()})
+    assert widget.run() is None
+    assert "cannot run" in widget.result.value and "NameError" in widget.result.value
+
+
+def test_a_rejected_request_can_be_predicted() -> None:
+    widget = PredictThenRun(
+        "base.transpose(0, 1).reshape([2, 3])", ["error"], namespace={"base": seed_fixture()}
+    )
+    widget.inputs["error"].value = "NonContiguousReshapeError"
+    assert widget.run().all_right
+    assert "violated <strong>reshape without copying</strong>" in widget.result.value
+
+
+def test_the_widget_reads_the_notebook_globals_by_default() -> None:
+    global base
+    base = seed_fixture()
+    try:
+        widget = PredictThenRun("base.slice(1, 1, 3)", ["base_offset"])
+        widget.inputs["base_offset"].value = "1"
+        assert widget.run().all_right
+    finally:
+        del base
+
+
+def test_run_records_the_attempt(attempts_log: Path) -> None:
+    widget = PredictThenRun(
+        "base.reshape([3, 2])",
+        ["shape", "strides"],
+        namespace={"base": seed_fixture()},
+        exercise_id="ch02.q1",
+    )
+    widget.inputs["shape"].value = "3, 2"
+    widget.inputs["strides"].value = "1,3"
+    assert widget.run().recorded
+    record = json.loads(attempts_log.read_text())
+    assert record["fields"] == {"shape": True, "strides": False}
+    assert record["answers"] == {"shape": "3, 2", "strides": "1,3"}
+
+
+def test_an_unknown_exercise_is_reported_in_the_widget(attempts_log: Path) -> None:
+    widget = PredictThenRun(
+        "base.view()", ["shape"], namespace={"base": seed_fixture()}, exercise_id="ch09.zz"
+    )
+    widget.inputs["shape"].value = "2,3"
+    comparison = widget.run()
+    assert comparison is not None and not comparison.recorded
+    assert "attempt not recorded" in widget.result.value
+
+
+def test_unknown_fields_fail_when_the_widget_is_made() -> None:
+    with pytest.raises(PredictionError):
+        PredictThenRun("base.view()", ["colour"], namespace={})
