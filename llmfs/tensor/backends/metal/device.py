@@ -107,13 +107,17 @@ class _SharedAllocation:
         self.nbytes = nbytes
         # contents() is a PyObjC varlist; as_buffer gives a writable memoryview of the bytes.
         self._memory = buffer.contents().as_buffer(nbytes)
-        self.address = int(np.frombuffer(self._memory, dtype=np.uint8).ctypes.data)
+        self.address = _contents_address(buffer, nbytes)
         self.__array_interface__ = {
             "shape": (nbytes,),
             "typestr": "|u1",
             "data": (self.address, False),
             "version": 3,
         }
+
+
+def _contents_address(buffer: Any, nbytes: int) -> int:
+    return int(np.frombuffer(buffer.contents().as_buffer(nbytes), dtype=np.uint8).ctypes.data)
 
 
 def _allocation_of(array: np.ndarray) -> _SharedAllocation | None:
@@ -148,7 +152,7 @@ class MetalDevice:
 
     def _compile_options(self) -> Any:
         options = self._metal.MTLCompileOptions.alloc().init()
-        if options.respondsToSelector_(b"setMathMode:"):
+        if hasattr(options, "setMathMode_"):  # macOS 15 and later
             options.setMathMode_(getattr(self._metal, "MTLMathModeSafe", 0))
         else:  # before macOS 15
             options.setFastMathEnabled_(False)
@@ -219,7 +223,8 @@ class MetalDevice:
                 )
             except (TypeError, ValueError):  # e.g. a read-only array the bridge will not lend
                 buffer = None
-            if buffer is not None:
+            # Trust "no copy" only if Metal's buffer really starts at the array's memory.
+            if buffer is not None and _contents_address(buffer, nbytes) == address:
                 return buffer, 0, False
         buffer = self.device.newBufferWithBytes_length_options_(
             memoryview(np.ascontiguousarray(array)).cast("B") if nbytes else b"\0" * 16,
@@ -260,6 +265,21 @@ class MetalDevice:
         check_buffers(kernel, bound)
         if 0 in dims:
             return
+        import objc  # type: ignore[import-not-found]  # PyObjC core, present with Metal
+
+        # Command buffers and encoders are autoreleased objects: drain them per launch.
+        with objc.autorelease_pool():
+            self._dispatch(pipeline, kernel, name, bound, dims, group)
+
+    def _dispatch(
+        self,
+        pipeline: Any,
+        kernel: Kernel,
+        name: str,
+        bound: Mapping[int, np.ndarray],
+        dims: tuple[int, int, int],
+        group: tuple[int, int, int],
+    ) -> None:
         command_buffer = self.queue.commandBuffer()
         encoder = command_buffer.computeCommandEncoder()
         encoder.setComputePipelineState_(pipeline)
