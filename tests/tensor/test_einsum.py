@@ -122,7 +122,6 @@ def test_a_diagonal_is_a_view_with_summed_strides(copy_spy: list) -> None:
 def test_size_1_labels_broadcast() -> None:
     a, b = rand(3, 1), rand(4, 5, seed=1)
     got = einsum("ij,jk->ik", a, b)
-    want = a.to_numpy() @ np.broadcast_to(b.to_numpy().sum(0, keepdims=True), (1, 5))
     want = np.einsum("ij,jk->ik", np.broadcast_to(a.to_numpy(), (3, 4)), b.to_numpy())
     np.testing.assert_allclose(got.to_numpy(), want)
     assert einsum("i,i->i", rand(1), rand(5, seed=1)).shape == (5,)
