@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -449,7 +449,7 @@ def _copy_source(node: ast.expr) -> tuple[ast.expr | None, str]:
 
 def trace(
     source: Tensor | TensorView,
-    operations: Sequence[str],
+    operations: Sequence[str | tuple[str, Callable[[], Any]]],
     *,
     name: str = "base",
     namespace: Mapping[str, Any] | None = None,
@@ -463,7 +463,10 @@ def trace(
     "sliced = view.slice(1, 1, 3)", "sliced.materialize()", "view.reshape([4, 2])"]``.
     The names of :mod:`llmfs.tensor` and ``namespace`` are available too. A ``TensorError``
     becomes a rejected row; ``x.materialize()``, ``materialize(x)`` and ``copying_transpose(x)``
-    rows show the mapping to ``x``'s offsets. Raises :class:`ExpressionError` for a Python error.
+    rows show the mapping to ``x``'s offsets. An operation may also be a ``(label, callable)``
+    pair; the callable takes no arguments (its copies show no mapping: use :class:`Step` with
+    ``copied_from`` and :meth:`Trace.from_steps` for that). Raises :class:`ExpressionError` for a
+    Python error.
     """
     scope = _default_namespace()
     scope.update(namespace or {})
@@ -472,10 +475,32 @@ def trace(
     rows = []
     views = []
     for operation in operations:
-        _, result, copied_from = evaluate(operation, scope)
-        rows.append(describe(operation.strip(), result, owners, copied_from))
+        if isinstance(operation, str):
+            label = operation.strip()
+            _, result, copied_from = evaluate(operation, scope)
+        else:
+            label, result, copied_from = _call(operation)
+        rows.append(describe(label, result, owners, copied_from))
         views.append(_view_or_none(result))
     return Trace(tuple(rows), title, (name,), tuple(views))
+
+
+def _call(operation: object) -> tuple[str, Tensor | TensorView | TensorError, None]:
+    if not (isinstance(operation, tuple) and len(operation) == 2 and callable(operation[1])):
+        raise ExpressionError(
+            f"a trace operation is an expression string or a (label, callable) pair, got "
+            f"{operation!r}"
+        )
+    label, function = operation
+    try:
+        result = function()
+    except TensorError as error:
+        return str(label), error, None
+    except Exception as error:
+        raise ExpressionError(f"{label} failed with {type(error).__name__}: {error}") from None
+    if not isinstance(result, (Tensor, TensorView)):
+        raise ExpressionError(f"{label} gave a {type(result).__name__}; a trace row needs a tensor")
+    return str(label), result, None
 
 
 def _view_or_none(result: object) -> TensorView | None:

@@ -172,3 +172,17 @@ def test_importing_the_package_imports_neither_ipywidgets_nor_matplotlib() -> No
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_operations_may_be_labelled_callables() -> None:
+    base = seed_fixture()
+    table = trace(
+        base,
+        [("transpose", lambda: base.transpose(0, 1)), ("too long", lambda: base.slice(1, 0, 9))],
+    )
+    assert [(row.label, row.status) for row in table.rows] == [
+        ("transpose", "shared"),
+        ("too long", "rejected"),
+    ]
+    with pytest.raises(ExpressionError, match="expression string or a \\(label, callable\\)"):
+        trace(base, [42])  # type: ignore[list-item]
