@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from llmfs.tensor.backends.base import Backend
-from llmfs.tensor.layout import element_count
+from llmfs.tensor.layout import element_count, reduced_shape
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -117,6 +117,16 @@ BINARY: dict[str, Callable[[float, float], float]] = {
 }
 
 
+#: How each reduction combines its running value with the next one (``mean`` sums, then divides).
+FOLD: dict[str, Callable[[float, float], float]] = {
+    "sum": BINARY["add"],
+    "mean": BINARY["add"],
+    "prod": BINARY["mul"],
+    "max": _maximum,
+    "min": _minimum,
+}
+
+
 def _rounding(compute: np.dtype) -> Callable[[float], float]:
     """The function that rounds a Python float to the compute precision."""
     if np.dtype(compute) == np.float64:
@@ -175,23 +185,16 @@ class ReferenceBackend(Backend):
         yields each output's inputs as one consecutive group of ``group`` values."""
         kept = [axis for axis in range(x.rank) if axis not in axes]
         moved = x.permute(kept + list(axes))
-        out_shape = tuple(x.shape[axis] for axis in kept)
+        out_shape = reduced_shape(x.shape, axes)
         group = element_count([x.shape[axis] for axis in axes])
         rounded = _rounding(compute)
+        combine = FOLD[op]
         values = _values(moved)
 
         def fold() -> float:
-            first = next(values)
-            acc = first
+            acc = next(values)
             for value in itertools.islice(values, group - 1):
-                if op in ("sum", "mean"):
-                    acc = rounded(acc + value)
-                elif op == "prod":
-                    acc = rounded(acc * value)
-                elif op == "max":
-                    acc = _maximum(acc, value)
-                else:  # "min"
-                    acc = _minimum(acc, value)
+                acc = rounded(combine(acc, value))
             return rounded(acc / group) if op == "mean" else acc
 
         with np.errstate(all="ignore"):

@@ -187,9 +187,10 @@ def test_matmul_with_batch_broadcasting(backend: str, dtype: str, data: st.DataO
 
 
 @st.composite
-def einsum_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]]]:
+def einsum_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]], bool]:
     """A random valid expression (diagonals, size-1 broadcasting, ellipsis, implicit output,
-    scalars, empty axes) and one shape per operand."""
+    scalars, empty axes, a repeated operand), one shape per operand, and whether the last
+    operand repeats the first."""
     pool = "abcdA"
     extents = {label: draw(st.sampled_from([0, 1, 2, 3, 3, 2])) for label in pool}
     use_ellipsis = draw(st.booleans()) and draw(st.booleans())
@@ -210,6 +211,10 @@ def einsum_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]]]:
             shape = shape[:at] + list(own) + shape[at:]
         terms.append(term)
         shapes.append(tuple(shape))
+    repeated = draw(st.booleans()) and draw(st.booleans())
+    if repeated:  # the same operand twice (the test passes the same view object)
+        terms.append(terms[0])
+        shapes.append(shapes[0])
     expression = ",".join(terms)
     if draw(st.booleans()):
         present = sorted({label for term in terms for label in term if label != "."})
@@ -217,15 +222,17 @@ def einsum_cases(draw: st.DrawFn) -> tuple[str, list[tuple[int, ...]]]:
         out = out[: draw(st.integers(0, len(out)))]
         ellipsis_out = "..." if "..." in expression else ""
         expression += "->" + ellipsis_out + "".join(out)
-    return expression, shapes
+    return expression, shapes, repeated
 
 
 @pytest.mark.parametrize(("backend", "dtype"), BACKEND_DTYPES)
 @SETTINGS
 @given(data=st.data())
 def test_einsum_matches_numpy(backend: str, dtype: str, data: st.DataObject) -> None:
-    expression, shapes = data.draw(einsum_cases())
+    expression, shapes, repeated = data.draw(einsum_cases())
     pairs = [data.draw(views_of_shape(shape, dtype, low=-2, high=2)) for shape in shapes]
+    if repeated:
+        pairs[-1] = pairs[0]
     views, twins = [p[0] for p in pairs], [np.asarray(p[1], dtype=np.float64) for p in pairs]
     want = np.einsum(expression, *twins)
     scale = np.einsum(expression, *(np.abs(t) for t in twins)) * 4
