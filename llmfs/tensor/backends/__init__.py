@@ -10,8 +10,10 @@ device, no C++ compiler...). Loaders run lazily, once; their result or their ref
 * :func:`use_backend` switches for a ``with`` block (per thread and per asyncio task).
 
 Built in: ``reference`` (pure Python, for reading), ``numpy`` (the default), and the Metal
-backends ``metal`` and ``metal-emulator`` from :mod:`llmfs.tensor.backends.metal`, each of which
-loads only where it can run.
+backends ``metal`` and ``metal-emulator``: their loaders import :mod:`llmfs.tensor.backends.metal`
+and call its ``MetalBackend()`` / ``MetalEmulatorBackend()``, which raise
+:class:`BackendUnavailableError` (with the reason) where they cannot run, so each one is listed
+only where it works. A missing module or class counts as unavailable, never as a crash.
 """
 
 from __future__ import annotations

@@ -97,8 +97,9 @@ class Backend(ABC):
 
     def supports(self, primitive: str, op: str | None, dtype: np.dtype) -> bool:
         """True when this backend computes ``primitive`` (one of :data:`PRIMITIVES`) with ``op``
-        for inputs of storage dtype ``dtype`` (the widest input dtype). Default: every op, for the
-        dtypes in :attr:`dtypes`."""
+        (the op name; ``None`` for ``matmul`` and ``copy``) for inputs whose widest storage dtype
+        is ``dtype``. Asked before every call; ``False`` sends that call to :attr:`fallback`.
+        Default: every op, for the dtypes in :attr:`dtypes`."""
         return np.dtype(dtype).name in self.dtypes
 
     @abstractmethod
