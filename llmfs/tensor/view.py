@@ -183,10 +183,15 @@ class TensorView(OperatorMixin):
     def materialize(self) -> Tensor:
         """Copies the view's values, in logical row-major order, into a NEW owning tensor with
         row-major strides. The copy is independent: mutating it never affects this view's owner,
-        and mutating the owner later never changes the copy."""
+        and mutating the owner later never changes the copy. The active backend performs the
+        strided copy (see :mod:`llmfs.tensor.backends`)."""
         self._check_fresh()
-        values = gather(self._owner._storage, self._shape, self._strides, self._base_offset)
-        return Tensor._adopt(values.reshape(-1), self._shape)
+        if self.is_empty:
+            return Tensor._adopt(np.empty(0, dtype=self.dtype), self._shape)
+        # The active backend does the copy (NumPy's is the cache-blocked gather; Metal's a kernel).
+        from llmfs.tensor.ops import backend_for
+
+        return backend_for("copy", None, self.dtype).copy(self, dtype=self.dtype)
 
     def tolist(self) -> Any:
         """Nested lists of Python floats (a bare float for rank 0), like ``ndarray.tolist``."""

@@ -1,0 +1,35 @@
+"""``materialize`` runs on the active backend's strided copy, with the same result everywhere."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from llmfs.tensor.backends import available_backends, get_backend, use_backend
+
+from .strategies import apply_llmfs, apply_numpy, view_chains
+
+
+@pytest.mark.parametrize("backend", available_backends())
+@settings(max_examples=40, deadline=None)
+@given(case=view_chains(dtype="float32"))
+def test_materialize_on_every_backend(backend: str, case) -> None:
+    if "float32" not in get_backend(backend).dtypes:
+        pytest.skip(f"{backend} does not store float32")
+    tensor, ops = case
+    expected = apply_numpy(tensor.as_slice(), tensor.shape, ops)
+    with use_backend(backend):
+        copy = apply_llmfs(tensor, ops).materialize()
+    assert copy.shape == expected.shape
+    assert (
+        copy.strides
+        == tuple(
+            int(np.prod(expected.shape[k + 1 :], dtype=np.int64))
+            if 0 not in expected.shape
+            else copy.strides[k]
+            for k in range(len(expected.shape))
+        )
+        or 0 in expected.shape
+    )
+    assert np.array_equal(copy.to_numpy(), expected)
