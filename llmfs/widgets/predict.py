@@ -34,6 +34,7 @@ from typing import Any, Literal
 from llmfs.course import CourseError
 from llmfs.tensor import Tensor, TensorError, TensorView
 from llmfs.widgets.model import (
+    FULL_LIMIT,
     OwnerNames,
     TraceRow,
     _default_namespace,
@@ -358,12 +359,21 @@ def display(field: str, value: Any) -> str:
     if value is None:
         return "—"
     if field in ("shape", "strides", "offsets"):
-        return "[" + ", ".join(str(v) for v in value) + "]"
+        return _display_list([str(v) for v in value])
     if field == "values":
+        if isinstance(value, list) and len(_flat(value)) > FULL_LIMIT:
+            return _display_list([format_number(v) for v in _flat(value)]) + " (flattened)"
         return _display_numbers(value)
     if field == "contiguous":
         return "Yes" if value else "No"
     return str(value)
+
+
+def _display_list(items: list[str]) -> str:
+    # Long lists keep their first and last entries so a table row stays readable.
+    if len(items) > FULL_LIMIT:
+        items = [*items[:8], f"… {len(items) - 12} more …", *items[-4:]]
+    return "[" + ", ".join(items) + "]"
 
 
 def _display_numbers(value: Any) -> str:

@@ -194,3 +194,15 @@ def test_an_unknown_exercise_id_is_a_course_error(attempts_log: Path) -> None:
     prediction = predict("base.view()", exercise_id="ch02.nope", shape="2,3")
     with pytest.raises(CourseError, match=r"ch02\.nope"):
         check(prediction, {"base": seed_fixture()})
+
+
+def test_long_truths_are_shown_with_their_first_and_last_entries() -> None:
+    from llmfs.tensor import Tensor
+
+    outcome = run("big.reshape([100, 100]).transpose(0, 1)", {"big": Tensor.arange(10_000)})
+    (verdict,) = compare({"offsets": "0, 100"}, outcome)
+    assert verdict.status == "wrong"
+    assert (
+        verdict.truth
+        == "[0, 100, 200, 300, 400, 500, 600, 700, … 9988 more …, 9699, 9799, 9899, 9999]"
+    )
