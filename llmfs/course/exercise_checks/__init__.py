@@ -1,0 +1,64 @@
+"""Checks of the course's exercises that are not predict-then-run: plain functions.
+
+A chapter notebook calls them right after the learner's code, the self-check and the grader call
+the same functions later, so a learner never sees one verdict in the notebook and another in the
+grade. Each check takes the learner's function (or result), runs it on fixed cases, compares every
+case with the library's own answer (:mod:`llmfs.tensor.layout`, the view methods) and returns a
+:class:`CheckReport` whose ``repr`` is a deterministic text table.
+
+A learner's function that still raises :class:`NotImplementedError`, or returns the stub's
+``None``, makes the whole report "not implemented yet" (never a traceback), so a student notebook
+runs top to bottom before anything is written. :data:`CHECKS` maps each "implement it" exercise
+id to its check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from llmfs.course.exercise_checks.layout import (
+    check_compute_strides,
+    check_flat_index,
+    check_merge_layout,
+    check_reshape_after_copy,
+)
+from llmfs.course.exercise_checks.report import (
+    NOT_IMPLEMENTED,
+    CaseResult,
+    CheckReport,
+    check_values,
+)
+
+#: Exercise id -> the check that grades it (the grader passes the learner's function or result).
+CHECKS: dict[str, Callable[..., CheckReport]] = {
+    "ch01.compute_strides": check_compute_strides,
+    "ch01.flat_index": check_flat_index,
+    "ch02.q5_fix": check_reshape_after_copy,
+    "ch03.merge_layout": check_merge_layout,
+}
+
+
+def check_for(exercise_id: str) -> Callable[..., Any]:
+    """The check of an "implement it" exercise. Raises :class:`KeyError` naming the known ids."""
+    try:
+        return CHECKS[exercise_id]
+    except KeyError:
+        known = ", ".join(sorted(CHECKS))
+        raise KeyError(
+            f"no check for exercise {exercise_id!r} (checks exist for {known})"
+        ) from None
+
+
+__all__ = [
+    "CHECKS",
+    "NOT_IMPLEMENTED",
+    "CaseResult",
+    "CheckReport",
+    "check_compute_strides",
+    "check_flat_index",
+    "check_for",
+    "check_merge_layout",
+    "check_reshape_after_copy",
+    "check_values",
+]

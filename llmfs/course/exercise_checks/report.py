@@ -1,0 +1,216 @@
+"""The result of a check: one line per case, a verdict, and a deterministic text ``repr``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from llmfs.widgets.predict import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
+from llmfs.widgets.text import table
+
+#: What a report says when the learner's code is still the stub.
+NOT_IMPLEMENTED = "not implemented yet"
+
+Status = Literal["passed", "failed", "not implemented", "not answered"]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case: what was tried (``label``), the expected and the actual result as text.
+
+    ``ok`` is None when the case was not answered (a prediction left as ``None``).
+    """
+
+    label: str
+    expected: str
+    got: str
+    ok: bool | None
+
+    @property
+    def verdict(self) -> str:
+        """``✓ right``, ``✗ wrong`` or ``not answered yet``."""
+        if self.ok is None:
+            return NOT_ANSWERED
+        return f"{RIGHT_MARK} right" if self.ok else f"{WRONG_MARK} wrong"
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The outcome of one check of one exercise.
+
+    Invariant: ``status`` is ``passed`` exactly when there is at least one case and every case is
+    right; ``not implemented`` (the code is still the stub) and ``not answered`` (every
+    prediction is ``None``) carry a ``note`` instead of a failure.
+    """
+
+    exercise_id: str
+    status: Status
+    cases: tuple[CaseResult, ...]
+    note: str = ""
+    recorded: bool = False
+
+    @property
+    def passed(self) -> bool:
+        """True when every case is right."""
+        return self.status == "passed"
+
+    def __repr__(self) -> str:
+        head = f"check {self.exercise_id}: "
+        if self.status == "not implemented":
+            return head + (f"{NOT_IMPLEMENTED} ({self.note})" if self.note else NOT_IMPLEMENTED)
+        if self.status == "not answered":
+            return head + NOT_ANSWERED
+        right = sum(1 for case in self.cases if case.ok)
+        answered = sum(1 for case in self.cases if case.ok is not None)
+        verdict = f"{RIGHT_MARK} passed" if self.passed else f"{WRONG_MARK} not yet"
+        summary = f"{right} of {answered} right"
+        if answered < len(self.cases):
+            summary += f", {len(self.cases) - answered} {NOT_ANSWERED}"
+        rows = [[c.label, c.expected, c.got, c.verdict] for c in self.cases]
+        lines = [
+            head + f"{summary}: {verdict}",
+            table(("case", "expected", "got", "verdict"), rows),
+        ]
+        if self.note:
+            lines.append(self.note)
+        return "\n".join(lines)
+
+
+def record(report: CheckReport, answers: Mapping[str, str] | None = None) -> CheckReport:
+    """Appends the report to the attempts log (one field per answered case, named by its label)
+    and returns it marked ``recorded``; a report with nothing answered or implemented is returned
+    unchanged. Raises :class:`~llmfs.course.CourseError` for an exercise id not in the manifest.
+    """
+    from dataclasses import replace
+
+    from llmfs.course.attempts import record_attempt
+
+    fields = {case.label: bool(case.ok) for case in report.cases if case.ok is not None}
+    if report.status in ("not implemented", "not answered") or not fields:
+        return report
+    record_attempt(report.exercise_id, fields, answers=answers)
+    return replace(report, recorded=True)
+
+
+def show(value: Any) -> str:
+    """A result as learners write it: lists for tuples, ``raises IndexError`` for an error."""
+    if isinstance(value, BaseException):
+        return f"raises {type(value).__name__}"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    if isinstance(value, list):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return repr(value)
+
+
+def check_values(
+    exercise_id: str,
+    predicted: Mapping[str, Any],
+    truth: Mapping[str, Any],
+    *,
+    record_attempt: bool = True,
+) -> CheckReport:
+    """Compares predictions written as plain Python values with the truth, key by key.
+
+    ``truth`` holds the library's answers (computed by the notebook right before the call);
+    ``predicted`` the learner's, ``None`` meaning not answered yet. Numbers compare by value,
+    booleans as booleans, sequences element by element. Raises :class:`KeyError` naming the keys
+    when the two mappings do not have the same keys (an author's mistake).
+    """
+    if set(predicted) != set(truth):
+        raise KeyError(
+            f"{exercise_id}: predicted keys {sorted(predicted)} differ from the truth's "
+            f"{sorted(truth)}"
+        )
+    cases = tuple(
+        CaseResult(
+            key,
+            show(truth[key]),
+            "—" if predicted[key] is None else show(predicted[key]),
+            None if predicted[key] is None else _same(predicted[key], truth[key]),
+        )
+        for key in truth
+    )
+    if all(case.ok is None for case in cases):
+        return CheckReport(exercise_id, "not answered", cases)
+    status: Status = "passed" if all(case.ok for case in cases) else "failed"
+    report = CheckReport(exercise_id, status, cases)
+    answers = {case.label: case.got for case in cases if case.ok is not None}
+    return record(report, answers) if record_attempt else report
+
+
+def _same(predicted: Any, truth: Any) -> bool:
+    if isinstance(truth, bool) or isinstance(predicted, bool):
+        return isinstance(predicted, bool) and isinstance(truth, bool) and predicted == truth
+    if isinstance(truth, (list, tuple)):
+        return (
+            isinstance(predicted, (list, tuple))
+            and len(predicted) == len(truth)
+            and all(_same(p, t) for p, t in zip(predicted, truth))
+        )
+    return predicted == truth
+
+
+def run_cases(
+    exercise_id: str,
+    function: Callable[..., Any],
+    cases: Sequence[tuple[str, tuple[Any, ...], Any]],
+    *,
+    name: str,
+    same: Callable[[Any, Any], bool],
+    record_attempt: bool = True,
+) -> CheckReport:
+    """Calls ``function(*args)`` for each ``(label, args, expected)`` case and compares.
+
+    ``expected`` is a value, or an exception *class* the function must raise. A call raising
+    :class:`NotImplementedError`, or returning ``None`` where a value is expected, counts as the
+    stub; when every case is the stub the report is "not implemented yet". Any other exception
+    from the learner's code becomes a wrong case that names it, never a traceback.
+    """
+    if not callable(function):
+        return CheckReport(exercise_id, "not implemented", (), f"{name} is not a function yet")
+    results: list[CaseResult] = []
+    stubbed = 0
+    for label, args, expected in cases:
+        want_error = isinstance(expected, type) and issubclass(expected, BaseException)
+        shown = f"raises {expected.__name__}" if want_error else show(expected)
+        try:
+            got = function(*_copies(args))
+        except NotImplementedError:
+            stubbed += 1
+            results.append(CaseResult(label, shown, "raises NotImplementedError", False))
+            continue
+        except Exception as error:  # the learner's code may raise anything; it is reported
+            ok = want_error and isinstance(error, expected)
+            results.append(CaseResult(label, shown, f"raises {type(error).__name__}", ok))
+            continue
+        if got is None:
+            stubbed += 1
+        if want_error:
+            results.append(CaseResult(label, shown, f"returns {show(got)}", False))
+            continue
+        results.append(CaseResult(label, shown, show(got), got is not None and same(got, expected)))
+    if stubbed == len(cases):
+        return CheckReport(
+            exercise_id, "not implemented", tuple(results), f"{name} still has its stub"
+        )
+    status: Status = "passed" if all(r.ok for r in results) else "failed"
+    report = CheckReport(exercise_id, status, tuple(results))
+    return record(report) if record_attempt else report
+
+
+def _copies(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    # The learner's function gets fresh lists, so changing an argument cannot change a later case.
+    return tuple(list(a) if isinstance(a, (list, tuple)) else a for a in args)
+
+
+__all__ = [
+    "NOT_IMPLEMENTED",
+    "CaseResult",
+    "CheckReport",
+    "check_values",
+    "record",
+    "run_cases",
+    "show",
+]
