@@ -299,6 +299,33 @@ _RUN_STATE = """() => {
 }"""
 
 
+_CELL_BY_TAG = """(tag) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const index = panel.content.widgets.findIndex(
+    (cell) => (cell.model.getMetadata('tags') || []).includes(tag));
+  return index;
+}"""
+
+_SET_SOURCE = """([index, source]) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  panel.content.widgets[index].model.sharedModel.setSource(source);
+}"""
+
+_CELL_SOURCE = """(index) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.content.widgets[index].model.sharedModel.getSource();
+}"""
+
+_RUN_CELL = """async (index) => {
+  const app = window.jupyterapp;
+  const panel = app.shell.currentWidget;
+  panel.content.activeCellIndex = index;
+  panel.content.deselectAll();
+  await app.commands.execute('notebook:run-cell');
+  return panel.content.widgets[index].model.executionCount;
+}"""
+
+
 @dataclass
 class NotebookPage:
     """An open notebook in the browser; ``page`` is the Playwright page for DOM checks."""
@@ -333,6 +360,39 @@ class NotebookPage:
         path = OUTPUT_DIR / f"{name}.png"
         self.page.screenshot(path=str(path), full_page=True)
         return path
+
+    def cell_index(self, tag: str) -> int:
+        """The 0-based position of the cell tagged ``tag``; :class:`HarnessError` if none is."""
+        index = int(self.page.evaluate(_CELL_BY_TAG, tag))
+        if index < 0:
+            raise HarnessError(f"{self.path}: no cell is tagged {tag!r}")
+        return index
+
+    def cell_source(self, tag: str) -> str:
+        """The current source of the cell tagged ``tag``."""
+        return str(self.page.evaluate(_CELL_SOURCE, self.cell_index(tag)))
+
+    def set_cell_source(self, tag: str, source: str) -> None:
+        """Replace the source of the cell tagged ``tag`` (as a learner typing an answer would)."""
+        self.page.evaluate(_SET_SOURCE, [self.cell_index(tag), source])
+
+    def cell_output(self, tag: str) -> Any:
+        """The Playwright locator of the output area of the cell tagged ``tag``."""
+        position = self.cell_index(tag) + 1
+        cell = self.page.locator(".jp-Notebook .jp-Cell").nth(position - 1)
+        return cell.locator(".jp-OutputArea")
+
+    def run_cell(self, tag: str, timeout_s: float = RUN_ALL_TIMEOUT_S) -> dict[str, Any]:
+        """Run the cell tagged ``tag``, then wait until the kernel is idle; return :meth:`state`."""
+        self.page.evaluate(_RUN_CELL, self.cell_index(tag))
+        deadline = time.monotonic() + timeout_s
+        state = self.state()
+        while time.monotonic() < deadline:
+            state = self.state()
+            if state["kernel"] == "idle":
+                return state
+            time.sleep(0.1)
+        raise HarnessError(f"{self.path}: cell {tag!r} did not finish within {timeout_s:.0f} s")
 
     def close(self) -> None:
         """Close the page and shut down the notebook's kernel."""

@@ -59,6 +59,7 @@ WIDGET_NOTEBOOK = _notebook(
     ),
     _code("text", "print('plain text output: 6 * 7 =', 6 * 7)"),
 )
+WIDGET_NOTEBOOK["cells"][1]["metadata"]["tags"] = ["answer"]
 
 
 def test_a_widget_notebook_runs_and_a_click_changes_the_dom(open_lab_notebook) -> None:
@@ -74,6 +75,15 @@ def test_a_widget_notebook_runs_and_a_click_changes_the_dom(open_lab_notebook) -
     assert page.get_by_text("Error displaying widget").count() == 0
     shot = notebook.screenshot("harness_widgets")
     assert shot.stat().st_size > 10_000
+
+    # A learner edits a tagged cell and runs it again.
+    assert notebook.cell_source("answer").startswith("print('plain text output")
+    notebook.set_cell_source("answer", "print('edited answer:', 7 * 6)")
+    state = notebook.run_cell("answer")
+    assert state["errors"] == [] and state["kernel"] == "idle"
+    notebook.cell_output("answer").get_by_text("edited answer: 42").wait_for(timeout=10_000)
+    with pytest.raises(HarnessError, match="no cell is tagged 'missing'"):
+        notebook.cell_index("missing")
 
 
 def test_the_server_disables_announcements_and_needs_its_token(lab_server: LabServer) -> None:
