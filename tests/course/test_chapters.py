@@ -1,0 +1,213 @@
+"""Chapter acceptance: the published chapters as the manifest lists them, in both versions.
+
+* every exercise of the manifest lives in a cell of the right kind in the solution AND the student
+  notebook, and the student cell is the blanked form of the solution cell;
+* each solution answer passes its own check: the solution's code cells are run in-process, in
+  order, and the check displayed after each exercise (a prediction comparison or a check report)
+  must be all right;
+* the student notebook, run unanswered, answers nothing: every check says "not answered yet" or
+  "not implemented yet", and nothing is recorded in the attempts log;
+* the committed student notebooks are exactly what ``llmfs build`` generates.
+
+nbval (the root conftest) separately compares every stored solution output and runs the student
+notebooks; these tests say what the outputs must mean.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmfs.course.attempts import load_attempts
+from llmfs.course.build import stale_notebooks
+from llmfs.course.exercise_checks import CHECKS, CheckReport
+from llmfs.course.manifest import Chapter, Exercise, Manifest, load_manifest
+from llmfs.course.notebooks import (
+    cell_source,
+    chapter_disagreements,
+    exercise_cells,
+    read_notebook,
+)
+from llmfs.widgets.predict import Comparison
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = load_manifest(REPO / "course" / "manifest.toml")
+CHAPTERS = MANIFEST.published_chapters
+EXERCISES = [(chapter, exercise) for chapter in CHAPTERS for exercise in chapter.exercises]
+
+
+def _id(item: Any) -> str:
+    return item.id if isinstance(item, (Chapter, Exercise)) else str(item)
+
+
+def _exercise_ids(pairs: list[tuple[Chapter, Exercise]]) -> list[str]:
+    return [exercise.id for _, exercise in pairs]
+
+
+@dataclass
+class Shown:
+    """What one executed code cell displayed (its last expression's value, if any)."""
+
+    position: int
+    value: Any
+
+
+def run_code_cells(path: Path, label: str) -> list[Shown]:
+    """Executes a notebook's code cells in one namespace, in order, like a kernel would; returns
+    what each cell displayed. Printed text is swallowed; an exception fails the test with the
+    cell named."""
+    notebook = read_notebook(path, label)
+    namespace: dict[str, Any] = {"__name__": "__main__"}
+    shown: list[Shown] = []
+    for position, cell in enumerate(notebook["cells"], start=1):
+        if cell["cell_type"] != "code":
+            continue
+        tree = ast.parse(cell_source(cell))
+        last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        body = ast.Module(body=tree.body[:-1] if last else tree.body, type_ignores=[])
+        value = None
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                exec(compile(body, f"{label} cell #{position}", "exec"), namespace)
+                if last is not None:
+                    expression = ast.Expression(body=last.value)
+                    code = compile(expression, f"{label} cell #{position}", "eval")
+                    value = eval(code, namespace)
+        except Exception as error:
+            pytest.fail(f"{label} cell #{position} raised {type(error).__name__}: {error}")
+        shown.append(Shown(position, value))
+    return shown
+
+
+def first_check_after(shown: list[Shown], position: int) -> Comparison | CheckReport:
+    """The first comparison or check report displayed at or after the exercise's cell."""
+    for item in shown:
+        if item.position >= position and isinstance(item.value, (Comparison, CheckReport)):
+            return item.value
+    raise AssertionError(f"no check is displayed after cell #{position}")
+
+
+@pytest.fixture(scope="module")
+def attempts_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("attempts") / "attempts.jsonl"
+
+
+@pytest.fixture(scope="module")
+def executed(attempts_log: Path) -> dict[str, list[Shown]]:
+    """Every published solution and student notebook, executed once (module scope)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LLMFS_ATTEMPTS", str(attempts_log))
+        results = {}
+        for chapter in CHAPTERS:
+            for relative in (chapter.solution, chapter.notebook):
+                results[relative] = run_code_cells(REPO / relative, relative)
+    return results
+
+
+def test_the_three_chapters_are_published_in_order_with_at_least_six_exercises() -> None:
+    assert [chapter.id for chapter in CHAPTERS] == ["ch01", "ch02", "ch03"]
+    for chapter in CHAPTERS:
+        assert len(chapter.exercises) >= 6, chapter.id
+        assert {exercise.kind for exercise in chapter.exercises} >= {"predict", "implement"}
+
+
+def test_chapter_2_has_all_seven_questions_of_its_seed() -> None:
+    ids = {exercise.id for exercise in MANIFEST.chapter("ch02").exercises}
+    assert {f"ch02.q{n}" for n in range(1, 8)} <= ids
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
+def test_both_versions_tag_exactly_the_manifest_exercises(chapter: Chapter) -> None:
+    for relative in (chapter.solution, chapter.notebook):
+        notebook = read_notebook(REPO / relative, relative)
+        assert chapter_disagreements(chapter, notebook, relative) == []
+
+
+@pytest.mark.parametrize(("chapter", "exercise"), EXERCISES, ids=_exercise_ids(EXERCISES))
+def test_each_exercise_cell_has_its_kind_in_both_versions(
+    chapter: Chapter, exercise: Exercise
+) -> None:
+    solution = read_notebook(REPO / chapter.solution)
+    student = read_notebook(REPO / chapter.notebook)
+    solved = solution["cells"][exercise_cells(solution, chapter.solution)[exercise.id] - 1]
+    blank = student["cells"][exercise_cells(student, chapter.notebook)[exercise.id] - 1]
+    assert solved["id"] == blank["id"]
+    text, student_text = cell_source(solved), cell_source(blank)
+    if exercise.kind == "predict":
+        assert solved["cell_type"] == "code"
+        blanked = re.compile(r"=\s*None,?\s+# PREDICTION")
+        assert "# PREDICTION" in text and not blanked.search(text)
+        assert len(blanked.findall(student_text)) == text.count("# PREDICTION")
+    elif exercise.kind == "implement":
+        assert solved["cell_type"] == "code"
+        assert "# BEGIN SOLUTION" in text and "# YOUR CODE HERE" in student_text
+        assert "# BEGIN SOLUTION" not in student_text
+        assert exercise.id in CHECKS, f"{exercise.id} has no check the grader can run"
+    else:
+        assert solved["cell_type"] == "markdown" and exercise.kind == "explain"
+        assert "<!-- BEGIN SOLUTION -->" in text and "_Your answer here._" in student_text
+        answer = text.split("<!-- BEGIN SOLUTION -->")[1].split("<!-- END SOLUTION -->")[0]
+        assert len(answer.split()) >= 30, "an explain exercise's model answer is written out"
+        assert answer.split("<!-- HINT")[0].strip() not in student_text
+
+
+@pytest.mark.parametrize(
+    ("chapter", "exercise"),
+    [pair for pair in EXERCISES if pair[1].kind != "explain"],
+    ids=_exercise_ids([pair for pair in EXERCISES if pair[1].kind != "explain"]),
+)
+def test_each_solution_answer_passes_its_own_check(
+    chapter: Chapter, exercise: Exercise, executed: dict[str, list[Shown]]
+) -> None:
+    solution = read_notebook(REPO / chapter.solution)
+    position = exercise_cells(solution, chapter.solution)[exercise.id]
+    result = first_check_after(executed[chapter.solution], position)
+    if isinstance(result, Comparison):
+        assert result.all_right, repr(result)
+        assert result.recorded
+    else:
+        assert result.exercise_id == exercise.id
+        assert result.passed, repr(result)
+
+
+@pytest.mark.parametrize(
+    ("chapter", "exercise"),
+    [pair for pair in EXERCISES if pair[1].kind != "explain"],
+    ids=_exercise_ids([pair for pair in EXERCISES if pair[1].kind != "explain"]),
+)
+def test_the_unanswered_student_notebook_answers_nothing(
+    chapter: Chapter, exercise: Exercise, executed: dict[str, list[Shown]]
+) -> None:
+    student = read_notebook(REPO / chapter.notebook)
+    position = exercise_cells(student, chapter.notebook)[exercise.id]
+    result = first_check_after(executed[chapter.notebook], position)
+    if isinstance(result, Comparison):
+        assert result.verdicts and all(v.status == "unanswered" for v in result.verdicts)
+        assert "not answered yet" in repr(result) and not result.recorded
+    else:
+        assert result.status in ("not implemented", "not answered"), repr(result)
+        assert "yet" in repr(result).splitlines()[0]
+
+
+def test_only_solution_runs_record_attempts_and_each_exercise_once(
+    executed: dict[str, list[Shown]], attempts_log: Path
+) -> None:
+    recorded = [attempt.exercise for attempt in load_attempts(attempts_log, MANIFEST)]
+    checked = [exercise.id for _, exercise in EXERCISES if exercise.kind != "explain"]
+    assert sorted(recorded) == sorted(checked)
+    assert all(attempt.correct for attempt in load_attempts(attempts_log))
+
+
+def test_the_student_notebooks_are_what_llmfs_build_generates() -> None:
+    assert stale_notebooks(MANIFEST, REPO) == []
+
+
+def test_the_manifest_loader_reads_this_manifest() -> None:
+    assert isinstance(MANIFEST, Manifest) and MANIFEST.root == REPO
