@@ -277,6 +277,39 @@ class Tensor(OperatorMixin):
         """Same as ``self.view().slice(axis, start, stop, step)``."""
         return self.view().slice(axis, start, stop, step)
 
+    def flip(self, axis: int) -> TensorView:
+        """Same as ``self.view().flip(axis)``."""
+        return self.view().flip(axis)
+
+    def merge(self, start: int, end: int) -> TensorView:
+        """Same as ``self.view().merge(start, end)``."""
+        return self.view().merge(start, end)
+
+    def split(self, axis: int, sizes: Sequence[int]) -> TensorView:
+        """Same as ``self.view().split(axis, sizes)``."""
+        return self.view().split(axis, sizes)
+
+    def expand(self, shape: Sequence[int]) -> TensorView:
+        """Same as ``self.view().expand(shape)``."""
+        return self.view().expand(shape)
+
+    def broadcast_to(self, shape: Sequence[int]) -> TensorView:
+        """Same as ``self.view().broadcast_to(shape)``."""
+        return self.view().broadcast_to(shape)
+
+    def unsqueeze(self, axis: int) -> TensorView:
+        """Same as ``self.view().unsqueeze(axis)``."""
+        return self.view().unsqueeze(axis)
+
+    def squeeze(self, axis: int | Sequence[int] | None = None) -> TensorView:
+        """Same as ``self.view().squeeze(axis)``."""
+        return self.view().squeeze(axis)
+
+    @property
+    def T(self) -> TensorView:
+        """Same as ``self.view().T``: all axes reversed."""
+        return self.view().T
+
 
 class MutableStorage:
     """A thin writable handle over a tensor's 1-D storage.

@@ -522,8 +522,13 @@ def owners_in(namespace: Mapping[str, Any]) -> dict[str, Tensor]:
     for key in sorted(namespace):
         value = namespace[key]
         if isinstance(value, TensorView) and not any(t is value.owner for t in named.values()):
+            # Skip names a variable already holds, so an unnamed owner never displaces one.
             unnamed += 1
-            named["base" if unnamed == 1 else f"base {unnamed}"] = value.owner
+            label = "base" if unnamed == 1 else f"base {unnamed}"
+            while label in named:
+                unnamed += 1
+                label = f"base {unnamed}"
+            named[label] = value.owner
     return named
 
 

@@ -129,3 +129,22 @@ def test_views_are_immutable_values(cube: Tensor) -> None:
         view.shape = (24,)  # type: ignore[misc]
     with pytest.raises(TypeError, match=r"tensor\.view\(\)"):
         TensorView()
+
+
+def test_tensor_shortcuts_are_the_views_operations(cube: Tensor) -> None:
+    view = cube.view()
+    pairs = [
+        (cube.flip(1), view.flip(1)),
+        (cube.merge(0, 1), view.merge(0, 1)),
+        (cube.split(2, [2, 2]), view.split(2, [2, 2])),
+        (cube.unsqueeze(0).expand([3, 2, 3, 4]), view.expand([3, 2, 3, 4])),
+        (cube.broadcast_to([2, 2, 3, 4]), view.broadcast_to([2, 2, 3, 4])),
+        (cube.unsqueeze(1).squeeze(), view),
+        (cube.T, view.permute([2, 1, 0])),
+    ]
+    for ours, theirs in pairs:
+        assert (ours.shape, ours.strides, ours.base_offset) == (
+            theirs.shape,
+            theirs.strides,
+            theirs.base_offset,
+        )

@@ -186,3 +186,13 @@ def test_operations_may_be_labelled_callables() -> None:
     ]
     with pytest.raises(ExpressionError, match="expression string or a \\(label, callable\\)"):
         trace(base, [42])  # type: ignore[list-item]
+
+
+def test_unnamed_owner_never_displaces_a_variable_named_base() -> None:
+    from llmfs.widgets.model import owners_in
+
+    base = Tensor.from_vec([2], [1, 2])
+    other = Tensor.from_vec([2], [3, 4])
+    names = owners_in({"base": base, "v": other.view()})
+    assert names["base"] is base
+    assert names["base 2"] is other
