@@ -52,6 +52,7 @@ REPO = Path(__file__).resolve().parents[2]
 OUTPUT_DIR = REPO / "test-output" / "browser"
 SERVER_START_TIMEOUT_S = 60.0
 RUN_ALL_TIMEOUT_S = 60.0
+PORT_ATTEMPTS = 3
 
 
 class HarnessError(RuntimeError):
@@ -198,7 +199,24 @@ def jupyterlab(root: Path, home: Path) -> Iterator[LabServer]:
     home.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **_write_profile(home)}
     token = secrets.token_hex(16)
-    port = free_port()
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        server = _start_server(root, home, env, token, free_port())
+        try:
+            _wait_until_ready(server)
+        except HarnessError:
+            server.stop()
+            # Another process may take the free port between probing and binding: try another.
+            if attempt < PORT_ATTEMPTS and "already in use" in server.log_tail():
+                continue
+            raise
+        break
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _start_server(root: Path, home: Path, env: dict[str, str], token: str, port: int) -> LabServer:
     log_path = home / "jupyterlab.log"
     command = [
         sys.executable,
@@ -224,12 +242,7 @@ def jupyterlab(root: Path, home: Path) -> Iterator[LabServer]:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
-    server = LabServer(root=root, port=port, token=token, process=process, log_path=log_path)
-    try:
-        _wait_until_ready(server)
-        yield server
-    finally:
-        server.stop()
+    return LabServer(root=root, port=port, token=token, process=process, log_path=log_path)
 
 
 def _wait_until_ready(server: LabServer) -> None:
