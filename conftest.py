@@ -26,11 +26,14 @@ import pytest
 # Top-level folder -> whether stored outputs are compared (strict --nbval) or not (--nbval-lax).
 NOTEBOOK_FOLDERS: dict[str, bool] = {"solutions": True, "notebooks": False}
 SANITIZE_FILE = Path("course") / "nbval_sanitize.cfg"
+_ATTEMPTS_DIR = pytest.StashKey[str]()
+_PREVIOUS_ATTEMPTS = pytest.StashKey["str | None"]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     attempts_dir = tempfile.mkdtemp(prefix="llmfs-attempts-")
     config.stash[_ATTEMPTS_DIR] = attempts_dir
+    config.stash[_PREVIOUS_ATTEMPTS] = os.environ.get("LLMFS_ATTEMPTS")
     # Kernels inherit the environment, so notebook runs never write into the checkout.
     os.environ["LLMFS_ATTEMPTS"] = str(Path(attempts_dir) / "attempts.jsonl")
     option = config.option
@@ -46,9 +49,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     attempts_dir = config.stash.get(_ATTEMPTS_DIR, None)
     if attempts_dir:
         shutil.rmtree(attempts_dir, ignore_errors=True)
-
-
-_ATTEMPTS_DIR = pytest.StashKey[str]()
+        previous = config.stash.get(_PREVIOUS_ATTEMPTS, None)
+        if previous is None:
+            os.environ.pop("LLMFS_ATTEMPTS", None)
+        else:
+            os.environ["LLMFS_ATTEMPTS"] = previous
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
