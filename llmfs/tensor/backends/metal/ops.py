@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 
 from llmfs.tensor import layout
+from llmfs.tensor.backends.base import BINARY_OPS, UNARY_OPS
 from llmfs.tensor.backends.metal.errors import KernelArgumentError, MetalDTypeError, MetalError
 from llmfs.tensor.errors import RankMismatchError
 
@@ -30,20 +31,7 @@ KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 #: Op families: one ``.metal`` file each, compiled after ``common.metal``.
 FAMILIES = ("copy", "elementwise", "reduce", "matmul")
 
-UNARY_OPS = (
-    "neg",
-    "abs",
-    "sqrt",
-    "exp",
-    "log",
-    "sin",
-    "cos",
-    "tanh",
-    "sigmoid",
-    "relu",
-    "reciprocal",
-)
-BINARY_OPS = ("add", "sub", "mul", "div", "minimum", "maximum")
+# The kernels cover every unary and binary op of the backend interface; of the reductions, two.
 REDUCE_OPS = ("sum", "max")
 COPY_OPS = ("materialize", "copying_transpose", "strided_copy")
 MATMUL_OPS = ("matmul", "contract")
