@@ -239,19 +239,27 @@ def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool
     return is_contiguous([size for _, size in pairs], [stride for stride, _ in pairs])
 
 
-def can_view_as_contiguous_all(layouts: Iterable[tuple[Sequence[int], Sequence[int]]]) -> bool:
-    """List form of :func:`can_view_as_contiguous` over ``(shape, strides)`` pairs.
+def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
+    """List form of :func:`can_view_as_contiguous` (seed 004's overload).
 
-    True for an empty list; otherwise every layout must share the first one's shape and strides,
+    Each item is a view (anything with ``shape`` and ``strides``) or a ``(shape, strides)`` pair.
+    True for an empty list; otherwise every item must share the first one's shape and strides,
     and that shared layout must pass the single test.
     """
-    items = [(tuple(shape), tuple(strides)) for shape, strides in layouts]
+    items = [_shape_and_strides(item) for item in layouts]
     if not items:
         return True
     first = items[0]
     if any(item != first for item in items[1:]):
         return False
     return can_view_as_contiguous(*first)
+
+
+def _shape_and_strides(item: object) -> tuple[Shape, Strides]:
+    if hasattr(item, "shape") and hasattr(item, "strides"):
+        return tuple(item.shape), tuple(item.strides)  # type: ignore[attr-defined]
+    shape, strides = item  # type: ignore[misc]
+    return tuple(shape), tuple(strides)
 
 
 def coalesce(shape: Sequence[int], strides: Sequence[int]) -> tuple[Shape, Strides]:

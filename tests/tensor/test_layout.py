@@ -54,6 +54,11 @@ def test_list_form_of_seed_004() -> None:
     same = ((5, 4, 6, 7), (42, 210, 7, 1))
     assert can_view_as_contiguous_all([same, same]) is True
     assert can_view_as_contiguous_all([same, ((4, 5, 6, 7), (210, 42, 7, 1))]) is False
+    # Views are accepted directly.
+    transposed = Tensor.zeros([4, 5, 6, 7]).view().transpose(0, 1)
+    assert transposed.strides == (42, 210, 7, 1)
+    assert can_view_as_contiguous_all([transposed, transposed.owner.view().transpose(0, 1)])
+    assert not can_view_as_contiguous_all([transposed, transposed.owner.view()])
 
 
 def test_validate_cases_of_seed_004() -> None:
