@@ -24,6 +24,23 @@ def median_seconds(fn: Callable[[], object], *, repeat: int = 7, warmup: int = 1
     return statistics.median(samples)
 
 
+def paired_medians(
+    ours: Callable[[], object], peer: Callable[[], object], *, repeat: int = 9, warmup: int = 1
+) -> tuple[float, float]:
+    """Median times of two functions measured alternately, so that load changes on a shared
+    machine hit both sides alike."""
+    for _ in range(warmup):
+        ours()
+        peer()
+    ours_samples, peer_samples = [], []
+    for _ in range(repeat):
+        for fn, samples in ((ours, ours_samples), (peer, peer_samples)):
+            start = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - start)
+    return statistics.median(ours_samples), statistics.median(peer_samples)
+
+
 def header(title: str) -> None:
     """Prints a benchmark's title and the environment facts that change its numbers."""
     print(f"== {title}")

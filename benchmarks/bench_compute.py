@@ -20,31 +20,12 @@ machine's real numbers.
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
-
 import numpy as np
-from _timing import header, median_seconds, row
+from _timing import header, median_seconds, paired_medians, row
 
 from llmfs.tensor import Tensor, add, einsum, matmul, sum, use_backend
 
 GOAL = 1.25
-
-
-def paired_medians(
-    ours: Callable[[], object], peer: Callable[[], object], *, repeat: int = 11
-) -> tuple[float, float]:
-    """Median times of ``ours`` and ``peer``, run alternately so that a change in the machine's
-    load during the measurement affects both sides alike."""
-    ours(), peer()
-    samples: tuple[list[float], list[float]] = ([], [])
-    for _ in range(repeat):
-        for fn, into in ((ours, samples[0]), (peer, samples[1])):
-            start = time.perf_counter()
-            fn()
-            into.append(time.perf_counter() - start)
-    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def main() -> None:

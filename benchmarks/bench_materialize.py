@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from _timing import header, median_seconds, row
+from _timing import header, median_seconds, paired_medians, row
 
 from llmfs.tensor import Tensor
 
@@ -40,8 +40,9 @@ def main() -> None:
     odd = rng.standard_normal((N - 48, N - 48)).astype(np.float32)
     cases["transpose of a 2000x2000 owner"] = (Tensor.from_numpy(odd).view().T, odd.T, 1.2)
     for name, (view, peer, goal) in cases.items():
-        ours = median_seconds(view.materialize)
-        theirs = median_seconds(lambda peer=peer: np.array(peer, order="C", copy=True))
+        ours, theirs = paired_medians(
+            view.materialize, lambda peer=peer: np.array(peer, order="C", copy=True)
+        )
         assert np.array_equal(view.materialize().to_numpy(), np.ascontiguousarray(peer))
         row(name, ours, theirs, goal)
 
