@@ -471,10 +471,13 @@ def materialize(view: TensorView | Tensor) -> Tensor:
 
 
 def copying_transpose(source: Tensor | TensorView) -> Tensor:
-    """A NEW rank-2 tensor holding the transpose of ``source``, copied explicitly.
+    """A NEW rank-2 tensor holding the transpose of ``source``, allocated and copied explicitly.
 
-    The counterpart of ``view.transpose(0, 1)``: same logical values, but allocated and copied
-    column by column instead of reinterpreted. Raises :class:`RankMismatchError` unless rank 2.
+    The counterpart of ``view.transpose(0, 1)``: the same logical values, but in new storage,
+    written row by row of the result, that is column by column of the source. The copy loop is
+    the active backend's strided copy (a loop over the offset cursor on the ``reference``
+    backend, the cache-blocked gather on ``numpy``, a kernel on ``metal``), so there is one copy
+    mechanism, not two. Raises :class:`RankMismatchError` unless the rank is 2.
     """
     from llmfs.tensor.errors import RankMismatchError
 
@@ -483,16 +486,4 @@ def copying_transpose(source: Tensor | TensorView) -> Tensor:
         raise TensorError(f"copying_transpose takes a Tensor, got {type(source).__name__}")
     if view.rank != 2:
         raise RankMismatchError(2, view.rank, what="copying_transpose needs rank")
-    view._check_fresh()
-    rows, columns = view.shape
-    storage = view.owner._storage
-    copied = np.empty(rows * columns, dtype=view.dtype)
-    if rows and columns:
-        row_stride, column_stride = view.strides
-        for column in range(columns):
-            # Output row `column` is source column `column`: read it with the row stride.
-            start = view.base_offset + column * column_stride
-            copied[column * rows : (column + 1) * rows] = numpy_view(
-                storage, (rows,), (row_stride,), start
-            )
-    return Tensor._adopt(copied, (columns, rows))
+    return view.transpose(0, 1).materialize()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 
-from llmfs.tensor import row_major_strides
+from llmfs.tensor import Tensor, copying_transpose, row_major_strides
 from llmfs.tensor.backends import available_backends, get_backend, use_backend
 
 from .strategies import apply_llmfs, apply_numpy, view_chains
@@ -25,3 +25,13 @@ def test_materialize_on_every_backend(backend: str, case) -> None:
     assert copy.shape == expected.shape
     assert copy.strides == row_major_strides(expected.shape)
     assert np.array_equal(copy.to_numpy(), expected)
+
+
+@pytest.mark.parametrize("backend", available_backends())
+def test_copying_transpose_on_every_backend(backend: str) -> None:
+    dtype = "float32" if "float32" in get_backend(backend).dtypes else "float64"
+    tensor = Tensor.from_vec([2, 3], [10, 11, 12, 20, 21, 22], dtype=dtype)
+    with use_backend(backend):
+        copied = copying_transpose(tensor)
+    assert copied.as_slice().tolist() == [10, 20, 11, 21, 12, 22]
+    assert not copied.view().shares_storage(tensor)
