@@ -15,13 +15,15 @@ from typing import Any
 import pytest
 from harness import LabServer, NotebookPage, chromium, jupyterlab, open_notebook, unavailable_reason
 
+from tests.requirements import require_tool
+
 
 @pytest.fixture(scope="module")
 def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     """A JupyterLab serving a fresh temp folder, with a fresh profile; stopped after the module."""
     reason = unavailable_reason()
     if reason:
-        pytest.skip(reason)
+        require_tool(reason)
     base = tmp_path_factory.mktemp("lab")
     (base / "root").mkdir()
     with jupyterlab(root=base / "root", home=base / "home") as server:
@@ -33,7 +35,7 @@ def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A headless Chromium persistent context with a fresh profile; closed after the module."""
     reason = unavailable_reason()
     if reason:
-        pytest.skip(reason)
+        require_tool(reason)
     with chromium(tmp_path_factory.mktemp("chromium") / "profile") as context:
         yield context
 

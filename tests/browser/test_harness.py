@@ -18,6 +18,8 @@ from harness import (
     unavailable_reason,
 )
 
+from tests.requirements import require_tool
+
 pytestmark = pytest.mark.browser
 
 
@@ -125,7 +127,7 @@ def test_run_all_reports_errors_and_leaving_the_harness_stops_server_and_kernels
 def test_a_server_that_cannot_start_is_a_harness_error_with_its_log(tmp_path: Path) -> None:
     reason = unavailable_reason()
     if reason:
-        pytest.skip(reason)
+        require_tool(reason)
     with pytest.raises(HarnessError, match="exited with status"):
         with jupyterlab(root=tmp_path / "missing-root", home=tmp_path / "home"):
             pass

@@ -8,6 +8,7 @@ import pytest
 
 from llmfs.tensor.backends.metal import EmulatorExecutor, emulator_available
 from llmfs.tensor.backends.metal.ops import Strided
+from tests.requirements import require_tool
 
 #: The layout kinds every kernel is checked on.
 KINDS = ("contiguous", "transpose", "step", "flip", "broadcast", "mixed", "scalar", "empty")
@@ -18,7 +19,7 @@ DTYPES = ("float32", "float16")
 def executor() -> EmulatorExecutor:
     """The emulator executor; the test skips when no C++ compiler runs here."""
     if not emulator_available():
-        pytest.skip("the Metal emulator needs a C++ compiler (g++ or clang++); none runs here")
+        require_tool("the Metal emulator needs a C++ compiler (g++ or clang++); none runs here")
     return EmulatorExecutor()
 
 
