@@ -125,7 +125,11 @@ class Tensor(OperatorMixin):
     def full(cls, shape: Sequence[int], value: float, dtype: object = DEFAULT_DTYPE) -> Tensor:
         """A new owner of ``shape`` with every value equal to ``value``."""
         dims, strides, count = checked_row_major_layout(shape)
-        storage = np.full(count, value, dtype=resolve_dtype(dtype))
+        resolved = resolve_dtype(dtype)
+        fill = _float_values(value, resolved)
+        if fill.ndim != 0:
+            raise TensorError(f"full() takes one real number as its value, got shape {fill.shape}")
+        storage = np.full(count, fill, dtype=resolved)
         return cls._adopt(storage, dims, strides)
 
     @classmethod

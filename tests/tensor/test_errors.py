@@ -163,3 +163,10 @@ def test_closed_mutation() -> None:
     error = raised(lambda: buffer.__setitem__(1, 2.0))
     assert isinstance(error, lt.ClosedMutationError)
     assert "window has closed" in str(error)
+
+
+def test_constructors_refuse_non_numbers() -> None:
+    assert "real numbers" in str(raised(lambda: Tensor.full([2], "x")))
+    assert "one real number" in str(raised(lambda: Tensor.full([2], [1.0, 2.0])))
+    assert "could not be read as numbers" in str(raised(lambda: Tensor.from_numpy([[1, 2], [3]])))
+    assert "flat sequence" in str(raised(lambda: Tensor.from_vec([2], 5.0)))
