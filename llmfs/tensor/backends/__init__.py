@@ -99,16 +99,31 @@ def unavailable_backends() -> dict[str, str]:
     return {name: _refused[name] for name in _loaders if name in _refused}
 
 
-def get_backend(name: str | None = None) -> Backend:
-    """The backend called ``name`` (``None``: the active one, see :func:`use_backend`).
+def _check_name(name: object) -> str:
+    """``name`` itself when it is a string; otherwise :class:`BackendUnavailableError` (a list, a
+    backend object or ``None`` is not a name, and storing one would break every later op)."""
+    if not isinstance(name, str):
+        raise BackendUnavailableError(
+            name,  # type: ignore[arg-type]  # shown by repr, so the caller sees what was passed
+            available_backends(),
+            f"a backend name must be a string such as 'numpy', got {type(name).__name__}",
+        )
+    return name
 
-    Raises :class:`BackendUnavailableError` for an unknown name or one that cannot run here; the
-    message lists the available names and says why this one is missing.
+
+def get_backend(name: str | None = None) -> Backend:
+    """The backend called ``name`` (``None``: the active one, see :func:`use_backend`; a
+    :class:`Backend` instance is returned as it is).
+
+    Raises :class:`BackendUnavailableError` for a name that is not a string, an unknown name or
+    one that cannot run here; the message lists the available names and says why this one is
+    missing.
     """
     if name is None:
         name = _active.get() or _default
     if isinstance(name, Backend):
         return name
+    name = _check_name(name)
     if name not in _loaders:
         raise BackendUnavailableError(str(name), available_backends(), "no backend has that name")
     backend = _load(name)
@@ -123,9 +138,10 @@ def default_backend() -> str:
 
 
 def set_default_backend(name: str) -> None:
-    """Makes ``name`` the process-wide default; raises :class:`BackendUnavailableError` first if it
-    cannot run here (the old default stays)."""
+    """Makes ``name`` (a string) the process-wide default; raises :class:`BackendUnavailableError`
+    first if it is not a string or names no backend that can run here (the old default stays)."""
     global _default
+    name = _check_name(name)
     get_backend(name)
     _default = name
 
@@ -135,8 +151,10 @@ def use_backend(name: str) -> Iterator[Backend]:
     """``with use_backend("reference"):`` runs the ops of the block on that backend (in this
     thread or task only), then restores the previous choice. Yields the backend.
 
-    Raises :class:`BackendUnavailableError` on entry when ``name`` cannot be used.
+    Raises :class:`BackendUnavailableError` on entry when ``name`` is not a string or cannot be
+    used.
     """
+    name = _check_name(name)
     backend = get_backend(name)
     token = _active.set(name)
     try:

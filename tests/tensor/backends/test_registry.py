@@ -187,3 +187,30 @@ def test_every_available_backend_declares_supported_dtypes() -> None:
         assert backend.name == name
         assert backend.dtypes
         assert set(backend.dtypes) <= {"float16", "float32", "float64"}
+
+
+@pytest.mark.parametrize("name", [None, ["numpy"], 3, b"numpy"])
+def test_a_default_that_is_not_a_string_is_refused_and_the_old_default_stays(name) -> None:
+    with pytest.raises(BackendUnavailableError) as info:
+        set_default_backend(name)
+    message = str(info.value)
+    assert "a backend name must be a string" in message and type(name).__name__ in message
+    assert "available: reference, numpy" in message
+    assert registry.default_backend() == "numpy"
+    # Every later op still runs on the old default.
+    assert add(Tensor.from_vec([2], [1.0, 2.0]), 1.0).tolist() == [2.0, 3.0]
+    assert active_backend_name() == "numpy"
+
+
+@pytest.mark.parametrize("name", [["numpy"], ("numpy",), {"numpy": 1}, 1.5])
+def test_get_backend_refuses_a_name_that_is_not_a_string(name) -> None:
+    with pytest.raises(BackendUnavailableError, match="must be a string such as 'numpy'") as info:
+        get_backend(name)
+    assert info.value.available == available_backends()
+
+
+def test_use_backend_refuses_a_name_that_is_not_a_string() -> None:
+    with pytest.raises(BackendUnavailableError, match="got list"):
+        with use_backend(["reference"]):
+            pass
+    assert active_backend_name() == "numpy"
