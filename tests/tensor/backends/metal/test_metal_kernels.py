@@ -163,6 +163,30 @@ def test_max_propagates_nan(executor) -> None:
     np.testing.assert_array_equal(result, np.array([np.nan, 6.0], np.float32))
 
 
+SPECIAL_SUMS = [
+    [np.inf, 1.0, 2.0],
+    [1.0, 2.0, -np.inf],
+    [np.inf, -np.inf, 1.0],
+    [np.nan, 1.0, 2.0],
+    [1.0, np.inf, np.nan],
+    [3e38, 3e38, 1.0],  # float32 overflow
+    [-3e38, -3e38, 1.0],
+    [3e38, -3e38, 1.0],  # large but finite all the way: compensation stays on
+    [60000.0, 60000.0, -60000.0],  # float16 overflows only in the final rounding
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("values", SPECIAL_SUMS, ids=repr)
+def test_sum_of_infinities_nans_and_overflow_matches_numpy(executor, values, dtype) -> None:
+    # The Kahan compensation (next - total) - term would turn inf into inf - inf = NaN.
+    with np.errstate(all="ignore"):
+        data = np.array(values, dtype=np.float32).astype(dtype)
+        reference = np.asarray(data.astype(np.float32).sum()).astype(dtype)
+    result, _ = ops.reduce(executor, "sum", ops.Strided.contiguous(data), None)
+    np.testing.assert_array_equal(result[0], reference)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout_kind", ["contiguous", "transposed", "flipped", "batched"])
 def test_matmul_matches_numpy(executor, layout_kind: str, dtype: str) -> None:

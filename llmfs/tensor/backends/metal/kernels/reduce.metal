@@ -8,7 +8,10 @@
 // Buffers: 0 src, 1 dst (count elements), 2 kept view, 3 reduced view, 4 count (outputs),
 //          5 reduced_count (elements per output; at least 1 for max, checked by the host).
 // Sums accumulate in float with Kahan compensation (fast math is off, so the compensation is
-// kept); max propagates NaN like numpy.
+// kept) while the running total is finite. Once it is not (an inf or NaN was read, or float
+// overflowed), the compensation would compute inf - inf = NaN, so plain IEEE addition takes
+// over: inf + finite stays inf, inf + -inf and anything + NaN give NaN -- numpy's results.
+// max propagates NaN like numpy.
 
 template <typename T>
 inline void reduce_sum(device const T* src, device T* dst, constant int* kept,
@@ -22,7 +25,7 @@ inline void reduce_sum(device const T* src, device T* dst, constant int* kept,
     for (uint r = 0; r < reduced_count; ++r) {
         float term = float(src[start + view_offset(reduced, r)]) - compensation;
         float next = total + term;
-        compensation = (next - total) - term;
+        compensation = isfinite(next) ? (next - total) - term : 0.0f;
         total = next;
     }
     dst[gid] = T(total);
