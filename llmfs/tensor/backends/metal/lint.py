@@ -45,6 +45,11 @@ _FORBIDDEN_WORDS = {
 }
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _LONG_LONG = re.compile(r"\blong\s+long\b")
+# A floating literal with an L suffix (1.0L, .5l, 1e3L) is a C++ long double; `1L` (an integer
+# long) is fine in Metal, so a fraction or an exponent is required.
+_LONG_DOUBLE_LITERAL = re.compile(
+    r"(?<![\w.])(?:(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)[lL](?!\w)"
+)
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*([<\"][^>\"]*[>\"])", re.MULTILINE)
 _FUNCTION = re.compile(r"\b([A-Za-z_][\w:<>]*)\s*[*&]?\s+([A-Za-z_]\w*)\s*\(")
 _NOT_FUNCTION_WORDS = {"if", "for", "while", "switch", "return", "else", "do", "sizeof", "case"}
@@ -64,6 +69,14 @@ def lint_msl(source: str) -> list[tuple[int, str]]:
             problems.append((line_of(text, match.start()), message))
     for match in _LONG_LONG.finditer(text):
         problems.append((line_of(text, match.start()), "Metal has no long long; use long"))
+    for match in _LONG_DOUBLE_LITERAL.finditer(text):
+        problems.append(
+            (
+                line_of(text, match.start()),
+                f"{match.group(0)} is a long double literal; Metal has no long double, write "
+                f"{match.group(0)[:-1]}f",
+            )
+        )
     for match in _INCLUDE.finditer(source):
         if match.group(1).replace(" ", "") != "<metal_stdlib>":
             problems.append(

@@ -53,6 +53,21 @@ def test_the_seed_relu_kernel_runs_unchanged() -> None:
     np.testing.assert_array_equal(out, np.maximum(values, 0))
 
 
+def test_fast_and_precise_math_namespaces_run_in_the_emulator() -> None:
+    source = HEADER + (
+        "kernel void k(device const float* in [[buffer(0)]], device float* out [[buffer(1)]],\n"
+        "              uint i [[thread_position_in_grid]]) {\n"
+        "    out[i] = fast::exp(in[i]) + precise::sqrt(in[i]) + metal::fast::tanh(in[i])\n"
+        "             + metal::precise::pow(in[i], 2.0f) + fast::max(in[i], 0.5f);\n"
+        "}\n"
+    )
+    values = np.array([0.25, 1.0, 4.0], dtype=np.float32)
+    out = np.zeros_like(values)
+    run_kernel(source, "k", [values, out], 3, backend="metal-emulator")
+    reference = np.exp(values) + np.sqrt(values) + np.tanh(values) + values**2
+    np.testing.assert_allclose(out, reference + np.maximum(values, 0.5), rtol=1e-6)
+
+
 GRID_IDS = (
     HEADER
     + """

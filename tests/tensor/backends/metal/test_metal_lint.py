@@ -27,6 +27,19 @@ def test_double_is_refused_with_its_line() -> None:
     assert lint_msl(source) == [(4, "Metal has no double (64-bit floating point); use float")]
 
 
+def test_long_double_literals_are_refused_but_long_integers_are_not() -> None:
+    source = HEADER + (
+        "kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+        "    long n = 1L;\n"
+        "    out[i] = float(1.0L) + float(.5l) + float(2e3L) + float(n);\n"
+        "}\n"
+    )
+    problems = lint_msl(source)
+    assert [line for line, _ in problems] == [5, 5, 5]
+    assert all("Metal has no long double" in message for _, message in problems)
+    assert any(message.startswith("1.0L is a long double literal") for _, message in problems)
+
+
 def test_double_in_a_comment_is_fine() -> None:
     source = HEADER + (
         "// no double here, only float\n"
