@@ -38,6 +38,7 @@ schedule on the backend's primitives:
 
 from __future__ import annotations
 
+import operator
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,12 +74,74 @@ ELLIPSIS = "..."
 # --------------------------------------------------------------------------------------------
 
 
+class DescriptorError(TensorError):
+    """A :class:`TensorDescriptor` field that is not what it must be (strides that are not exact
+    integers, one per axis; a dtype that is not a supported dtype name).
+
+    ``field`` names the field (``"strides"``, ``"dtype"``) and ``value`` holds what was given.
+    """
+
+    condition = "descriptor fields are exact"
+
+    def __init__(self, field: str, value: object, detail: str) -> None:
+        self.field = field
+        self.value = value
+        super().__init__(f"a TensorDescriptor's {field} {detail}, got {value!r}")
+
+
+def _descriptor_strides(strides: object, rank: int) -> tuple[int, ...]:
+    # operator.index, not int(): int() would truncate 1.7 to a stride of 1 and accept "3".
+    if isinstance(strides, (str, bytes)):
+        raise DescriptorError("strides", strides, "must be a sequence of integers")
+    try:
+        entries = tuple(strides)  # type: ignore[arg-type]  # anything else is refused below
+    except TypeError:
+        raise DescriptorError("strides", strides, "must be a sequence of integers") from None
+    steps: list[int] = []
+    for axis, entry in enumerate(entries):
+        if isinstance(entry, (bool, np.bool_)):
+            raise DescriptorError(
+                "strides", strides, f"entry {axis} must be an integer, not a bool ({entry!r})"
+            )
+        try:
+            steps.append(operator.index(entry))
+        except TypeError:
+            raise DescriptorError(
+                "strides",
+                strides,
+                f"entry {axis} must be an integer (a number of elements), not "
+                f"{type(entry).__name__} {entry!r}",
+            ) from None
+    if len(steps) != rank:
+        raise DescriptorError(
+            "strides", strides, f"must have one entry per axis ({rank}), but has {len(steps)}"
+        )
+    return tuple(steps)
+
+
+def _descriptor_dtype(dtype: object) -> np.dtype:
+    try:
+        return resolve_dtype(dtype, where="a TensorDescriptor's dtype")
+    except TensorError:
+        raise
+    except (TypeError, ValueError):
+        # NumPy refuses some spellings (a dict, a malformed string) with a ValueError of its own.
+        raise DescriptorError(
+            "dtype", dtype, "must name a supported dtype (float16, float32 or float64)"
+        ) from None
+
+
 @dataclass(frozen=True)
 class TensorDescriptor:
     """An operand's layout without its data: shape, strides (in elements) and storage dtype.
 
     ``dtype=None`` describes a real Python number (a scalar operand, shape ``()``).
     Build one from an operand with :meth:`of`, or explicitly (``strides=None`` is row-major).
+
+    Raises :class:`InvalidShapeError` for a shape that is not a sequence of sizes ``>= 0``,
+    :class:`DescriptorError` for strides that are not exact integers (one per axis: ``1.7`` is
+    refused, never truncated) and :class:`DTypeError`/:class:`DescriptorError` for a dtype that is
+    not float16, float32 or float64.
     """
 
     shape: tuple[int, ...]
@@ -92,15 +155,12 @@ class TensorDescriptor:
         dtype: object | None = "float32",
     ) -> None:
         dims = check_shape(shape)
-        steps = row_major_strides(dims) if strides is None else tuple(int(s) for s in strides)
-        if len(steps) != len(dims):
-            raise TensorError(
-                f"a descriptor's strides {list(steps)} must have one entry per axis of shape "
-                f"{list(dims)}"
-            )
+        steps = (
+            row_major_strides(dims) if strides is None else _descriptor_strides(strides, len(dims))
+        )
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "strides", steps)
-        object.__setattr__(self, "dtype", None if dtype is None else resolve_dtype(dtype))
+        object.__setattr__(self, "dtype", None if dtype is None else _descriptor_dtype(dtype))
 
     @classmethod
     def of(cls, operand: object) -> TensorDescriptor:
@@ -831,7 +891,16 @@ class ContractionPlan:
     ) -> Tensor:
         for name, value in (("alpha", alpha), ("beta", beta)):
             if not ops.is_scalar(value):
-                raise TensorError(f"{name} must be a real number, got {type(value).__name__}")
+                raise TensorError(
+                    f"{name} must be a real number (not a bool), got {type(value).__name__} "
+                    f"{value!r}"
+                )
+            try:
+                float(value)
+            except OverflowError:
+                raise TensorError(
+                    f"{name} is too large for a float (its magnitude exceeds about 1.8e308)"
+                ) from None
         compute = self._compute
         product = self._product.execute(a, b)
         if alpha != 1:
@@ -882,6 +951,7 @@ class ContractionPlan:
 
 __all__ = [
     "ContractionPlan",
+    "DescriptorError",
     "EinsumPlan",
     "ParsedExpression",
     "TensorDescriptor",

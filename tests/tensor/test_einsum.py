@@ -6,6 +6,7 @@ Random expressions on random views, on every backend, are checked against ``np.e
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator
 
@@ -30,6 +31,7 @@ from llmfs.tensor import (
     use_backend,
 )
 from llmfs.tensor.backends.numpy_backend import NumpyBackend
+from llmfs.tensor.einsum import DescriptorError
 
 
 def rand(*shape: int, dtype: str = "float64", seed: int = 0) -> Tensor:
@@ -401,3 +403,54 @@ def test_contraction_execute_into_writes_and_refuses_views_and_shared_buffers() 
         plan.execute_into(Tensor.zeros((5, 3)), a, b, c)
     with pytest.raises(OutputBufferError, match="dtype is float32"):
         plan.execute_into(Tensor.zeros((3, 5), dtype="float32"), a, b, c)
+
+
+@pytest.mark.parametrize(
+    ("strides", "expected"),
+    [
+        ([1.7], "entry 0 must be an integer (a number of elements), not float 1.7"),
+        (["a"], "entry 0 must be an integer (a number of elements), not str 'a'"),
+        ([True], "entry 0 must be an integer, not a bool"),
+        (3, "must be a sequence of integers, got 3"),
+        ("1", "must be a sequence of integers, got '1'"),
+        ([1, 1], "must have one entry per axis (1), but has 2"),
+    ],
+)
+def test_descriptor_strides_must_be_exact_integers(strides, expected: str) -> None:
+    # 1.7 must not become a stride of 1: a wrong layout would compute silently wrong values.
+    with pytest.raises(DescriptorError, match=re.escape(expected)) as info:
+        TensorDescriptor([2], strides)
+    assert info.value.field == "strides" and info.value.value == strides
+    assert "TensorDescriptor's strides" in str(info.value)
+    assert isinstance(info.value, TensorError)
+
+
+def test_descriptor_strides_accept_numpy_integers() -> None:
+    assert TensorDescriptor([2, 3], [np.int64(1), np.int32(2)]).strides == (1, 2)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "nope", {"a": 1}, "f4,f4", 3])
+def test_descriptor_dtype_must_be_a_supported_name(dtype) -> None:
+    with pytest.raises(TensorError, match="TensorDescriptor's dtype"):
+        TensorDescriptor([2], dtype=dtype)
+
+
+@pytest.mark.parametrize("shape", [[2.5], ["a"], [True], [-1]])
+def test_descriptor_shape_sizes_must_be_integers_at_least_0(shape) -> None:
+    with pytest.raises(TensorError, match="invalid shape"):
+        TensorDescriptor(shape)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"alpha": "2"}, "alpha must be a real number .*got str '2'"),
+        ({"beta": True}, "beta must be a real number .*got bool True"),
+        ({"alpha": 10**400}, r"alpha is too large for a float .*1\.8e308"),
+    ],
+)
+def test_contraction_scalars_must_be_real_numbers_that_fit_a_float(kwargs, expected) -> None:
+    a, b = rand(2, 2), rand(2, 2)
+    plan = ContractionPlan(a, b)
+    with pytest.raises(TensorError, match=expected):
+        plan.execute(a, b, **kwargs)
