@@ -635,3 +635,16 @@ def is_matrix_dense(shape: Sequence[int], strides: Sequence[int]) -> bool:
     if (cols == 1 or col_stride == 1) and (rows == 1 or row_stride >= max(cols, 1)):
         return True
     return (rows == 1 or row_stride == 1) and (cols == 1 or col_stride >= max(rows, 1))
+
+
+def zero_unused_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
+    """``strides`` with 0 for every axis whose stride is never applied; same offsets, same order.
+
+    A size-1 axis only ever takes index 0, so its stride may be any value (``as_strided`` accepts
+    ``2**31``); an empty layout reads nothing, so all of its strides are unused. Code that stores
+    strides in narrower integers (the Metal kernels' 32-bit ints) uses this so that a stride that
+    never moves cannot overflow. Never raises.
+    """
+    if any(size == 0 for size in shape):
+        return (0,) * len(shape)
+    return tuple(0 if size == 1 else stride for size, stride in zip(shape, strides))
