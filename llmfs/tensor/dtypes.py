@@ -25,7 +25,8 @@ def resolve_dtype(dtype: object, *, where: str = "llmfs.tensor") -> np.dtype:
         raise DTypeError(dtype, SUPPORTED_DTYPES, where=where) from None
     if resolved.name not in SUPPORTED_DTYPES:
         raise DTypeError(resolved.name, SUPPORTED_DTYPES, where=where)
-    return resolved
+    # Storage is always in the machine's byte order (">f8" becomes float64).
+    return np.dtype(resolved.name)
 
 
 def storage_dtype_for(array: np.ndarray, dtype: object | None) -> np.dtype:

@@ -57,6 +57,17 @@ class InvalidShapeError(TensorError):
         super().__init__(f"invalid shape {shape!r}: {detail}")
 
 
+class InvalidArgumentError(TensorError, TypeError):
+    """An argument that must be an integer (an axis, an index, a stride, a slice bound) is not."""
+
+    condition = "integer argument"
+
+    def __init__(self, what: str, value: object) -> None:
+        self.what = what
+        self.value = value
+        super().__init__(f"{what} must be an integer, got {value!r}")
+
+
 class ElementCountMismatchError(TensorError):
     """The number of values does not equal the product of the requested sizes."""
 
@@ -126,9 +137,18 @@ class AxisOutOfRangeError(TensorViewError, IndexError):
 
     condition = "axis in range"
 
-    def __init__(self, axis: int, rank: int, *, allow_negative: bool = False) -> None:
+    def __init__(
+        self, axis: int, rank: int, *, allow_negative: bool = False, insertion: bool = False
+    ) -> None:
         self.axis = axis
         self.rank = rank
+        if insertion:
+            # A new axis may go before any axis or after the last: positions -rank-1..rank.
+            super().__init__(
+                f"position {axis} is out of range for inserting an axis into rank {rank} "
+                f"(valid positions: [{-rank - 1}, {rank}])"
+            )
+            return
         valid = f"[{-rank}, {rank})" if allow_negative else f"[0, {rank})"
         if rank == 0:
             valid = "none: a rank-0 view has no axes"
@@ -461,6 +481,7 @@ __all__ = [
     "ElementCountMismatchError",
     "EmptyReductionError",
     "IndexOutOfBoundsError",
+    "InvalidArgumentError",
     "InvalidAxisRangeError",
     "InvalidIndexError",
     "InvalidLayoutError",

@@ -22,19 +22,26 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
+from typing import NoReturn
 
 from llmfs.tensor.errors import (
     AxisOutOfRangeError,
     BroadcastError,
     DuplicateAxisError,
     IndexOutOfBoundsError,
+    InvalidArgumentError,
+    InvalidIndexError,
     InvalidLayoutError,
     InvalidShapeError,
+    InvalidStepError,
     NonContiguousReshapeError,
     PermutationLengthMismatchError,
     RankMismatchError,
     ReshapeElementCountMismatchError,
     ShapeOverflowError,
+    SliceEndOutOfBoundsError,
+    SliceStartAfterEndError,
+    SqueezeError,
 )
 
 Shape = tuple[int, ...]
@@ -49,25 +56,59 @@ INDEX_MAX = 2**63 - 1
 # --------------------------------------------------------------------------------------------
 
 
-def _as_int(value: object, what: str) -> int:
-    if isinstance(value, bool):
-        raise InvalidShapeError(value, f"{what} must be an integer, not a bool")
+def as_int(value: object, what: str) -> int:
+    """One exact integer (a Python or NumPy integer, or a 0-d integer array); ``what`` names it
+    in the error. Floats, bools and sequences are refused with :class:`InvalidArgumentError`
+    (:class:`InvalidShapeError` for sizes)."""
+    if isinstance(value, bool) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+        _refuse(what, value, "not a bool")
     try:
-        return operator.index(value)  # accepts int and numpy integers, refuses floats
+        return operator.index(value)  # accepts int, numpy integers and 0-d integer arrays
     except TypeError:
-        raise InvalidShapeError(value, f"{what} must be an integer, got {value!r}") from None
+        _refuse(what, value, "")
+
+
+def _refuse(what: str, value: object, note: str) -> NoReturn:
+    if what == "size":
+        detail = f"size must be an integer{', ' + note if note else ''}, got {value!r}"
+        raise InvalidShapeError(value, detail) from None
+    raise InvalidArgumentError(what, value) from None
 
 
 def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
-    """Converts a list/tuple of integers (or one integer) into a tuple of Python ints.
+    """Converts a list/tuple/array of integers (or one integer) into a tuple of Python ints.
 
-    Raises :class:`InvalidShapeError` when ``values`` is not a sequence of integers.
+    Raises :class:`InvalidShapeError` (sizes) or :class:`InvalidArgumentError` (anything else)
+    when ``values`` is not integers.
     """
-    if isinstance(values, (str, bytes)):
-        raise InvalidShapeError(values, f"expected a sequence of integers, got {values!r}")
-    if isinstance(values, Iterable):
-        return tuple(_as_int(v, what) for v in values)
-    return (_as_int(values, what),)
+    if isinstance(values, (str, bytes)) or values is None:
+        if what == "size":
+            raise InvalidShapeError(values, f"expected a sequence of integers, got {values!r}")
+        raise InvalidArgumentError(f"{what}s", values)
+    if getattr(values, "ndim", None) == 0 or not isinstance(values, Iterable):
+        return (as_int(values, what),)
+    return tuple(as_int(v, what) for v in values)
+
+
+def checked_layout(shape: object, strides: object) -> tuple[Shape, Strides]:
+    """``(shape, strides)`` as int tuples after checking sizes are ``>= 0`` and the ranks match.
+
+    Raises :class:`InvalidShapeError`, :class:`InvalidArgumentError` or :class:`RankMismatchError`.
+    """
+    dims = check_sizes(shape)
+    steps = as_int_tuple(strides, "stride")
+    if len(dims) != len(steps):
+        raise RankMismatchError(len(dims), len(steps), what="the number of strides (the rank)")
+    return dims, steps
+
+
+def check_sizes(shape: object) -> Shape:
+    """``shape`` as a tuple of ints, each ``>= 0``; raises :class:`InvalidShapeError`."""
+    dims = as_int_tuple(shape, "size")
+    for axis, size in enumerate(dims):
+        if size < 0:
+            raise InvalidShapeError(list(dims), f"size {size} of axis {axis} is negative")
+    return dims
 
 
 def check_shape(shape: object) -> Shape:
@@ -76,10 +117,7 @@ def check_shape(shape: object) -> Shape:
 
     Raises :class:`InvalidShapeError` or :class:`ShapeOverflowError`.
     """
-    dims = as_int_tuple(shape, "size")
-    for axis, size in enumerate(dims):
-        if size < 0:
-            raise InvalidShapeError(list(dims), f"size {size} of axis {axis} is negative")
+    dims = check_sizes(shape)
     row_major_strides(dims)  # raises ShapeOverflowError
     return dims
 
@@ -94,8 +132,10 @@ def row_major_strides(shape: Sequence[int]) -> Strides:
     of the sizes after it, a size-0 axis counted as 1.
 
     ``row_major_strides((10, 9, 5, 13)) == (585, 65, 13, 1)``.
-    Raises :class:`ShapeOverflowError` when the size product (0 as 1) exceeds :data:`INDEX_MAX`.
+    Raises :class:`InvalidShapeError` for a size that is not an integer ``>= 0`` and
+    :class:`ShapeOverflowError` when the size product (0 as 1) exceeds :data:`INDEX_MAX`.
     """
+    shape = check_sizes(shape)
     strides = [0] * len(shape)
     running = 1
     for axis in range(len(shape) - 1, -1, -1):
@@ -129,7 +169,7 @@ def checked_row_major_layout(shape: object) -> tuple[Shape, Strides, int]:
 
 def normalize_axis(axis: object, rank: int) -> int:
     """Maps an axis in ``[-rank, rank)`` to ``[0, rank)``; raises :class:`AxisOutOfRangeError`."""
-    index = _as_int(axis, "axis")
+    index = as_int(axis, "axis")
     if not -rank <= index < rank:
         raise AxisOutOfRangeError(index, rank, allow_negative=True)
     return index + rank if index < 0 else index
@@ -206,8 +246,10 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """True when the layout walks its storage in row-major order with no gaps.
 
     Size-1 axes may carry any stride (they never advance); scalars and empty layouts are
-    contiguous. The base offset does not matter.
+    contiguous. The base offset does not matter. Raises :class:`RankMismatchError` when shape
+    and strides differ in length, :class:`InvalidShapeError` for a negative size.
     """
+    shape, strides = checked_layout(shape, strides)
     if any(size == 0 for size in shape):
         return True
     expected = 1
@@ -225,7 +267,9 @@ def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool
     (broadcast) or a negative stride (a flip); otherwise size-1 axes are dropped, the remaining
     (stride, size) pairs are sorted by stride, descending, and the result must be contiguous.
     So ``(5, 4, 6, 7)`` with strides ``(42, 210, 7, 1)`` (a transposed ``(4, 5, 6, 7)``) is true.
+    Input errors as :func:`is_contiguous`.
     """
+    shape, strides = checked_layout(shape, strides)
     if is_contiguous(shape, strides):
         return True
     pairs = []
@@ -257,9 +301,10 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
 
 def _shape_and_strides(item: object) -> tuple[Shape, Strides]:
     if hasattr(item, "shape") and hasattr(item, "strides"):
-        return tuple(item.shape), tuple(item.strides)  # type: ignore[attr-defined]
-    shape, strides = item  # type: ignore[misc]
-    return tuple(shape), tuple(strides)
+        return checked_layout(item.shape, item.strides)  # type: ignore[attr-defined]
+    if isinstance(item, (tuple, list)) and len(item) == 2:
+        return checked_layout(item[0], item[1])
+    raise InvalidArgumentError("each layout (a view or a (shape, strides) pair)", item)
 
 
 def coalesce(shape: Sequence[int], strides: Sequence[int]) -> tuple[Shape, Strides]:
@@ -326,6 +371,164 @@ def flip_layout(
     size = shape[axis]
     offset = base_offset + (size - 1) * strides[axis] if size > 0 else base_offset
     return tuple(new_strides), offset
+
+
+def slice_layout(
+    shape: Sequence[int],
+    strides: Sequence[int],
+    base_offset: int,
+    axis: int,
+    start: object,
+    stop: object,
+    step: object = 1,
+) -> tuple[Shape, Strides, int]:
+    """The strict slice ``start..stop`` (half-open, every ``step``-th index) of one axis.
+
+    No clamping and no negative bounds. The size becomes ``ceil((stop - start) / step)``, the
+    stride is multiplied by ``step`` and the base offset moves by ``start * stride[axis]``.
+    Returns ``(shape, strides, base_offset)``. Raises :class:`InvalidArgumentError` (not an
+    integer), :class:`IndexOutOfBoundsError` (a negative bound), :class:`SliceStartAfterEndError`,
+    :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`.
+    """
+    first = as_int(start, "slice start")
+    last = as_int(stop, "slice stop")
+    every = as_int(step, "slice step")
+    size = shape[axis]
+    if first < 0:
+        raise IndexOutOfBoundsError(axis, first, size + 1, what="slice start")
+    if last < 0:
+        raise IndexOutOfBoundsError(axis, last, size + 1, what="slice stop")
+    if first > last:
+        raise SliceStartAfterEndError(axis, first, last)
+    if last > size:
+        raise SliceEndOutOfBoundsError(axis, last, size)
+    if every < 1:
+        raise InvalidStepError(every)
+    new_shape = list(shape)
+    new_strides = list(strides)
+    new_shape[axis] = stepped_size(first, last, every)
+    new_strides[axis] = strides[axis] * every
+    new_base = base_offset + first * strides[axis]
+    check_offsets_fit(new_shape, new_strides, new_base)
+    return tuple(new_shape), tuple(new_strides), new_base
+
+
+def unsqueeze_layout(
+    shape: Sequence[int], strides: Sequence[int], position: object
+) -> tuple[Shape, Strides]:
+    """Inserts a size-1 axis at ``position`` (in ``[-rank-1, rank]``, negatives from the end).
+
+    Its stride never matters (it never advances); the row-major-consistent value is used so
+    that a contiguous layout stays visibly contiguous. Raises :class:`AxisOutOfRangeError`.
+    """
+    rank = len(shape)
+    index = as_int(position, "axis")
+    if not -rank - 1 <= index <= rank:
+        raise AxisOutOfRangeError(index, rank, insertion=True)
+    if index < 0:
+        index += rank + 1
+    stride = strides[index] * shape[index] if index < rank else 1
+    return (
+        (*shape[:index], 1, *shape[index:]),
+        (*strides[:index], stride, *strides[index:]),
+    )
+
+
+def squeeze_layout(
+    shape: Sequence[int], strides: Sequence[int], axes: object = None
+) -> tuple[Shape, Strides]:
+    """Drops size-1 axes: all of them (``axes=None``) or the ones named. Raises
+    :class:`SqueezeError` for a named axis whose size is not 1."""
+    if axes is None:
+        drop = {k for k, size in enumerate(shape) if size == 1}
+    else:
+        drop = set(normalize_axes(axes, len(shape)))
+        for k in sorted(drop):
+            if shape[k] != 1:
+                raise SqueezeError(k, shape[k])
+    keep = [k for k in range(len(shape)) if k not in drop]
+    return tuple(shape[k] for k in keep), tuple(strides[k] for k in keep)
+
+
+def index_layout(
+    shape: Sequence[int], strides: Sequence[int], base_offset: int, key: object
+) -> tuple[Shape, Strides, int]:
+    """NumPy basic indexing as a layout: ``view[key]`` without copying.
+
+    Ints select one position and drop the axis (negative ints count from the end); Python slices
+    clamp and accept negative bounds and steps (a negative step is a negative stride); ``...``
+    stands for the axes not named; ``None`` inserts a size-1 axis. Raises
+    :class:`IndexOutOfBoundsError` for an int outside its axis, :class:`InvalidStepError` for a
+    zero step, :class:`InvalidIndexError` for too many indices or an unsupported item.
+    """
+    items = list(key) if isinstance(key, tuple) else [key]
+    if sum(1 for item in items if item is Ellipsis) > 1:
+        raise InvalidIndexError("an index may contain at most one '...'")
+    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
+    if consumed > len(shape):
+        raise InvalidIndexError(
+            f"too many indices: {consumed} given for a view of rank {len(shape)}"
+        )
+    out_shape: list[int] = []
+    out_strides: list[int] = []
+    base = base_offset
+    axis = 0
+    for item in items:
+        if item is None:
+            out_shape.append(1)
+            out_strides.append(strides[axis] * shape[axis] if axis < len(shape) else 1)
+        elif item is Ellipsis:
+            skipped = len(shape) - consumed
+            out_shape.extend(shape[axis : axis + skipped])
+            out_strides.extend(strides[axis : axis + skipped])
+            axis += skipped
+        elif isinstance(item, slice):
+            start, stop, step = _slice_bounds(item, shape[axis])
+            size = len(range(start, stop, step))
+            out_shape.append(size)
+            out_strides.append(strides[axis] * step)
+            if size:
+                base += start * strides[axis]
+            axis += 1
+        else:
+            if isinstance(item, bool):
+                raise InvalidIndexError("boolean indices are not supported")
+            try:
+                index = operator.index(item)  # type: ignore[arg-type]
+            except TypeError:
+                raise InvalidIndexError(
+                    f"unsupported index {item!r}: use ints, slices, '...' or None"
+                ) from None
+            size = shape[axis]
+            if not -size <= index < size:
+                raise IndexOutOfBoundsError(axis, index, size)
+            base += (index + size if index < 0 else index) * strides[axis]
+            axis += 1
+    out_shape.extend(shape[axis:])
+    out_strides.extend(strides[axis:])
+    return tuple(out_shape), tuple(out_strides), base
+
+
+def _slice_bounds(item: slice, size: int) -> tuple[int, int, int]:
+    """Python's clamping of a slice to an axis of ``size``, with our errors."""
+    for part, what in (
+        (item.start, "slice start"),
+        (item.stop, "slice stop"),
+        (item.step, "slice step"),
+    ):
+        if part is not None and (isinstance(part, bool) or not _is_integer(part)):
+            raise InvalidIndexError(f"{what} must be an integer or None, got {part!r}")
+    if item.step is not None and operator.index(item.step) == 0:
+        raise InvalidStepError(0)
+    return item.indices(size)
+
+
+def _is_integer(value: object) -> bool:
+    try:
+        operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -505,6 +708,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
 
     Raises :class:`BroadcastError` naming both shapes and the (right-aligned output) axis.
     """
+    shapes = tuple(check_sizes(shape) for shape in shapes)
     rank = max((len(s) for s in shapes), default=0)
     result = [1] * rank
     setter = [0] * rank  # which shape fixed each output size, for the error message
@@ -537,7 +741,8 @@ def validate(shape: object, strides: object, base_offset: object, storage_len: o
     """Checks explicit layout metadata against a storage of ``storage_len`` values (seed 004).
 
     Rules, each failure an :class:`InvalidLayoutError` naming the rule and the numbers: shape and
-    strides have the same rank; sizes are ``>= 0``; the size product and offsets fit in 64 bits;
+    strides have the same rank; sizes are ``>= 0``; strides, the size product and offsets fit in
+    64 bits;
     and, for a non-empty layout, the minimum reachable offset (base plus the negative-stride
     terms) is ``>= 0`` and the maximum (base plus the positive terms) is ``< storage_len``. An
     empty layout reaches nothing and is always within bounds. Returns ``None``.
@@ -545,9 +750,9 @@ def validate(shape: object, strides: object, base_offset: object, storage_len: o
     try:
         dims = as_int_tuple(shape, "size")
         steps = as_int_tuple(strides, "stride")
-        base = _as_int(base_offset, "base offset")
-        length = _as_int(storage_len, "storage length")
-    except InvalidShapeError as error:
+        base = as_int(base_offset, "base offset")
+        length = as_int(storage_len, "storage length")
+    except (InvalidShapeError, InvalidArgumentError) as error:
         raise InvalidLayoutError("integer metadata", str(error)) from None
     if len(dims) != len(steps):
         raise InvalidLayoutError(
@@ -556,6 +761,11 @@ def validate(shape: object, strides: object, base_offset: object, storage_len: o
     for axis, size in enumerate(dims):
         if size < 0:
             raise InvalidLayoutError("sizes >= 0", f"size {size} of axis {axis} is negative")
+    for axis, stride in enumerate(steps):
+        if not -INDEX_MAX - 1 <= stride <= INDEX_MAX:
+            raise InvalidLayoutError(
+                "64-bit overflow", f"stride {stride} of axis {axis} does not fit in 64 bits"
+            )
     try:
         row_major_strides(dims)
         check_offsets_fit(dims, steps, base)

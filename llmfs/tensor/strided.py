@@ -51,13 +51,14 @@ def numpy_view(
     if element_count(shape) == 0:
         return np.empty(shape, dtype=storage.dtype)
     itemsize = storage.itemsize
-    view = np.lib.stride_tricks.as_strided(
-        storage[base_offset:],
-        shape=shape,
-        strides=tuple(stride * itemsize for stride in strides),
-        writeable=False,
+    # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
+    # NumPy only needs a harmless 0 there.
+    byte_strides = tuple(
+        0 if size == 1 else stride * itemsize for size, stride in zip(shape, strides)
     )
-    return view
+    return np.lib.stride_tricks.as_strided(
+        storage[base_offset:], shape=shape, strides=byte_strides, writeable=False
+    )
 
 
 def gather(

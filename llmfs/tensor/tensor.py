@@ -33,6 +33,7 @@ from llmfs.tensor.errors import (
     ElementCountMismatchError,
     IndexOutOfBoundsError,
     InvalidShapeError,
+    InvalidStepError,
     TensorError,
 )
 from llmfs.tensor.layout import (
@@ -42,6 +43,7 @@ from llmfs.tensor.layout import (
     row_major_strides,
     storage_offset,
 )
+from llmfs.tensor.layout import as_int as layout_as_int
 from llmfs.tensor.operators import OperatorMixin
 
 if TYPE_CHECKING:
@@ -201,10 +203,12 @@ class Tensor(OperatorMixin):
         return float(self._storage[offset])
 
     def as_slice(self) -> np.ndarray:
-        """The storage as a read-only 1-D array (no copy; it reflects later mutations)."""
-        view = self._storage.view()
-        view.flags.writeable = False
-        return view
+        """The storage as a read-only 1-D array (no copy; it reflects later mutations).
+
+        It is made over a read-only buffer, so it cannot be switched back to writable: writes go
+        through :meth:`as_mut_slice` or :meth:`mutate`, which keep views honest.
+        """
+        return np.frombuffer(memoryview(self._storage).toreadonly(), dtype=self._storage.dtype)
 
     def tolist(self) -> Any:
         """Nested lists of Python floats (a bare float for a scalar), like ``ndarray.tolist``."""
@@ -215,6 +219,11 @@ class Tensor(OperatorMixin):
         return self._storage.reshape(self._shape).copy()
 
     def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        if copy is False:
+            raise TensorError(
+                "a Tensor is exported to NumPy only as a copy (writes must go through "
+                "as_mut_slice() or mutate()); t.as_slice() is a read-only view without a copy"
+            )
         array = self.to_numpy()
         return array if dtype is None else array.astype(dtype)
 
@@ -240,7 +249,9 @@ class Tensor(OperatorMixin):
         """A write window: ``with t.mutate() as buf: buf[...] = ...``.
 
         The version moves when the window opens and when it closes; while it is open no view of
-        this tensor may be made or read, and after it the handle refuses writes.
+        this tensor may be read or used to derive another (such a view is stale once the window
+        closes anyway), and after it the handle refuses writes. The tensor's own reads (``get``,
+        ``tolist``) see the writes as they happen.
         """
         if self._window_open:
             raise TensorError("a mutate() window is already open on this tensor")
@@ -309,6 +320,14 @@ class Tensor(OperatorMixin):
         """Same as ``self.view().squeeze(axis)``."""
         return self.view().squeeze(axis)
 
+    def shares_storage(self, other: TensorView | Tensor) -> bool:
+        """Same as ``self.view().shares_storage(other)``."""
+        return self.view().shares_storage(other)
+
+    def may_overlap(self, other: TensorView | Tensor) -> bool:
+        """Same as ``self.view().may_overlap(other)``."""
+        return self.view().may_overlap(other)
+
     @property
     def T(self) -> TensorView:
         """Same as ``self.view().T``: all axes reversed."""
@@ -344,11 +363,17 @@ class MutableStorage:
         if self._closed:
             raise ClosedMutationError()
         storage = self._owner._storage
-        selected = storage[self._checked_key(key)]
+        index = self._checked_key(key)
+        selected = storage[index]
         values = _float_values(value, storage.dtype)
-        if values.size not in (1, np.size(selected)) or values.ndim > 1:
+        if values.ndim > 1:
+            raise TensorError(
+                f"storage handles take a flat sequence of values, got an array of shape "
+                f"{list(values.shape)}"
+            )
+        if values.size not in (1, np.size(selected)):
             raise ElementCountMismatchError(np.size(selected), values.size, what="values assigned")
-        storage[self._checked_key(key)] = values
+        storage[index] = values
         if self._bump_each:
             self._owner._bump()
 
@@ -359,6 +384,11 @@ class MutableStorage:
     def _checked_key(self, key: object) -> object:
         size = self._owner._storage.size
         if isinstance(key, slice):
+            for part in (key.start, key.stop, key.step):
+                if part is not None:
+                    layout_as_int(part, "storage slice bound")
+            if key.step is not None and operator.index(key.step) == 0:
+                raise InvalidStepError(0)
             return key
         try:
             index = operator.index(key)  # type: ignore[arg-type]

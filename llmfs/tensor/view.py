@@ -18,7 +18,6 @@ A view also remembers its owner's *version*; once the owner is mutated, using th
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -26,13 +25,8 @@ import numpy as np
 
 from llmfs.tensor import layout
 from llmfs.tensor.errors import (
-    IndexOutOfBoundsError,
     InvalidAxisRangeError,
-    InvalidIndexError,
-    InvalidStepError,
-    SliceEndOutOfBoundsError,
-    SliceStartAfterEndError,
-    SqueezeError,
+    InvalidLayoutError,
     StaleViewError,
     TensorError,
 )
@@ -82,13 +76,15 @@ class TensorView(OperatorMixin):
         """
         if not isinstance(owner, Tensor):
             raise TensorError(f"the owner must be a Tensor, got {type(owner).__name__}")
-        layout.validate(shape, strides, base_offset, len(owner))
-        return cls._trusted(
-            owner,
-            layout.as_int_tuple(shape),
-            layout.as_int_tuple(strides),
-            operator.index(base_offset),  # type: ignore[arg-type]
-        )
+        try:
+            # Convert once: a one-shot iterable must not be read twice.
+            dims = layout.as_int_tuple(shape, "size")
+            steps = layout.as_int_tuple(strides, "stride")
+            base = layout.as_int(base_offset, "base offset")
+        except TensorError as error:
+            raise InvalidLayoutError("integer metadata", str(error)) from None
+        layout.validate(dims, steps, base, len(owner))
+        return cls._trusted(owner, dims, steps, base)
 
     def _derive(self, shape: Sequence[int], strides: Sequence[int], base_offset: int) -> TensorView:
         self._check_fresh()
@@ -212,6 +208,11 @@ class TensorView(OperatorMixin):
         return numpy_view(self._owner._storage, self._shape, self._strides, self._base_offset)
 
     def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        if copy is False:
+            raise TensorError(
+                "a TensorView is exported to NumPy only as a copy; numpy_view() gives a "
+                "read-only array over the same memory"
+            )
         array = self.to_numpy()
         return array if dtype is None else array.astype(dtype)
 
@@ -284,26 +285,9 @@ class TensorView(OperatorMixin):
         :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`.
         """
         ax = layout.normalize_axis(axis, self.rank)
-        start_i = layout.as_int_tuple(start, "slice start")[0]
-        stop_i = layout.as_int_tuple(stop, "slice stop")[0]
-        step_i = layout.as_int_tuple(step, "slice step")[0]
-        size = self._shape[ax]
-        if start_i < 0:
-            raise IndexOutOfBoundsError(ax, start_i, size + 1, what="slice start")
-        if stop_i < 0:
-            raise IndexOutOfBoundsError(ax, stop_i, size + 1, what="slice stop")
-        if start_i > stop_i:
-            raise SliceStartAfterEndError(ax, start_i, stop_i)
-        if stop_i > size:
-            raise SliceEndOutOfBoundsError(ax, stop_i, size)
-        if step_i < 1:
-            raise InvalidStepError(step_i)
-        shape = list(self._shape)
-        strides = list(self._strides)
-        shape[ax] = layout.stepped_size(start_i, stop_i, step_i)
-        strides[ax] = self._strides[ax] * step_i
-        base = self._base_offset + start_i * self._strides[ax]
-        layout.check_offsets_fit(shape, strides, base)
+        shape, strides, base = layout.slice_layout(
+            self._shape, self._strides, self._base_offset, ax, start, stop, step
+        )
         return self._derive(shape, strides, base)
 
     def flip(self, axis: int) -> TensorView:
@@ -348,28 +332,14 @@ class TensorView(OperatorMixin):
 
     def unsqueeze(self, axis: int) -> TensorView:
         """Inserts a size-1 axis at position ``axis`` (in ``[-rank-1, rank]``)."""
-        ax = layout.normalize_axis(axis, self.rank + 1)
-        stride = self._strides[ax] * self._shape[ax] if ax < self.rank else 1
-        return self._derive(
-            (*self._shape[:ax], 1, *self._shape[ax:]),
-            (*self._strides[:ax], stride, *self._strides[ax:]),
-            self._base_offset,
-        )
+        shape, strides = layout.unsqueeze_layout(self._shape, self._strides, axis)
+        return self._derive(shape, strides, self._base_offset)
 
     def squeeze(self, axis: int | Sequence[int] | None = None) -> TensorView:
         """Drops size-1 axes: all of them, or the ones named. Raises :class:`SqueezeError` for a
         named axis whose size is not 1."""
-        if axis is None:
-            drop = {k for k, size in enumerate(self._shape) if size == 1}
-        else:
-            drop = set(layout.normalize_axes(axis, self.rank))
-            for k in sorted(drop):
-                if self._shape[k] != 1:
-                    raise SqueezeError(k, self._shape[k])
-        keep = [k for k in range(self.rank) if k not in drop]
-        return self._derive(
-            [self._shape[k] for k in keep], [self._strides[k] for k in keep], self._base_offset
-        )
+        shape, strides = layout.squeeze_layout(self._shape, self._strides, axis)
+        return self._derive(shape, strides, self._base_offset)
 
     def __getitem__(self, key: object) -> TensorView:
         """NumPy-style indexing that returns a view: ints drop an axis (negative ints count from
@@ -377,7 +347,9 @@ class TensorView(OperatorMixin):
         remaining axes and ``None`` inserts a size-1 axis. An int out of range is an
         :class:`IndexOutOfBoundsError`; too many indices an :class:`InvalidIndexError`."""
         self._check_fresh()
-        shape, strides, base = _apply_index(self._shape, self._strides, self._base_offset, key)
+        shape, strides, base = layout.index_layout(
+            self._shape, self._strides, self._base_offset, key
+        )
         return self._derive(shape, strides, base)
 
     def __iter__(self) -> Iterator[TensorView]:
@@ -399,56 +371,6 @@ def _owner_of(item: TensorView | Tensor) -> Tensor:
     if isinstance(item, TensorView):
         return item.owner
     raise TensorError(f"expected a Tensor or TensorView, got {type(item).__name__}")
-
-
-def _apply_index(
-    shape: Shape, strides: Strides, base: int, key: object
-) -> tuple[list[int], list[int], int]:
-    items = list(key) if isinstance(key, tuple) else [key]
-    consumed = sum(1 for item in items if item is not None and item is not Ellipsis)
-    if sum(1 for item in items if item is Ellipsis) > 1:
-        raise InvalidIndexError("an index may contain at most one '...'")
-    if consumed > len(shape):
-        raise InvalidIndexError(
-            f"too many indices: {consumed} given for a view of rank {len(shape)}"
-        )
-    out_shape: list[int] = []
-    out_strides: list[int] = []
-    axis = 0
-    for item in items:
-        if item is None:
-            out_shape.append(1)
-            out_strides.append(strides[axis] * shape[axis] if axis < len(shape) else 1)
-        elif item is Ellipsis:
-            skipped = len(shape) - consumed
-            out_shape.extend(shape[axis : axis + skipped])
-            out_strides.extend(strides[axis : axis + skipped])
-            axis += skipped
-        elif isinstance(item, slice):
-            start, stop, step = item.indices(shape[axis])
-            size = len(range(start, stop, step))
-            out_shape.append(size)
-            out_strides.append(strides[axis] * step)
-            if size:
-                base += start * strides[axis]
-            axis += 1
-        else:
-            try:
-                index = operator.index(item)  # type: ignore[arg-type]
-            except TypeError:
-                raise InvalidIndexError(
-                    f"unsupported index {item!r}: use ints, slices, '...' or None"
-                ) from None
-            if isinstance(item, bool):
-                raise InvalidIndexError("boolean indices are not supported")
-            size = shape[axis]
-            if not -size <= index < size:
-                raise IndexOutOfBoundsError(axis, index, size)
-            base += (index + size if index < 0 else index) * strides[axis]
-            axis += 1
-    out_shape.extend(shape[axis:])
-    out_strides.extend(strides[axis:])
-    return out_shape, out_strides, base
 
 
 def as_strided(
