@@ -169,7 +169,7 @@ class TensorDescriptor:
             return operand
         if ops.is_scalar(operand):
             return cls((), (), None)
-        view = ops.as_view(operand, what="an einsum operand")
+        view = ops.as_view(operand, what="an einsum operand", numbers=True)
         return cls(view.shape, view.strides, view.dtype)
 
     @property

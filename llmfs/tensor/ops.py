@@ -60,19 +60,36 @@ def is_scalar(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
-def as_view(value: object, *, what: str = "operand") -> TensorView:
+def as_view(
+    value: object, *, what: str = "operand", numbers: bool = False, hint: str = ""
+) -> TensorView:
     """The operand as a fresh view: a Tensor's whole view, or the view itself after checking it is
-    not stale. Raises :class:`TensorError` for anything else (NumPy arrays included: convert them
-    with ``Tensor.from_numpy``) and :class:`StaleViewError` for a stale view."""
+    not stale.
+
+    Raises :class:`TensorError` for anything else (NumPy arrays included: convert them with
+    ``Tensor.from_numpy``) and :class:`StaleViewError` for a stale view. ``numbers`` says whether
+    the caller also accepts a real number in this place (it converts numbers itself), so that the
+    message lists exactly what is accepted; ``hint`` is appended to the message.
+    """
     if isinstance(value, Tensor):
         return value.view()
     if isinstance(value, TensorView):
         value._check_fresh()
         return value
-    hint = " (convert arrays with Tensor.from_numpy)" if isinstance(value, np.ndarray) else ""
-    raise TensorError(
-        f"{what} must be a Tensor, a TensorView or a real number, got {type(value).__name__}{hint}"
-    )
+    if isinstance(value, np.ndarray):
+        hint = f"{hint} (convert arrays with Tensor.from_numpy)"
+    if isinstance(value, (bool, np.bool_)):
+        hint = f" (True/False are not numbers here){hint}"
+    if numbers:
+        raise TensorError(
+            f"{what} must be a Tensor, a TensorView or a real number, got "
+            f"{type(value).__name__}{hint}"
+        )
+    if is_scalar(value):
+        raise TensorError(
+            f"{what} must be a Tensor or a TensorView, not a number: got the number {value!r}{hint}"
+        )
+    raise TensorError(f"{what} must be a Tensor or a TensorView, got {type(value).__name__}{hint}")
 
 
 def scalar_view(value: Scalar, dtype: np.dtype) -> TensorView:
@@ -206,10 +223,12 @@ def broadcast_operands(*values: object, what: str = "operand") -> list[TensorVie
     :class:`BroadcastError` naming both shapes and the axis, or :class:`TensorError` when no
     operand is a tensor.
     """
-    tensors = [as_view(v, what=what) for v in values if not is_scalar(v)]
+    tensors = [as_view(v, what=what, numbers=True) for v in values if not is_scalar(v)]
     if not tensors:
+        shown = ", ".join(repr(v) for v in values)
         raise TensorError(
-            f"at least one {what} must be a Tensor or TensorView (all were Python numbers)"
+            f"at least one {what} must be a Tensor or TensorView, but all were numbers ({shown}): "
+            f"compute with Python numbers directly"
         )
     dtype = widest_dtype([t.dtype for t in tensors])
     views = [scalar_view(v, dtype) if is_scalar(v) else as_view(v) for v in values]
@@ -272,15 +291,25 @@ def scale(x: Operand, alpha: Scalar, *, dtype: object | None = None) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 
-def _reduction(op: str, x: object, axis: object, keepdims: bool, dtype: object | None) -> Tensor:
+def _check_keepdims(op: str, keepdims: object) -> bool:
+    # A truthy string such as "no" must not quietly mean True.
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TensorError(
+            f"{op}'s keepdims must be True or False, got {type(keepdims).__name__} {keepdims!r}"
+        )
+    return bool(keepdims)
+
+
+def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object | None) -> Tensor:
     view = as_view(x, what=f"{op}'s operand")
+    keep = _check_keepdims(op, keepdims)
     if axis is None:
         axes: tuple[int, ...] = tuple(range(view.rank))
     else:
         axes = tuple(sorted(normalize_axes(axis, view.rank)))
     out = output_dtype([view.dtype], dtype)
     shape = reduced_shape(view.shape, axes)
-    final = reduced_shape(view.shape, axes, keepdims)
+    final = reduced_shape(view.shape, axes, keep)
     empty_axis = any(view.shape[a] == 0 for a in axes)
     if empty_axis and op not in ("sum", "prod"):
         raise EmptyReductionError(op, view.shape, axes)  # even when no output value is asked
@@ -301,7 +330,8 @@ def sum(
     """Sum over ``axis`` (an int, a negative int, a tuple or list of distinct axes, ``()`` for
     none, ``None`` for all); ``keepdims`` keeps reduced axes as size 1. An empty axis sums to 0.
 
-    Raises :class:`AxisOutOfRangeError` or :class:`DuplicateAxisError` for bad axes.
+    Raises :class:`AxisOutOfRangeError` or :class:`DuplicateAxisError` for bad axes, and
+    :class:`TensorError` when ``keepdims`` is not a bool.
     """
     return _reduction("sum", x, axis, keepdims, dtype)
 
@@ -346,12 +376,46 @@ def mean(
 _REDUCTIONS = ("sum", "prod", "max", "min", "mean")
 
 
-def _modes(modes: object, what: str) -> tuple[object, ...]:
-    if isinstance(modes, str):
+class ReduceError(EinsumError):
+    """A :func:`reduce` call whose modes do not fit the operand, or whose op is unknown.
+
+    An :class:`EinsumError` (mode labels follow einsum's rules), but the message names
+    ``reduce`` and shows ``modes_in``/``modes_out`` as they were given; ``label`` and ``operand``
+    point at the offending part as in :class:`EinsumError`.
+    """
+
+    condition = "reduce modes name each axis once; the op is a known reduction"
+
+    def __init__(
+        self,
+        modes_in: object,
+        modes_out: object,
+        detail: str,
+        *,
+        operand: int | None = None,
+        label: str | None = None,
+    ) -> None:
+        self.modes_in = modes_in
+        self.modes_out = modes_out
+        self.expression = f"{modes_in!r} -> {modes_out!r}"
+        self.detail = detail
+        self.operand = operand
+        self.label = label
+        self.position = None
+        # Skips EinsumError's "einsum ..." prefix: this message describes the reduce call.
+        TensorError.__init__(
+            self, f"reduce(modes_in={modes_in!r}, modes_out={modes_out!r}): {detail}"
+        )
+
+
+def _modes(modes: object, what: str, modes_in: object, modes_out: object) -> tuple[object, ...]:
+    if isinstance(modes, (str, list, tuple)):
         return tuple(modes)
-    if isinstance(modes, (list, tuple)):
-        return tuple(modes)
-    raise EinsumError(str(modes), f"{what} must be a string of letters or a list of labels")
+    raise ReduceError(
+        modes_in,
+        modes_out,
+        f"{what} must be a string of letters or a list of labels, got {type(modes).__name__}",
+    )
 
 
 def reduce(
@@ -367,30 +431,47 @@ def reduce(
     with ``op`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, ``"mean"``, any case), and the output
     axes follow ``modes_out``'s order. ``reduce(a, [0, 1], [0], "sum")`` sums each row.
 
-    Raises :class:`EinsumError` when ``modes_in`` does not name every axis once, when an output
-    label repeats or is not an input label, or for an unknown ``op``.
+    Raises :class:`ReduceError` (an :class:`EinsumError`) when ``modes_in`` does not name every
+    axis once, when an output label repeats or is not an input label, or for an unknown ``op``;
+    the message shows both modes and, for an unknown op, the valid ones.
     """
     view = as_view(x, what="reduce's operand")
-    inputs, outputs = _modes(modes_in, "modes_in"), _modes(modes_out, "modes_out")
-    text = f"{list(inputs)} -> {list(outputs)}"
-    name = str(op).lower()
+    inputs = _modes(modes_in, "modes_in", modes_in, modes_out)
+    outputs = _modes(modes_out, "modes_out", modes_in, modes_out)
+    name = op.lower() if isinstance(op, str) else None
     if name not in _REDUCTIONS:
-        raise EinsumError(text, f"unknown reduction {op!r}; use one of {', '.join(_REDUCTIONS)}")
+        raise ReduceError(
+            modes_in,
+            modes_out,
+            f"unknown reduction {op!r}; the valid ops are {', '.join(_REDUCTIONS)} (any case)",
+        )
     if len(inputs) != view.rank:
-        raise EinsumError(
-            text,
-            f"modes_in names {len(inputs)} axes but the operand has rank {view.rank}",
+        raise ReduceError(
+            modes_in,
+            modes_out,
+            f"modes_in names {len(inputs)} axes but the operand has rank {view.rank} "
+            f"(shape {list(view.shape)})",
             operand=0,
         )
     for k, label in enumerate(inputs):
         if label in inputs[:k]:
-            raise EinsumError(text, f"input mode {label!r} appears twice", label=str(label))
+            raise ReduceError(
+                modes_in,
+                modes_out,
+                f"input mode {label!r} appears twice (each axis needs its own label)",
+                label=str(label),
+            )
     for k, label in enumerate(outputs):
         if label in outputs[:k]:
-            raise EinsumError(text, f"output mode {label!r} appears twice", label=str(label))
+            raise ReduceError(
+                modes_in, modes_out, f"output mode {label!r} appears twice", label=str(label)
+            )
         if label not in inputs:
-            raise EinsumError(
-                text, f"output mode {label!r} is not one of the input modes", label=str(label)
+            raise ReduceError(
+                modes_in,
+                modes_out,
+                f"output mode {label!r} is not one of the input modes {list(inputs)}",
+                label=str(label),
             )
     reduced = [k for k, label in enumerate(inputs) if label not in outputs]
     result = _reduction(name, view, tuple(reduced), False, dtype)
@@ -416,9 +497,10 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
     ``b``'s second-to-last (naming both sizes), and :class:`BroadcastError` when the batch
     axes do not broadcast.
     """
+    scalar_hint = " (to multiply by a number use mul or *)"
     left, right = (
-        as_view(a, what="matmul's left operand"),
-        as_view(b, what="matmul's right operand"),
+        as_view(a, what="matmul's left operand", hint=scalar_hint if is_scalar(a) else ""),
+        as_view(b, what="matmul's right operand", hint=scalar_hint if is_scalar(b) else ""),
     )
     if left.rank == 0 or right.rank == 0:
         raise MatmulShapeError(
@@ -466,6 +548,7 @@ def einsum(expression: str, *operands: object, dtype: object | None = None) -> T
 
 
 __all__ = [
+    "ReduceError",
     "abs",
     "add",
     "as_view",

@@ -35,6 +35,7 @@ from llmfs.tensor import (
     minimum,
     mul,
     neg,
+    ops,
     prod,
     reduce,
     register_backend,
@@ -45,6 +46,7 @@ from llmfs.tensor import (
     use_backend,
 )
 from llmfs.tensor.backends.numpy_backend import NumpyBackend
+from llmfs.tensor.ops import ReduceError
 
 
 def f32(*values: float, shape: tuple[int, ...] | None = None) -> Tensor:
@@ -339,6 +341,35 @@ def test_mode_label_reduce_errors() -> None:
         reduce(a, "ij", "i", "median")
 
 
+def test_reduce_errors_name_reduce_the_modes_and_the_valid_ops() -> None:
+    a = arange(2, 3)
+    with pytest.raises(ReduceError) as info:
+        reduce(a, "ij", "i", "foo")
+    message = str(info.value)
+    assert message.startswith("reduce(modes_in='ij', modes_out='i'): unknown reduction 'foo'")
+    assert "sum, prod, max, min, mean" in message and "einsum" not in message
+    assert isinstance(info.value, EinsumError)
+    with pytest.raises(ReduceError, match=r"reduce\(modes_in=\[0, 1, 2\], modes_out=\[0\]\)"):
+        reduce(a, [0, 1, 2], [0])
+    with pytest.raises(ReduceError, match=r"modes_out must be a string .* got int"):
+        reduce(a, "ij", 3)
+    with pytest.raises(ReduceError, match="unknown reduction None"):
+        reduce(a, "ij", "i", None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("reduction", [sum, prod, max, min, mean])
+@pytest.mark.parametrize("keepdims", ["yes", "no", 1, 0, None])
+def test_keepdims_must_be_a_bool(reduction, keepdims: object) -> None:
+    # "no" is truthy: accepting it would keep the axes the caller asked to drop.
+    with pytest.raises(TensorError, match="keepdims must be True or False") as info:
+        reduction(arange(2, 3), 0, keepdims=keepdims)
+    assert repr(keepdims) in str(info.value)
+
+
+def test_keepdims_accepts_a_numpy_bool() -> None:
+    assert sum(arange(2, 3), 0, keepdims=np.True_).shape == (1, 3)
+
+
 # --------------------------------------------------------------------------------------------
 # Matmul
 # --------------------------------------------------------------------------------------------
@@ -388,3 +419,48 @@ def test_matmul_reads_transposed_and_flipped_operands() -> None:
     np.testing.assert_allclose(
         matmul(a.view().T, flipped).to_numpy(), a.to_numpy().T @ b.to_numpy()[::-1]
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Operands that are not tensors
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [
+        (lambda: exp(2.0), "exp's operand"),
+        (lambda: sum(2.0), "sum's operand"),
+        (lambda: reduce(2.0, "", ""), "reduce's operand"),
+        (lambda: matmul(2.0, arange(2, 2)), "matmul's left operand"),
+        (lambda: arange(2, 2) @ 2, "matmul's right operand"),
+        (lambda: 2 @ arange(2, 2), "matmul's left operand"),
+    ],
+)
+def test_an_op_without_number_operands_says_so_for_a_number(call, what: str) -> None:
+    with pytest.raises(TensorError) as info:
+        call()
+    message = str(info.value)
+    assert message.startswith(f"{what} must be a Tensor or a TensorView, not a number")
+    assert "got the number 2" in message and "real number" not in message
+
+
+def test_matmul_by_a_number_points_at_mul() -> None:
+    with pytest.raises(TensorError, match=r"use mul or \*"):
+        matmul(arange(2, 2), 3.0)
+
+
+def test_an_op_with_number_operands_lists_numbers_as_accepted() -> None:
+    with pytest.raises(TensorError, match="add's operand must be a Tensor, a TensorView or a real"):
+        add(arange(2), "1")
+    with pytest.raises(TensorError, match=r"not numbers here"):
+        add(arange(2), True)
+    with pytest.raises(TensorError, match=r"all were numbers \(1, 2.5\)"):
+        add(1, 2.5)
+
+
+def test_an_array_operand_points_at_from_numpy() -> None:
+    with pytest.raises(TensorError, match=r"got ndarray .*Tensor\.from_numpy"):
+        exp(np.ones(2))  # type: ignore[arg-type]
+    with pytest.raises(TensorError, match=r"got ndarray .*Tensor\.from_numpy"):
+        ops.as_view(np.ones(2), numbers=True)
