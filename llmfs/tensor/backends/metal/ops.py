@@ -47,6 +47,7 @@ OP_FAMILY: dict[str, str] = {
 }
 
 INT32_MAX = 2**31 - 1
+INT32_MIN = -(2**31)
 _SUFFIX = {"float32": "f32", "float16": "f16"}
 
 
@@ -102,7 +103,8 @@ class Strided:
     @classmethod
     def contiguous(cls, array: np.ndarray) -> Strided:
         """A row-major operand over a copy-free flattening of a C-contiguous ``array``."""
-        data = np.ascontiguousarray(array)
+        # np.ascontiguousarray would turn a 0-d array into shape (1,); asarray keeps the rank.
+        data = np.asarray(array, order="C")
         shape = tuple(int(s) for s in data.shape)
         return cls(data.reshape(-1), shape, layout.row_major_strides(shape), 0)
 
@@ -137,7 +139,24 @@ def check_operand(operand: Strided, *, where: str) -> str:
 
 
 def view_descriptor(shape: Sequence[int], strides: Sequence[int], base_offset: int) -> np.ndarray:
-    """The int32 array a kernel reads a view through: rank, base offset, shape, strides."""
+    """The int32 array a kernel reads a view through: rank, base offset, shape, strides.
+
+    Strides that are never applied (size-1 axes, empty views) are written as 0, so a layout such
+    as ``as_strided(t, [1, 3], [2**31, 1])`` still fits. Raises
+    :class:`~llmfs.tensor.backends.metal.errors.KernelArgumentError` when a value the kernel
+    does use lies outside the kernels' 32-bit index range.
+    """
+    strides = layout.zero_unused_strides(shape, strides)
+    if layout.element_count(shape) == 0:
+        base_offset = 0  # nothing is read, so the base offset is never applied either
+    bounds = layout.offset_bounds(shape, strides, base_offset)
+    values = (base_offset, *shape, *strides, *(bounds or ()))
+    if any(not INT32_MIN <= value <= INT32_MAX for value in values):
+        raise KernelArgumentError(
+            f"the view with shape {list(shape)}, strides {list(strides)} and base offset "
+            f"{base_offset} (reachable offsets {bounds}) does not fit the kernels' 32-bit "
+            f"index range {INT32_MIN} .. {INT32_MAX}"
+        )
     return np.array([len(shape), base_offset, *shape, *strides], dtype=np.int32)
 
 
@@ -329,9 +348,9 @@ def matmul(
     drop_row = len(a_shape) == 1
     drop_col = len(b_shape) == 1
     if drop_row:
-        a_shape, a_strides = (1, *a_shape), (0, *a_strides)
+        a_shape, a_strides = layout.unsqueeze_layout(a_shape, a_strides, 0)
     if drop_col:
-        b_shape, b_strides = (*b_shape, 1), (*b_strides, 0)
+        b_shape, b_strides = layout.unsqueeze_layout(b_shape, b_strides, 1)
     m, k = a_shape[-2:]
     k_b, n = b_shape[-2:]
     if k != k_b:
@@ -360,13 +379,13 @@ def matmul(
         check_operand(c, where="matmul (c)")
         _same_dtype(a, c, "matmul (c)")
         # c must expand to the result shape (BroadcastError otherwise), never the reverse.
-        _, c_on_result = layout.broadcast_layout(c.shape, c.strides, result_shape)
-        # Re-insert the dropped vector axes (size 1, stride 0) so c lines up with full_shape.
-        c_strides = list(c_on_result)
-        if drop_row:
-            c_strides.insert(len(full_shape) - 2, 0)
+        c_shape, c_strides = layout.broadcast_layout(c.shape, c.strides, result_shape)
+        # Re-insert the dropped vector axes (size 1) so c lines up with full_shape: n's axis
+        # last, then m's axis just before it.
         if drop_col:
-            c_strides.append(0)
+            c_shape, c_strides = layout.unsqueeze_layout(c_shape, c_strides, len(c_shape))
+        if drop_row:
+            c_shape, c_strides = layout.unsqueeze_layout(c_shape, c_strides, len(c_shape) - 1)
         c_view = view_descriptor(full_shape, c_strides, c.base_offset)
         c_storage = c.storage
     else:

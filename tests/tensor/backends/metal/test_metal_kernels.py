@@ -261,3 +261,60 @@ def test_layouts_reaching_outside_storage_are_refused(executor) -> None:
         ops.strided_copy(executor, ops.Strided(storage, (2, 3), (3, 1), 1))
     with pytest.raises(InvalidLayoutError):
         ops.strided_copy(executor, ops.Strided(storage, (3,), (-1,), 1))
+
+
+@pytest.mark.parametrize("case", ["vector @ matrix", "matrix @ vector", "vector @ vector"])
+def test_matmul_vector_promotion_with_a_c_term(executor, case: str) -> None:
+    rng = rng_for("gemv", case)
+    a = rng.uniform(-1, 1, (4,) if case.startswith("vector") else (3, 4)).astype(np.float32)
+    b = rng.uniform(-1, 1, (4,) if case.endswith("vector") else (4, 5)).astype(np.float32)
+    c = rng.uniform(-1, 1, np.shape(a @ b)).astype(np.float32)
+    result, shape = ops.matmul(
+        executor,
+        ops.Strided.contiguous(a),
+        ops.Strided.contiguous(b),
+        ops.Strided.contiguous(c),
+        alpha=2.0,
+        beta=0.5,
+    )
+    reference = 2.0 * (a @ b) + 0.5 * c
+    assert shape == np.shape(reference)
+    np.testing.assert_allclose(result.reshape(shape), reference, rtol=1e-5, atol=1e-6)
+
+
+def test_size_one_axes_may_have_any_stride(executor) -> None:
+    # A size-1 axis never advances, so as_strided may give it a stride beyond 32 bits.
+    storage = np.array([1.0, 2.0, 3.0], np.float32)
+    row = ops.Strided(storage, (1, 3), (2**31, 1), 0)
+    sums, shape = ops.reduce(executor, "sum", row, (1,))
+    assert shape == (1,) and float(sums[0]) == 6.0
+    column = ops.Strided(storage, (3, 1), (1, 2**40), 0)
+    product, shape = ops.matmul(executor, row, column)
+    assert shape == (1, 1) and float(product[0]) == 14.0
+    copied = ops.strided_copy(executor, ops.Strided(storage, (1, 1, 3), (-(2**35), 2**33, 1), 0))
+    np.testing.assert_array_equal(copied, storage)
+
+
+def test_size_one_strides_through_the_tensor_api() -> None:
+    import llmfs.tensor as lt
+    from llmfs.tensor import Tensor
+    from llmfs.tensor.backends import use_backend
+
+    values = Tensor.from_vec([3], [1.0, 2.0, 3.0], "float32")
+    row = lt.as_strided(values, [1, 3], [2**31, 1], 0)
+    column = Tensor.from_vec([3, 1], [1.0, 1.0, 1.0], "float32")
+    with use_backend("metal-emulator"):
+        assert lt.sum(row, axis=1).to_numpy().tolist() == [6.0]
+        assert lt.matmul(row, column).to_numpy().tolist() == [[6.0]]
+
+
+def test_views_beyond_the_32_bit_index_range_are_refused_by_name() -> None:
+    from llmfs.tensor.errors import TensorError
+
+    with pytest.raises(KernelArgumentError, match="2147483647") as caught:
+        ops.view_descriptor((2,), (2**31,), 0)
+    assert isinstance(caught.value, TensorError)
+    with pytest.raises(KernelArgumentError, match="32-bit index range"):
+        ops.view_descriptor((3,), (-1,), 2**31 + 1)
+    # Unused strides and the base offset of an empty view are written as 0, never refused.
+    assert ops.view_descriptor((0, 2), (2**40, 2**40), 2**40).tolist() == [2, 0, 0, 2, 0, 0]
