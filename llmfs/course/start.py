@@ -12,8 +12,8 @@ is never overwritten:
 
 What was shipped is remembered in ``.llmfs/course-state.json`` in the folder, so that answering
 exercises alone never produces an ``.updated`` file. JupyterLab then starts in the folder on
-``--ip`` (default 127.0.0.1) and ``--port``, with the announcements extension disabled and no
-update check, so nothing is downloaded; exercise attempts are logged in
+``--ip`` (default 127.0.0.1) and ``--port`` (1 to 65535), with the announcements extension
+disabled and no update check, so nothing is downloaded; exercise attempts are logged in
 ``.llmfs/attempts.jsonl`` of the folder.
 """
 
@@ -37,6 +37,9 @@ ATTEMPTS_FILE = Path(".llmfs") / "attempts.jsonl"
 LAB_CONFIG = Path(".llmfs") / "jupyter-config"
 GUIDE = Path("course") / "learner_guide.md"
 ANNOUNCEMENTS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
+# TCP ports are 16-bit. 0 ("any free port") is refused: jupyter_server releases older than its
+# fix for issue 1650 then print the URL with port 0 instead of the port they bound.
+PORT_RANGE = (1, 65535)
 
 
 @dataclass(frozen=True)
@@ -162,8 +165,49 @@ def lab_environment(folder: Path) -> dict[str, str]:
     return env
 
 
+def check_port(port: object) -> int:
+    """``port`` itself when it is an integer TCP port from 1 to 65535.
+
+    Raises :class:`CourseError` naming the range and the value otherwise (JupyterLab would fail
+    with a socket traceback on a negative port, or print a URL that cannot work above 65535).
+    """
+    low, high = PORT_RANGE
+    if isinstance(port, bool) or not isinstance(port, int):
+        raise CourseError(
+            f"the port must be a whole number from {low} to {high}, got {type(port).__name__} "
+            f"{port!r}"
+        )
+    if not low <= port <= high:
+        raise CourseError(
+            f"the port must be from {low} to {high} (a TCP port), got {port}; leave out --port "
+            f"for JupyterLab's default 8888"
+        )
+    return port
+
+
+def _port_argument(text: str) -> int:
+    # An argparse type: a bad --port becomes a usage error (exit status 2), not a traceback.
+    try:
+        port = int(text)
+    except ValueError:
+        low, high = PORT_RANGE
+        raise argparse.ArgumentTypeError(
+            f"the port must be a whole number from {low} to {high}, got {text!r}"
+        ) from None
+    try:
+        return check_port(port)
+    except CourseError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def lab_command(folder: Path, *, ip: str, port: int | None, open_browser: bool) -> list[str]:
-    """The JupyterLab command line for ``folder`` (this interpreter, so kernels import llmfs)."""
+    """The JupyterLab command line for ``folder`` (this interpreter, so kernels import llmfs).
+
+    ``port=None`` leaves JupyterLab's default. Raises :class:`CourseError` for a port outside
+    1..65535 (see :func:`check_port`).
+    """
+    if port is not None:
+        port = check_port(port)
     command = [
         sys.executable,
         "-m",
@@ -190,7 +234,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_FOLDER,
         help=f"your course folder (default: {DEFAULT_FOLDER})",
     )
-    parser.add_argument("--port", type=int, default=None, help="JupyterLab's port (default 8888)")
+    parser.add_argument(
+        "--port",
+        type=_port_argument,
+        default=None,
+        help="JupyterLab's port, from 1 to 65535 (default 8888)",
+    )
     parser.add_argument(
         "--ip", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
@@ -216,7 +265,11 @@ def main(args: argparse.Namespace) -> int:
     print(f"Your course folder: {folder}")
     if args.copy_only:
         return 0
-    command = lab_command(folder, ip=args.ip, port=args.port, open_browser=not args.no_browser)
+    try:
+        command = lab_command(folder, ip=args.ip, port=args.port, open_browser=not args.no_browser)
+    except CourseError as error:
+        print(f"llmfs start: {error}", file=sys.stderr)
+        return 2
     try:
         process = subprocess.Popen(command, cwd=folder, env=lab_environment(folder))
     except OSError as error:

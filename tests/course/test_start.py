@@ -191,3 +191,40 @@ def test_start_serves_the_course_folder_with_announcements_disabled(tmp_path: Pa
         if process.poll() is None:
             process.terminate()
             process.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("-5", "from 1 to 65535 (a TCP port), got -5"),
+        ("99999", "from 1 to 65535 (a TCP port), got 99999"),
+        ("0", "from 1 to 65535 (a TCP port), got 0"),
+        ("abc", "a whole number from 1 to 65535, got 'abc'"),
+    ],
+)
+def test_a_port_outside_1_to_65535_is_a_usage_error(
+    text: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Checked before anything is copied or started: JupyterLab would crash on -5 with a socket
+    # traceback, and print an unreachable URL for 99999.
+    with pytest.raises(SystemExit) as info:
+        cli.main(["start", "--dir", str(tmp_path / "learner"), "--port", text, "--no-browser"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "argument --port" in err and expected in err
+    assert not (tmp_path / "learner").exists()
+
+
+@pytest.mark.parametrize("port", [1, 8888, 65535])
+def test_ports_from_1_to_65535_are_accepted(port: int, tmp_path: Path) -> None:
+    assert f"--ServerApp.port={port}" in lab_command(
+        tmp_path, ip="127.0.0.1", port=port, open_browser=False
+    )
+
+
+@pytest.mark.parametrize("port", [-5, 0, 65536, 99999, True, 8888.0, "8888"])
+def test_the_lab_command_refuses_a_port_that_is_not_1_to_65535(port, tmp_path: Path) -> None:
+    with pytest.raises(CourseError, match="the port must be") as info:
+        lab_command(tmp_path, ip="127.0.0.1", port=port, open_browser=False)
+    message = str(info.value)
+    assert "from 1 to 65535" in message and repr(port) in message
