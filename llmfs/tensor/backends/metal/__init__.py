@@ -111,7 +111,7 @@ def run_kernel(
     threadgroup: Sequence[int] | None = None,
     *,
     backend: str | None = None,
-    sanitize: bool = False,
+    sanitize: bool | None = None,
 ) -> None:
     """Compiles MSL ``source`` and runs kernel ``name`` over ``grid`` threads.
 
@@ -121,11 +121,21 @@ def run_kernel(
     ``dispatchThreads``: the exact thread count per dimension (edge threadgroups are partial);
     ``threadgroup`` defaults to Metal's usual choice. ``backend`` is ``"metal"``,
     ``"metal-emulator"``, or ``None`` for Metal when available, else the emulator.
-    ``sanitize=True`` (emulator only) runs under AddressSanitizer and raises
-    :class:`KernelMemoryError` on an out-of-bounds access.
+
+    On the emulator a kernel of yours can never corrupt or crash the calling process: by default
+    (``sanitize=None``) it runs in a subprocess on copies of the buffers, under AddressSanitizer
+    when the compiler supports it, otherwise between guard regions, and an access outside a
+    buffer raises :class:`KernelMemoryError` naming the kernel. ``sanitize=True`` insists on
+    AddressSanitizer (its report says which line and which buffer).
+    ``sanitize=False`` runs in this process: much faster, but UNSAFE -- a missing bounds guard
+    then silently overwrites other memory or kills Python. Use it only for kernels that guard
+    every access (as the library's own kernels, which always run that way, do). On a Mac
+    (``backend="metal"``) the kernel runs on the GPU, outside this process, and ``sanitize``
+    must be ``None`` or ``False``; Xcode's Metal validation layer checks accesses there.
 
     Raises :class:`KernelLintError`, :class:`KernelCompileError`, :class:`KernelNotFoundError`,
-    :class:`KernelArgumentError`, :class:`KernelLaunchError`, :class:`MetalUnavailableError`.
+    :class:`KernelArgumentError`, :class:`KernelMemoryError`, :class:`KernelLaunchError`,
+    :class:`MetalUnavailableError`.
     """
     chosen = backend or ("metal" if is_available() else "metal-emulator")
     if chosen == "metal-emulator":

@@ -16,10 +16,13 @@ How it works, in the order a launch happens:
 4. The text is compiled once per hash into the cache folder (see
    :mod:`~llmfs.tensor.backends.metal.toolchain`) and loaded with :mod:`ctypes`.
 
-With ``sanitize=True`` the same text is built as a standalone AddressSanitizer executable and run
-in a subprocess on copies of the buffers, each in its own exactly-sized heap block, so an access
-one element past a buffer is reported (:class:`KernelMemoryError`) without any risk to the
-calling process.
+An isolated launch (``sanitize=True``, or ``None``: the default of
+:func:`~llmfs.tensor.backends.metal.run_kernel` for learners' kernels) builds the same text as a
+standalone executable and runs it in a subprocess on copies of the buffers, each in its own
+exactly-sized block: under AddressSanitizer when the compiler supports it, otherwise between
+inaccessible guard regions. An access outside a buffer is reported (:class:`KernelMemoryError`)
+without any risk to the calling process. ``sanitize=False`` (the library's own kernels) runs in
+process through :mod:`ctypes`, fast and unchecked.
 """
 
 from __future__ import annotations
@@ -224,9 +227,92 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
 
 
 _HARNESS_MAIN = r"""
-// ---- llmfs emulator: AddressSanitizer harness ----
+// ---- llmfs emulator: isolated launch harness ----
 // argv[1] names a manifest: "gx gy gz tx ty tz count", then per buffer index "bytes path"
-// (path "-" for an unbound index). Every buffer is its own malloc of exactly `bytes` bytes.
+// (path "-" for an unbound index). Every buffer gets its own exactly-sized block:
+// * AddressSanitizer build: a malloc of exactly `bytes` bytes; the sanitizer reports any access
+//   outside it.
+// * Guarded build (LLMFS_GUARDED, when no sanitizer is available): the block ends exactly where
+//   an inaccessible guard region begins, another guard region lies before it, and the slack
+//   between the front guard and the block holds a canary pattern. An access past either end
+//   faults (reported by the SIGSEGV handler below); a write into the slack changes the canary.
+#if defined(LLMFS_GUARDED)
+#define LLMFS_GUARD_BYTES (64 * 1024)
+#define LLMFS_CANARY 0xA5
+static unsigned char* llmfs_starts[31];
+static size_t llmfs_sizes[31];
+static int llmfs_count = 0;
+
+static void llmfs_say(const char* text) { (void)!write(2, text, strlen(text)); }
+
+// Names the buffer nearest to the faulting address. snprintf is not formally async-signal-safe,
+// but the process ends right after, with nothing else running in it that could be disturbed.
+static void llmfs_on_fault(int, siginfo_t* info, void*) {
+    char line[256];
+    const unsigned char* at = (const unsigned char*)info->si_addr;
+    int best = -1;
+    long long best_offset = 0, best_distance = 0;
+    for (int i = 0; i < llmfs_count; ++i) {
+        if (!llmfs_starts[i]) continue;
+        long long offset = (long long)(at - llmfs_starts[i]);
+        long long distance = offset < 0 ? -offset : offset - (long long)llmfs_sizes[i];
+        if (best < 0 || distance < best_distance) {
+            best = i;
+            best_offset = offset;
+            best_distance = distance;
+        }
+    }
+    if (best >= 0) {
+        snprintf(line, sizeof line,
+                 "LLMFS-GUARD: memory fault\nSUMMARY: guarded emulator: invalid access at "
+                 "byte offset %lld of buffer %d, which has %zu bytes\n",
+                 best_offset, best, llmfs_sizes[best]);
+    } else {
+        snprintf(line, sizeof line,
+                 "LLMFS-GUARD: memory fault\nSUMMARY: guarded emulator: invalid access at %p\n",
+                 info->si_addr);
+    }
+    llmfs_say(line);
+    _exit(87);
+}
+
+static void* llmfs_alloc(int index, size_t bytes) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t data = (bytes + page - 1) / page * page;
+    size_t guard = (LLMFS_GUARD_BYTES + page - 1) / page * page;
+    unsigned char* base = (unsigned char*)mmap(0, guard + data + guard, PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == (unsigned char*)MAP_FAILED) return 0;
+    mprotect(base, guard, PROT_NONE);
+    mprotect(base + guard + data, guard, PROT_NONE);
+    unsigned char* start = base + guard + data - bytes;
+    memset(base + guard, LLMFS_CANARY, data - bytes);
+    llmfs_starts[index] = start;
+    llmfs_sizes[index] = bytes;
+    return start;
+}
+
+// Returns 0 when the slack before buffer `index` still holds the canary, else reports and 1.
+static int llmfs_check(int index) {
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t data = (llmfs_sizes[index] + page - 1) / page * page;
+    size_t slack = data - llmfs_sizes[index];
+    const unsigned char* front = llmfs_starts[index] - slack;
+    for (size_t k = 0; k < slack; ++k) {
+        if (front[k] != LLMFS_CANARY) {
+            fprintf(stderr,
+                    "LLMFS-GUARD: canary overwritten\nSUMMARY: guarded emulator: write at "
+                    "byte offset %lld of buffer %d, before its start\n",
+                    (long long)k - (long long)slack, index);
+            return 1;
+        }
+    }
+    return 0;
+}
+#else
+static void* llmfs_alloc(int, size_t bytes) { return malloc(bytes); }
+#endif
+
 int main(int argc, char** argv) {
     if (argc != 2) return 64;
     FILE* manifest = fopen(argv[1], "r");
@@ -242,19 +328,33 @@ int main(int argc, char** argv) {
     for (int i = 0; i < count; ++i) {
         if (fscanf(manifest, "%zu %1023s", &sizes[i], paths[i]) != 2) return 67;
         if (paths[i][0] == '-' && paths[i][1] == 0) continue;
-        buffers[i] = malloc(sizes[i]);
+        buffers[i] = llmfs_alloc(i, sizes[i]);
+        if (!buffers[i] && sizes[i]) return 70;
         FILE* f = fopen(paths[i], "rb");
         if (!f || fread(buffers[i], 1, sizes[i], f) != sizes[i]) return 68;
         fclose(f);
     }
     fclose(manifest);
+#if defined(LLMFS_GUARDED)
+    llmfs_count = count;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_sigaction = llmfs_on_fault;
+    action.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &action, 0);
+    sigaction(SIGBUS, &action, 0);
+#endif
     int rc = LLMFS_LAUNCH(buffers, grid, group);
+#if defined(LLMFS_GUARDED)
+    for (int i = 0; i < count; ++i) {
+        if (buffers[i] && llmfs_check(i)) return 87;
+    }
+#endif
     for (int i = 0; i < count; ++i) {
         if (!buffers[i]) continue;
         FILE* f = fopen(paths[i], "wb");
         if (!f || fwrite(buffers[i], 1, sizes[i], f) != sizes[i]) return 69;
         fclose(f);
-        free(buffers[i]);
     }
     return rc;
 }
@@ -306,14 +406,25 @@ class EmulatorLibrary:
         grid: object,
         threadgroup: object | None = None,
         *,
-        sanitize: bool = False,
+        sanitize: bool | None = False,
     ) -> None:
         """Runs kernel ``name`` over ``grid`` threads (``dispatchThreads`` semantics).
 
         Writes land in the bound numpy arrays. ``threadgroup`` defaults to
-        :func:`default_threadgroup`. With ``sanitize`` the launch runs under AddressSanitizer in
-        a subprocess (see :meth:`run_sanitized`). Raises :class:`KernelArgumentError` for bad
-        arguments and :class:`KernelLaunchError` when the launch reports a failure.
+        :func:`default_threadgroup`. ``sanitize`` chooses where the launch runs:
+
+        * ``False``: in this process, fast, and unchecked: a kernel that reads or writes outside
+          its buffers corrupts this process or kills it. For kernels known to guard every
+          access (the library's own).
+        * ``True``: in a subprocess under AddressSanitizer (see :meth:`run_isolated`);
+          :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when the compiler
+          cannot build sanitized code here.
+        * ``None``: in a subprocess, under AddressSanitizer when it is available, otherwise
+          with guard regions around exactly-sized buffers. Safe for any kernel.
+
+        Raises :class:`KernelArgumentError` for bad arguments, :class:`KernelMemoryError` (naming
+        the kernel) for an access outside a buffer in an isolated launch, and
+        :class:`KernelLaunchError` when the launch reports another failure.
         """
         kernel = self.kernel(name)
         dims = as_grid(grid)
@@ -325,8 +436,11 @@ class EmulatorLibrary:
         check_threadgroup(group, MAX_THREADS_PER_THREADGROUP)
         bound = normalize_buffers(buffers)
         check_buffers(kernel, bound)
+        if sanitize is None:
+            self.run_isolated(kernel, bound, dims, group, sanitize=sanitizer_available())
+            return
         if sanitize:
-            self.run_sanitized(kernel, bound, dims, group)
+            self.run_isolated(kernel, bound, dims, group, sanitize=True)
             return
         if 0 in dims:
             return
@@ -349,28 +463,39 @@ class EmulatorLibrary:
                 f"{group} threadgroup (code {rc}); use a smaller threadgroup"
             )
 
-    def run_sanitized(
-        self, kernel: Kernel, bound: Mapping[int, np.ndarray], grid: Grid, group: Grid
+    def run_isolated(
+        self,
+        kernel: Kernel,
+        bound: Mapping[int, np.ndarray],
+        grid: Grid,
+        group: Grid,
+        *,
+        sanitize: bool = True,
     ) -> None:
-        """Runs one launch as an AddressSanitizer executable in a subprocess.
+        """Runs one launch as a standalone executable in a subprocess, on copies of the buffers.
 
-        Buffers are copied in and (for writeable arrays) back out. Raises
-        :class:`KernelMemoryError` with the sanitizer's report when it finds an out-of-bounds
-        access, :class:`KernelLaunchError` for any other failure, and
-        :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when the compiler
-        cannot build sanitized code here.
+        Each buffer is copied into its own exactly-sized block; writeable arrays are copied back
+        after a clean run. With ``sanitize`` the executable is built with AddressSanitizer;
+        without, each block is surrounded by inaccessible guard regions and a canary (see the
+        harness text). Nothing the kernel does can reach the calling process. Raises
+        :class:`KernelMemoryError` with the report when an access leaves a buffer,
+        :class:`KernelLaunchError` for any other failure (or a launch running past 300 s), and
+        :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when ``sanitize`` is
+        asked for but the compiler cannot build sanitized code here.
         """
-        if not sanitizer_available():
+        if sanitize and not sanitizer_available():
             from llmfs.tensor.backends.metal.errors import MetalUnavailableError
 
             raise MetalUnavailableError(
                 f"AddressSanitizer is not available with {find_compiler().path} here"
             )
+        mode = "" if sanitize else "#define LLMFS_GUARDED 1\n"
         text = (
-            f"#define LLMFS_HARNESS 1\n#line 1\n{self._text}"
+            f"#define LLMFS_HARNESS 1\n{mode}#line 1\n{self._text}"
             f"#define LLMFS_LAUNCH llmfs_launch_{kernel.name}\n{_HARNESS_MAIN}"
         )
-        exe = build(text, kind="exe", what="the sanitized emulator build", sanitize=True)
+        what = "the sanitized emulator build" if sanitize else "the guarded emulator build"
+        exe = build(text, kind="exe", what=what, sanitize=sanitize)
         with tempfile.TemporaryDirectory(prefix="llmfs-asan-run-") as tmp:
             folder = Path(tmp)
             count = max(bound, default=-1) + 1
@@ -387,14 +512,26 @@ class EmulatorLibrary:
             manifest.write_text("\n".join(lines) + "\n")
             env = dict(os.environ)
             env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:abort_on_error=0"
-            result = subprocess.run(
-                [str(exe), str(manifest)], capture_output=True, text=True, env=env, timeout=300
-            )
-            if "ERROR: AddressSanitizer" in result.stderr:
+            try:
+                result = subprocess.run(
+                    [str(exe), str(manifest)], capture_output=True, text=True, env=env, timeout=300
+                )
+            except subprocess.TimeoutExpired:
+                raise KernelLaunchError(
+                    f"isolated launch of kernel {kernel.name} ran past 300 s (an endless loop?)"
+                ) from None
+            if "ERROR: AddressSanitizer" in result.stderr or "LLMFS-GUARD:" in result.stderr:
                 raise KernelMemoryError(kernel.name, result.stderr)
+            if result.returncode < 0 and not sanitize:
+                # A fault the guard handler did not see (another signal): still memory-related
+                # in practice, but say exactly what happened.
+                raise KernelLaunchError(
+                    f"isolated launch of kernel {kernel.name} was killed by signal "
+                    f"{-result.returncode}: {result.stderr.strip()[-2000:]}"
+                )
             if result.returncode != 0:
                 raise KernelLaunchError(
-                    f"sanitized launch of kernel {kernel.name} failed with code "
+                    f"isolated launch of kernel {kernel.name} failed with code "
                     f"{result.returncode}: {result.stderr.strip()[-2000:]}"
                 )
             for index, array in bound.items():

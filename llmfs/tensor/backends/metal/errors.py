@@ -72,9 +72,11 @@ class KernelLaunchError(MetalError):
 
 
 class KernelMemoryError(KernelLaunchError):
-    """AddressSanitizer caught a kernel reading or writing outside a buffer.
+    """An isolated emulator launch caught a kernel reading or writing outside a buffer.
 
-    ``report`` is the sanitizer's report; ``summary`` its one-line ``SUMMARY`` (or first line).
+    ``kernel`` names the kernel; ``report`` is AddressSanitizer's report (or the guarded
+    harness's, naming the buffer and byte offset); ``summary`` its one-line ``SUMMARY`` (or first
+    line).
     """
 
     condition = "kernel stays inside its buffers"

@@ -215,6 +215,65 @@ def test_address_sanitizer_reports_a_missing_bounds_guard() -> None:
     np.testing.assert_array_equal(out, 2 * values)  # results come back from the subprocess
 
 
+SHIFTED = (
+    HEADER
+    + """
+kernel void shifted(device float* y [[buffer(0)]],
+                    constant int& shift [[buffer(1)]],
+                    uint gid [[thread_position_in_grid]]) {
+    y[int(gid) + shift] = 1.0f;  // BUG: writes wherever shift points
+}
+"""
+)
+
+
+def test_a_learners_kernel_cannot_corrupt_the_process_by_default() -> None:
+    values = np.arange(10, dtype=np.float32)
+    out = np.zeros(10, dtype=np.float32)
+    with pytest.raises(KernelMemoryError, match="'twice'") as caught:
+        run_kernel(UNGUARDED, "twice", [values, out], 16, backend="metal-emulator")
+    assert caught.value.kernel == "twice"
+    np.testing.assert_array_equal(out, np.zeros(10))  # nothing comes back from a failed launch
+    for shift in (100, -100, 10, -1, 100_000):
+        target = np.zeros(4, dtype=np.float32)
+        with pytest.raises(KernelMemoryError, match="'shifted'"):
+            run_kernel(SHIFTED, "shifted", [target, np.int32(shift)], 4, backend="metal-emulator")
+    run_kernel(GUARDED, "twice", [values, out, np.uint32(10)], 16, backend="metal-emulator")
+    np.testing.assert_array_equal(out, 2 * values)
+
+
+def test_without_a_sanitizer_the_default_uses_guarded_buffers(monkeypatch) -> None:
+    monkeypatch.setattr(emu, "sanitizer_available", lambda: False)
+    values = np.arange(10, dtype=np.float32)
+    out = np.zeros(10, dtype=np.float32)
+    with pytest.raises(KernelMemoryError, match="'twice'") as caught:
+        run_kernel(UNGUARDED, "twice", [values, out], 16, backend="metal-emulator")
+    assert "LLMFS-GUARD" in caught.value.report and "buffer" in caught.value.summary
+    # One element past the end, far past it, and just before the start (caught by the canary).
+    for shift in (1, 100, 100_000, -1, -100):
+        target = np.zeros(4, dtype=np.float32)
+        with pytest.raises(KernelMemoryError, match="'shifted'") as caught:
+            run_kernel(SHIFTED, "shifted", [target, np.int32(shift)], 4, backend="metal-emulator")
+        assert "LLMFS-GUARD" in caught.value.report
+    run_kernel(GUARDED, "twice", [values, out, np.uint32(10)], 16, backend="metal-emulator")
+    np.testing.assert_array_equal(out, 2 * values)
+    with pytest.raises(MetalUnavailableError, match="AddressSanitizer"):
+        run_kernel(GUARDED, "twice", [values, out, np.uint32(10)], 16, sanitize=True)
+
+
+def test_sanitize_false_is_the_fast_unchecked_in_process_path(monkeypatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("sanitize=False must not start a subprocess")
+
+    monkeypatch.setattr(emu.EmulatorLibrary, "run_isolated", refuse)
+    values = np.arange(10, dtype=np.float32)
+    out = np.zeros(10, dtype=np.float32)
+    run_kernel(
+        GUARDED, "twice", [values, out, np.uint32(10)], 16, backend="metal-emulator", sanitize=False
+    )
+    np.testing.assert_array_equal(out, 2 * values)
+
+
 def test_builds_go_to_the_cache_folder_never_the_source_tree(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("LLMFS_CACHE_DIR", str(tmp_path))
     source = RELU + "// cache location probe\n"
