@@ -22,17 +22,21 @@ instructor guide, ``course/instructor_guide.md``, explains them with examples):
   the chapter and the solution it came from.
 * Output is deterministic: nbformat 4.5, keys sorted, one-space indent, trailing newline.
 
-Any malformed, nested, unclosed or misplaced marker is a :class:`CourseError` naming the notebook,
-the cell (position and id), the line and the condition.
+In code cells, markers, hints, stubs and ``# PREDICTION`` are *comments*, found by Python's
+tokenizer: the same text inside a string literal is ordinary code. Any malformed, nested, unclosed
+or misplaced marker is a :class:`CourseError` naming the notebook, the cell (position and id), the
+line and the condition; so is a marker that follows code on its line.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import io
 import json
 import re
 import sys
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -90,6 +94,41 @@ class _Region:
     stubs: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Comment:
+    """The comment on one line: its text (from ``#``) and whether code precedes it."""
+
+    text: str
+    after_code: bool
+
+
+def _line_comments(source: str) -> dict[int, _Comment] | None:
+    """The comment of each line that has one, by line number (from 1), found by Python's
+    tokenizer, so a ``#`` inside a string is not a comment. ``None`` when the source does not
+    tokenize (an unclosed bracket, say); the caller then falls back to whole-line matching."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    return {
+        token.start[0]: _Comment(token.string, bool(token.line[: token.start[1]].strip()))
+        for token in tokens
+        if token.type == tokenize.COMMENT
+    }
+
+
+def _comment_on(number: int, line: str, comments: dict[int, _Comment] | None) -> _Comment | None:
+    if comments is not None:
+        return comments.get(number)
+    # Without tokens only a line that starts with '#' is surely a comment; a trailing
+    # '# PREDICTION' is still recognised as before, since it cannot be told from a string here.
+    stripped = line.strip()
+    if stripped.startswith("#"):
+        return _Comment(stripped, False)
+    found = _PREDICTION_MARK.search(line)
+    return _Comment(line[found.start() :].rstrip(), True) if found else None
+
+
 def _indent_of(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
@@ -127,26 +166,35 @@ def student_code(source: str, where: str, exercise_id: str | None = None) -> str
     """
     out: list[str] = []
     region: _Region | None = None
+    # Markers, hints and stubs are comments, found by the tokenizer: '# BEGIN SOLUTION' inside a
+    # string literal is text, not a marker.
+    comments = _line_comments(source)
     for number, line in enumerate(source.split("\n"), start=1):
-        stripped = line.strip()
         here = f"{where} line {number}"
-        if stripped in (BEGIN_CODE, END_CODE):
-            marker = stripped
-        elif _ANY_REGION_MARKER.search(stripped):
+        comment = _comment_on(number, line, comments)
+        # The text of a comment that is the whole line ("" otherwise).
+        alone = comment.text.strip() if comment is not None and not comment.after_code else ""
+        if alone in (BEGIN_CODE, END_CODE):
+            marker: str | None = alone
+        elif comment is not None and _ANY_REGION_MARKER.search(comment.text):
+            # A marker after code is refused rather than ignored: ignoring "code  # BEGIN
+            # SOLUTION" would publish the solution that follows.
+            after = " (here it follows code)" if comment.after_code else ""
             raise CourseError(
-                f"{here}: malformed solution marker {stripped!r}; the markers are "
-                f"{BEGIN_CODE!r} and {END_CODE!r}, each alone on its line"
+                f"{here}: malformed solution marker {comment.text.strip()!r}{after}; the markers "
+                f"are {BEGIN_CODE!r} and {END_CODE!r}, each alone on its line"
             )
         else:
             marker = None
+        predicts = comment is not None and _PREDICTION_MARK.search(comment.text) is not None
         if region is None:
             if marker == BEGIN_CODE:
                 region = _Region(start_line=number, indent=_indent_of(line))
             elif marker == END_CODE:
                 raise CourseError(f"{here}: {END_CODE!r} without a {BEGIN_CODE!r} before it")
-            elif stripped.startswith(STUB_CODE):
+            elif alone.startswith(STUB_CODE):
                 raise CourseError(f"{here}: {STUB_CODE!r} outside a solution region")
-            elif _PREDICTION_MARK.search(line):
+            elif predicts:
                 out.append(blank_prediction(line, here))
             else:
                 out.append(line)
@@ -164,16 +212,16 @@ def student_code(source: str, where: str, exercise_id: str | None = None) -> str
                 )
             out.extend(_render_region(region, here, exercise_id))
             region = None
-        elif stripped.startswith(HINT_CODE):
-            region.hints.append(stripped)
-        elif stripped.startswith(STUB_CODE):
-            region.stubs.append(stripped[len(STUB_CODE) :].removeprefix(" "))
-        elif _HINT_OR_STUB_LIKE.match(stripped):
+        elif alone.startswith(HINT_CODE):
+            region.hints.append(alone)
+        elif alone.startswith(STUB_CODE):
+            region.stubs.append(alone[len(STUB_CODE) :].removeprefix(" "))
+        elif _HINT_OR_STUB_LIKE.match(alone):
             raise CourseError(
-                f"{here}: malformed {stripped.split()[0:2]} line {stripped!r} in a solution "
+                f"{here}: malformed {alone.split()[0:2]} line {alone!r} in a solution "
                 f"region; write {HINT_CODE!r} or {STUB_CODE!r} exactly"
             )
-        elif _PREDICTION_MARK.search(line):
+        elif predicts:
             raise CourseError(f"{here}: a '# PREDICTION' line cannot sit inside a solution region")
     if region is not None:
         raise CourseError(

@@ -138,6 +138,54 @@ def test_malformed_code_markers_are_course_errors_naming_the_place(case: str) ->
     assert str(error.value).startswith("solutions/ch09_x.ipynb cell #4 (id 'abc')")
 
 
+@pytest.mark.parametrize(
+    "source",
+    [
+        'x = "# BEGIN SOLUTION"',
+        "print('# END SOLUTION', end='')",
+        'msg = "# PREDICTION"',
+        'help_text = """\n# BEGIN SOLUTION\n# STUB: x = None\n# END SOLUTION\n"""',
+        "x = f'{1}# BEGIN SOLUTION'",
+    ],
+)
+def test_marker_text_inside_a_string_is_code_not_a_marker(source: str) -> None:
+    assert student_code(source, "nb cell #1") == source
+
+
+def test_a_region_may_contain_marker_text_in_strings() -> None:
+    source = (
+        "def f():\n"
+        "    # BEGIN SOLUTION\n"
+        '    """\n'
+        "    # HINT: this docstring line is text, not a hint\n"
+        '    """\n'
+        '    return "# END SOLUTION"\n'
+        "    # END SOLUTION\n"
+        "f()"
+    )
+    assert student_code(source, "nb", "ch01.q1") == (
+        "def f():\n"
+        "    # YOUR CODE HERE\n"
+        '    raise NotImplementedError("ch01.q1: replace this line with your code")\n'
+        "f()"
+    )
+
+
+def test_a_marker_after_code_is_refused_rather_than_ignored() -> None:
+    # Ignoring it would copy the solution below it into the student notebook.
+    with pytest.raises(CourseError, match=r"line 2: malformed solution marker .*follows code"):
+        student_code("def f():\n    x = 1  # BEGIN SOLUTION\n    return x", "nb")
+
+
+def test_markers_are_found_in_code_that_does_not_tokenize() -> None:
+    # An unclosed bracket stops the tokenizer; whole comment lines are still markers.
+    source = "def f():\n    # BEGIN SOLUTION\n    return (1\n    # END SOLUTION"
+    assert student_code(source, "nb", "q") == (
+        'def f():\n    # YOUR CODE HERE\n    raise NotImplementedError("q: replace this line '
+        'with your code")'
+    )
+
+
 MARKDOWN_ERRORS = {
     "nested": (
         "<!-- BEGIN SOLUTION -->\n<!-- BEGIN SOLUTION -->\n<!-- END SOLUTION -->",
