@@ -3,7 +3,10 @@
 The inputs are random views (permuted storage, steps, flips, broadcast axes, 0-d and empty
 shapes) and the expected values come from NumPy in float64 on the NumPy twin of each view, then
 rounded to the result dtype. Special values follow IEEE as NumPy does: overflow is inf, ``log(0)``
-is -inf, ``x/0`` is +-inf, ``sqrt(-1)`` is NaN, NaN propagates through min/max.
+is -inf, ``x/0`` is +-inf, ``sqrt(-1)`` is NaN, NaN propagates through min/max. The elementwise
+and reduction properties also sprinkle inf, -inf, NaN and values near the dtype's largest finite
+value into their inputs, and wherever NumPy's result is not finite the backend's must be the same
+inf or NaN exactly.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from hypothesis import strategies as st
 from llmfs.tensor import (
     EmptyReductionError,
     Tensor,
+    TensorView,
+    as_strided,
     available_backends,
     einsum,
     get_backend,
@@ -70,6 +75,63 @@ def expected(function, *arrays: np.ndarray) -> np.ndarray:
         return np.asarray(function(*(np.asarray(a, dtype=np.float64) for a in arrays)))
 
 
+def special_pool(dtype: str, *, large: bool = True, one_sign: bool = False) -> list[float]:
+    """inf, -inf and NaN, plus values near the dtype's largest finite value when ``large``
+    (only positive ones with ``one_sign``: a sum whose partial totals overflow and then come
+    back would be a question of summation order, not of IEEE rules)."""
+    pool = [np.inf, -np.inf, np.nan]
+    if large:
+        biggest = float(np.finfo(dtype).max)
+        pool += [biggest, 0.9 * biggest, 0.6 * biggest]
+        if not one_sign:
+            pool += [-biggest, -0.6 * biggest]
+    return pool
+
+
+@st.composite
+def sprinkled(draw: st.DrawFn, values: np.ndarray, pool: list[float]) -> np.ndarray:
+    """A copy of ``values`` with some entries (none, a few or many) replaced from ``pool``."""
+    rate = draw(st.sampled_from([0.0, 0.15, 0.5]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    out = np.array(values, dtype=np.float64)
+    chosen = rng.random(out.size) < rate
+    out[chosen] = rng.choice(np.array(pool), size=int(chosen.sum()))
+    return out
+
+
+@st.composite
+def with_special_values(
+    draw: st.DrawFn, view: TensorView, dtype: str, pool: list[float]
+) -> tuple[TensorView, np.ndarray]:
+    """The same layout as ``view`` over a new owner whose storage has special values sprinkled
+    in, and its NumPy twin (NumPy's own strided view of that storage)."""
+    owner = view.owner
+    values = draw(sprinkled(owner.as_slice(), pool))
+    special = Tensor.from_vec(list(owner.shape), values, dtype=dtype)
+    new_view = as_strided(special, view.shape, view.strides, view.base_offset)
+    storage = special.as_slice()
+    if 0 in view.shape:
+        return new_view, np.empty(view.shape, dtype=dtype)
+    twin = np.lib.stride_tricks.as_strided(
+        storage[view.base_offset :],
+        shape=view.shape,
+        strides=[stride * storage.itemsize for stride in view.strides],
+        writeable=False,
+    )
+    return new_view, twin
+
+
+def assert_specials_match(got: Tensor, want: np.ndarray, dtype: str) -> None:
+    """Where NumPy's result (rounded to ``dtype``) is inf, -inf or NaN, ``got`` is exactly that.
+
+    :func:`assert_close` alone would accept any value next to an infinite tolerance."""
+    with np.errstate(all="ignore"):
+        rounded = np.asarray(want, dtype=np.float64).astype(dtype)
+    special = ~np.isfinite(rounded)
+    np.testing.assert_array_equal(got.to_numpy()[special], rounded[special])
+
+
 def test_the_suite_covers_every_op() -> None:
     assert set(NUMPY_UNARY) == set(UNARY_OPS)
     assert set(NUMPY_BINARY) == set(BINARY_OPS)
@@ -84,12 +146,15 @@ def test_unary_ops_on_random_view_chains(backend: str, dtype: str, data: st.Data
     template, chain = data.draw(view_chains(dtype=dtype, max_rank=3, max_ops=4))
     seed = data.draw(st.integers(0, 2**32 - 1))
     values = np.random.default_rng(seed).uniform(-3, 3, size=len(template))
+    values = data.draw(sprinkled(values, special_pool(dtype)))
     owner = Tensor.from_vec(template.shape, values, dtype=dtype)
     view = apply_llmfs(owner, chain)
     twin = apply_numpy(owner.as_slice(), owner.shape, chain)
     with use_backend(backend):
         got = getattr(ops, op)(view)
-    assert_close(got, expected(NUMPY_UNARY[op], twin), dtype)
+    want = expected(NUMPY_UNARY[op], twin)
+    assert_close(got, want, dtype)
+    assert_specials_match(got, want, dtype)
 
 
 @pytest.mark.parametrize(("backend", "dtype"), BACKEND_DTYPES)
@@ -100,11 +165,15 @@ def test_binary_ops_broadcast_strided_views(backend: str, dtype: str, data: st.D
     shape = data.draw(small_shapes())
     a, a_twin = data.draw(views_of_shape(data.draw(broadcastable_to(shape)), dtype))
     b, b_twin = data.draw(views_of_shape(data.draw(broadcastable_to(shape)), dtype))
+    a, a_twin = data.draw(with_special_values(a, dtype, special_pool(dtype)))
+    b, b_twin = data.draw(with_special_values(b, dtype, special_pool(dtype)))
     if data.draw(st.booleans()):
         a, a_twin, b, b_twin = b, b_twin, a, a_twin
     with use_backend(backend):
         got = getattr(ops, op)(a, b)
-    assert_close(got, expected(NUMPY_BINARY[op], a_twin, b_twin), dtype)
+    want = expected(NUMPY_BINARY[op], a_twin, b_twin)
+    assert_close(got, want, dtype)
+    assert_specials_match(got, want, dtype)
 
 
 @pytest.mark.parametrize(("backend", "dtype"), BACKEND_DTYPES)
@@ -146,6 +215,10 @@ def test_reductions_over_explicit_axes(backend: str, dtype: str, data: st.DataOb
     op = data.draw(st.sampled_from(REDUCE_OPS))
     low = 0.5 if op == "prod" else -3.0  # keep products of up to 27 values finite in float16
     x, twin = data.draw(views_of_shape(data.draw(small_shapes()), dtype, low=low, high=1.5))
+    # Huge finite values only where the float64 reference cannot disagree with float32
+    # accumulation: a product or mean of them may overflow midway yet end finite in float64.
+    pool = special_pool(dtype, large=op in ("sum", "max", "min"), one_sign=True)
+    x, twin = data.draw(with_special_values(x, dtype, pool))
     axis = data.draw(reduction_axes(x.rank))
     keepdims = data.draw(st.booleans())
     np_axis = tuple(axis) if isinstance(axis, list) else axis
@@ -162,8 +235,10 @@ def test_reductions_over_explicit_axes(backend: str, dtype: str, data: st.DataOb
     scale = None
     if op in ("sum", "mean"):
         scale = expected(lambda t: np.sum(np.abs(t), axis=np_axis, keepdims=keepdims), twin)
-        scale = scale * 4  # float32/float16 accumulate in float32, in any order
+        with np.errstate(over="ignore"):
+            scale = scale * 4  # float32/float16 accumulate in float32, in any order
     assert_close(got, want, dtype, scale=scale)
+    assert_specials_match(got, want, dtype)
 
 
 @pytest.mark.parametrize(("backend", "dtype"), BACKEND_DTYPES)
@@ -274,9 +349,41 @@ def test_named_ieee_cases(backend: str, dtype: str) -> None:
         assert np.isnan(ops.maximum(t(np.nan, 1.0), t(1.0, np.nan)).to_numpy()).all()
         assert np.isnan(ops.max(t(1.0, np.nan, 3.0)).tolist())
         assert np.isnan(ops.min(t(np.nan, 1.0)).tolist())
-        assert ops.add(t(np.inf), t(-np.inf)).to_numpy()[0] != ops.add(t(1.0), 0.0).tolist()[0]
+        assert np.isnan(ops.add(t(np.inf), t(-np.inf)).tolist()[0])
+        assert ops.add(t(np.inf), t(1.0)).tolist() == [np.inf]
         assert ops.relu(t(-2.0, 3.0)).tolist() == [0.0, 3.0]
         assert np.isnan(ops.relu(t(np.nan)).tolist()[0])
+
+
+IEEE_REDUCTION_INPUTS = [
+    [np.inf, 1.0, 2.0],
+    [1.0, 2.0, -np.inf],
+    [np.inf, -np.inf, 1.0],
+    [np.nan, 1.0, 2.0],
+    [1.0, np.inf, np.nan],
+    [-np.inf, -np.inf, 3.0],
+]
+#: Inputs whose float32 (and float16) totals overflow (``"max"`` is the dtype's largest value).
+OVERFLOW_INPUTS = [["max", "max", 1.0], ["-max", "-max", 1.0], ["max", 0.5, 2.0]]
+
+
+@pytest.mark.parametrize(("backend", "dtype"), BACKEND_DTYPES)
+@pytest.mark.parametrize("op", REDUCE_OPS)
+def test_reductions_follow_ieee_on_special_values(backend: str, dtype: str, op: str) -> None:
+    biggest = float(np.finfo(dtype).max)
+    cases = [list(case) for case in IEEE_REDUCTION_INPUTS]
+    if op != "mean":  # a mean of huge values may overflow midway yet end finite in float64
+        named = {"max": biggest, "-max": -biggest}
+        cases += [[named.get(v, v) for v in case] for case in OVERFLOW_INPUTS]
+    for case in cases:
+        x = Tensor.from_vec([len(case)], case, dtype=dtype)
+        flipped = x.view().flip(0)  # the same values read through a negative stride
+        for operand in (x, flipped):
+            with use_backend(backend):
+                got = getattr(ops, op)(operand)
+            want = expected(NUMPY_REDUCE[op], np.asarray(case)[:: 1 if operand is x else -1])
+            assert_specials_match(got, want, dtype)
+            assert_close(got, want, dtype)
 
 
 @pytest.mark.parametrize(
