@@ -436,13 +436,13 @@ class EmulatorLibrary:
         check_threadgroup(group, MAX_THREADS_PER_THREADGROUP)
         bound = normalize_buffers(buffers)
         check_buffers(kernel, bound)
-        if sanitize is None:
-            self.run_isolated(kernel, bound, dims, group, sanitize=sanitizer_available())
-            return
         if sanitize:
-            self.run_isolated(kernel, bound, dims, group, sanitize=True)
-            return
+            require_sanitizer()  # asked for by name: say so even when no thread would run
         if 0 in dims:
+            return  # no threads: nothing runs, nothing to isolate
+        if sanitize is None or sanitize:
+            chosen = sanitizer_available() if sanitize is None else True
+            self.run_isolated(kernel, bound, dims, group, sanitize=chosen)
             return
         slots = max(bound, default=-1) + 1
         pointers = (ctypes.c_void_p * max(slots, 1))()
@@ -483,12 +483,8 @@ class EmulatorLibrary:
         :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when ``sanitize`` is
         asked for but the compiler cannot build sanitized code here.
         """
-        if sanitize and not sanitizer_available():
-            from llmfs.tensor.backends.metal.errors import MetalUnavailableError
-
-            raise MetalUnavailableError(
-                f"AddressSanitizer is not available with {find_compiler().path} here"
-            )
+        if sanitize:
+            require_sanitizer()
         mode = "" if sanitize else "#define LLMFS_GUARDED 1\n"
         text = (
             f"#define LLMFS_HARNESS 1\n{mode}#line 1\n{self._text}"
@@ -540,6 +536,18 @@ class EmulatorLibrary:
                     array.reshape(-1).view(np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
 
 
+def require_sanitizer() -> None:
+    """Raises :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` unless the
+    compiler can build AddressSanitizer code here."""
+    if not sanitizer_available():
+        from llmfs.tensor.backends.metal.errors import MetalUnavailableError
+
+        raise MetalUnavailableError(
+            f"AddressSanitizer is not available with {find_compiler().path} here; "
+            f"sanitize=None isolates the launch with guarded buffers instead"
+        )
+
+
 _LIBRARIES: dict[str, EmulatorLibrary] = {}
 _LIBRARIES_LOCK = threading.Lock()
 
@@ -583,6 +591,7 @@ __all__ = [
     "launcher_source",
     "load_library",
     "normalize_buffers",
+    "require_sanitizer",
     "uses_barrier",
     "writes",
 ]
