@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from llmfs.tensor.layout import coalesce, element_count
+from llmfs.tensor.layout import coalesce, element_count, zero_unused_strides
 
 #: Tile of the cache-blocked copy, in elements: tall and narrow. Each tile reads TILE_COLUMNS
 #: source rows as parallel streams and writes short runs of TILE_ROWS output rows that stay in
@@ -53,9 +53,7 @@ def numpy_view(
     itemsize = storage.itemsize
     # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
     # NumPy only needs a harmless 0 there.
-    byte_strides = tuple(
-        0 if size == 1 else stride * itemsize for size, stride in zip(shape, strides)
-    )
+    byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, strides))
     return np.lib.stride_tricks.as_strided(
         storage[base_offset:], shape=shape, strides=byte_strides, writeable=False
     )
