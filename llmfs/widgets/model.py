@@ -85,9 +85,12 @@ class Sampled:
         return self.omitted == 0
 
     def items(self) -> tuple[Any, ...]:
-        """The complete sequence. Raises :class:`ValueError` when items were left out."""
+        """The complete sequence. Raises :class:`CourseError` when items were left out."""
         if not self.complete:
-            raise ValueError(f"only {len(self.head) + len(self.tail)} of {self.total} were kept")
+            raise CourseError(
+                f"only {len(self.head) + len(self.tail)} of {self.total} items were kept, so the "
+                f"complete sequence is not available"
+            )
         return self.head
 
 

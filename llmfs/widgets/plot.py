@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmfs.course import CourseError
 from llmfs.tensor import Tensor, TensorView
 from llmfs.widgets.model import (
     NEW_OWNER_MARK,
@@ -82,7 +83,9 @@ def save(figure: Figure, path: Path | str) -> None:
         elif path.suffix == ".png":
             metadata = {"Software": None}
         else:
-            raise ValueError(f"{path}: figures are saved as .png or .svg")
+            raise CourseError(
+                f"{path}: figures are saved as .png or .svg, not {path.suffix or 'no suffix'}"
+            )
         figure.savefig(path, metadata=metadata, facecolor="white")
 
 

@@ -100,8 +100,9 @@ class PredictionError(CourseError):
     """An exercise names a field that does not exist (an author's mistake, raised at once)."""
 
 
-class UnreadableEntry(ValueError):
-    """A learner's entry could not be read; the message says what was expected."""
+class UnreadableEntry(CourseError):
+    """A learner's entry could not be read; the message says what was expected (the widgets
+    show it as a verdict, so a learner never sees a traceback for a typo)."""
 
 
 def field_name(name: str) -> str:

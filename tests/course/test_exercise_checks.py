@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import (
     CHECKS,
@@ -160,7 +161,7 @@ def test_check_values_reads_predictions_key_by_key(attempts: Path) -> None:
     assert [case.verdict for case in partly.cases] == ["✓ right", "not answered yet", "✗ wrong"]
     assert partly.status == "failed" and "1 of 2 right, 1 not answered yet" in repr(partly)
     assert check_values("ch03.q8", {"a": 1, "b": False, "max": 839}, truth).status == "failed"
-    with pytest.raises(KeyError, match="differ"):
+    with pytest.raises(CourseError, match="differ"):
         check_values("ch03.q8", {"a": True}, truth)
     assert [a.fields for a in load_attempts(attempts)] == [
         {"a": True, "max": False},
@@ -173,5 +174,5 @@ def test_every_implement_exercise_of_the_manifest_has_a_check() -> None:
     implement = {e.id for e in manifest.exercises() if e.kind == "implement"}
     assert implement == set(CHECKS)
     assert check_for("ch01.flat_index") is check_flat_index
-    with pytest.raises(KeyError, match=r"no check for exercise 'ch01\.q1'"):
+    with pytest.raises(CourseError, match=r"no check for exercise 'ch01\.q1'"):
         check_for("ch01.q1")

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from llmfs.course import CourseError
 from llmfs.course.exercise_checks.layout import (
     check_compute_strides,
     check_flat_index,
@@ -40,12 +41,12 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
 
 
 def check_for(exercise_id: str) -> Callable[..., Any]:
-    """The check of an "implement it" exercise. Raises :class:`KeyError` naming the known ids."""
+    """The check of an "implement it" exercise. Raises :class:`CourseError` naming the known ids."""
     try:
         return CHECKS[exercise_id]
     except KeyError:
         known = ", ".join(sorted(CHECKS))
-        raise KeyError(
+        raise CourseError(
             f"no check for exercise {exercise_id!r} (checks exist for {known})"
         ) from None
 

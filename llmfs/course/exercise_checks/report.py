@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from llmfs.course import CourseError
 from llmfs.widgets.predict import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
 from llmfs.widgets.text import table
 
@@ -115,11 +116,11 @@ def check_values(
 
     ``truth`` holds the library's answers (computed by the notebook right before the call);
     ``predicted`` the learner's, ``None`` meaning not answered yet. Numbers compare by value,
-    booleans as booleans, sequences element by element. Raises :class:`KeyError` naming the keys
+    booleans as booleans, sequences element by element. Raises :class:`CourseError` naming the keys
     when the two mappings do not have the same keys (an author's mistake).
     """
     if set(predicted) != set(truth):
-        raise KeyError(
+        raise CourseError(
             f"{exercise_id}: predicted keys {sorted(predicted)} differ from the truth's "
             f"{sorted(truth)}"
         )
