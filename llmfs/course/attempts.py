@@ -1,8 +1,8 @@
 """The attempts log: one JSON line per checked exercise attempt, read by the self-check and grader.
 
 Exercise widgets and the text ``check(...)`` form call :func:`record_attempt` after comparing a
-learner's answer with the truth; ``llmfs check`` and ``llmfs grade`` read the log back with
-:func:`load_attempts`. The log lives in the learner's working folder:
+learner's answer with the truth; :func:`load_attempts` reads the log back (the planned
+self-check and grader commands are built on it). The log lives in the learner's working folder:
 
 * the path in the environment variable ``LLMFS_ATTEMPTS`` when it is set, else
 * ``.llmfs/attempts.jsonl`` under the current directory (a notebook kernel's current directory is

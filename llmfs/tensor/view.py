@@ -47,7 +47,7 @@ class TensorView(OperatorMixin):
     __slots__ = ("_base_offset", "_owner", "_shape", "_strides", "_version")
 
     def __init__(self, *_: object, **__: object) -> None:
-        raise TypeError(
+        raise TensorError(
             "make views with tensor.view(), tensor[...] or TensorView.from_parts(owner, shape, "
             "strides, base_offset)"
         )

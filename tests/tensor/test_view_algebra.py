@@ -12,6 +12,7 @@ from llmfs.tensor import (
     IndexOutOfBoundsError,
     InvalidLayoutError,
     Tensor,
+    TensorError,
     TensorView,
     as_strided,
     materialize,
@@ -127,7 +128,7 @@ def test_views_are_immutable_values(cube: Tensor) -> None:
     view = cube.view()
     with pytest.raises(AttributeError):
         view.shape = (24,)  # type: ignore[misc]
-    with pytest.raises(TypeError, match=r"tensor\.view\(\)"):
+    with pytest.raises(TensorError, match=r"tensor\.view\(\)"):
         TensorView()
 
 
