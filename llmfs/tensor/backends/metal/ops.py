@@ -197,39 +197,31 @@ def unary(executor: Executor, op: str, src: Strided) -> np.ndarray:
     if op not in UNARY_OPS:
         raise MetalError(f"unknown unary op {op!r}; known: {', '.join(UNARY_OPS)}")
     suffix = check_operand(src, where=f"unary {op}")
-    out = executor.empty(src.count, src.storage.dtype)
-    if src.count:
-        shape, strides = layout.coalesce(src.shape, src.strides)
-        executor.run(
-            family_source("elementwise"),
-            f"unary_{suffix}",
-            [
-                src.storage,
-                out,
-                view_descriptor(shape, strides, src.base_offset),
-                _count(src.count),
-                np.array([UNARY_OPS.index(op)], dtype=np.int32),
-            ],
-            src.count,
-        )
-    return out
+    return _one_input(
+        executor, f"unary_{suffix}", src, np.array([UNARY_OPS.index(op)], dtype=np.int32)
+    )
 
 
 def scale(executor: Executor, src: Strided, alpha: float) -> np.ndarray:
     """``alpha * src`` (alpha applied in float32); a 1-D row-major result."""
     suffix = check_operand(src, where="scale")
+    return _one_input(executor, f"scale_{suffix}", src, np.array([alpha], dtype=np.float32))
+
+
+def _one_input(executor: Executor, kernel: str, src: Strided, parameter: np.ndarray) -> np.ndarray:
+    """Launches an elementwise kernel of one input: buffers src, out, view, count, parameter."""
     out = executor.empty(src.count, src.storage.dtype)
     if src.count:
         shape, strides = layout.coalesce(src.shape, src.strides)
         executor.run(
             family_source("elementwise"),
-            f"scale_{suffix}",
+            kernel,
             [
                 src.storage,
                 out,
                 view_descriptor(shape, strides, src.base_offset),
                 _count(src.count),
-                np.array([alpha], dtype=np.float32),
+                parameter,
             ],
             src.count,
         )
