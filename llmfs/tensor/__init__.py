@@ -21,6 +21,7 @@ from llmfs.tensor.backends import (
 from llmfs.tensor.dtypes import SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
 from llmfs.tensor.errors import (
+    AllocationError,
     AxisOutOfRangeError,
     BackendUnavailableError,
     BroadcastError,
@@ -38,6 +39,7 @@ from llmfs.tensor.errors import (
     InvalidShapeError,
     InvalidStepError,
     MatmulShapeError,
+    NegativeSliceBoundError,
     NonContiguousReshapeError,
     OutputBufferError,
     PermutationLengthMismatchError,
@@ -94,6 +96,7 @@ from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materia
 
 __all__ = [
     "SUPPORTED_DTYPES",
+    "AllocationError",
     "AxisOutOfRangeError",
     "Backend",
     "BackendUnavailableError",
@@ -115,6 +118,7 @@ __all__ = [
     "InvalidStepError",
     "MatmulShapeError",
     "MutableStorage",
+    "NegativeSliceBoundError",
     "NonContiguousReshapeError",
     "OutputBufferError",
     "PermutationLengthMismatchError",

@@ -503,3 +503,52 @@ __all__ = [
     "TensorViewError",
     "UnsupportedOperationError",
 ]
+
+
+class NegativeSliceBoundError(IndexOutOfBoundsError):
+    """A strict slice's start or stop is negative: strict bounds lie in ``[0, size]``."""
+
+    condition = "0 <= slice bound <= size"
+
+    def __init__(self, axis: int, bound: int, size: int, *, what: str = "slice start") -> None:
+        self.axis = axis
+        self.index = bound
+        self.size = size
+        TensorViewError.__init__(
+            self,
+            f"{what} {bound} is out of bounds for axis {axis} of size {size} (a strict slice "
+            f"needs 0 <= {what} <= {size}; negative bounds count from the end only in view[a:b])",
+        )
+
+
+class AllocationError(TensorError, MemoryError):
+    """A new storage that NumPy or the machine cannot hold.
+
+    ``count`` values of ``dtype`` take ``nbytes`` bytes; ``reason`` says which limit refused them
+    (NumPy's largest array, the machine's memory, or the allocation itself failing).
+    """
+
+    condition = "storage fits in memory"
+
+    def __init__(self, count: int, dtype: object, nbytes: int, reason: str) -> None:
+        self.count = count
+        self.dtype = dtype
+        self.nbytes = nbytes
+        self.reason = reason
+        super().__init__(
+            f"cannot allocate {count} values of {dtype} ({nbytes} bytes, "
+            f"{_human_bytes(nbytes)}): {reason}"
+        )
+
+
+def _human_bytes(nbytes: int) -> str:
+    """``nbytes`` in binary units with two decimals (``8.00 TiB``), as NumPy reports them."""
+    value, unit = float(nbytes), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, bigger
+    return f"{nbytes} B" if unit == "B" else f"{value:.2f} {unit}"
+
+
+__all__ += ["AllocationError", "NegativeSliceBoundError"]

@@ -21,7 +21,7 @@ Conventions
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import NoReturn
 
 from llmfs.tensor.errors import (
@@ -34,6 +34,7 @@ from llmfs.tensor.errors import (
     InvalidLayoutError,
     InvalidShapeError,
     InvalidStepError,
+    NegativeSliceBoundError,
     NonContiguousReshapeError,
     PermutationLengthMismatchError,
     RankMismatchError,
@@ -42,6 +43,7 @@ from llmfs.tensor.errors import (
     SliceEndOutOfBoundsError,
     SliceStartAfterEndError,
     SqueezeError,
+    TensorError,
 )
 
 Shape = tuple[int, ...]
@@ -49,6 +51,10 @@ Strides = tuple[int, ...]
 
 #: The largest index a 64-bit signed integer can hold; sizes and offsets must stay at or below it.
 INDEX_MAX = 2**63 - 1
+
+#: The most axes a layout may have: NumPy 2's limit (``NPY_MAXDIMS``), so that every layout can
+#: be read by NumPy (``repr``, ``tolist``, ``materialize`` and the ops all go through it).
+MAX_RANK = 64
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,9 +87,15 @@ def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
     Raises :class:`InvalidShapeError` (sizes) or :class:`InvalidArgumentError` (anything else)
     when ``values`` is not integers.
     """
-    if isinstance(values, (str, bytes)) or values is None:
+    if isinstance(values, (str, bytes, Mapping, Set)) or values is None:
+        # A dict or a set iterates in an order the caller did not write down (a dict gives only
+        # its keys), so it is refused rather than read as a shape; iterators are fine.
         if what == "size":
-            raise InvalidShapeError(values, f"expected a sequence of integers, got {values!r}")
+            raise InvalidShapeError(
+                values,
+                f"expected a sequence of integers (a list or tuple), got "
+                f"{type(values).__name__} {values!r}",
+            )
         raise InvalidArgumentError(f"{what}s", values)
     if getattr(values, "ndim", None) == 0 or not isinstance(values, Iterable):
         return (as_int(values, what),)
@@ -91,24 +103,52 @@ def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
 
 
 def checked_layout(shape: object, strides: object) -> tuple[Shape, Strides]:
-    """``(shape, strides)`` as int tuples after checking sizes are ``>= 0`` and the ranks match.
+    """``(shape, strides)`` as int tuples after checking sizes are ``>= 0``, the ranks match and
+    the size product, every stride and every offset reachable from base 0 fit in 64 bits.
 
-    Raises :class:`InvalidShapeError`, :class:`InvalidArgumentError` or :class:`RankMismatchError`.
+    Raises :class:`InvalidShapeError`, :class:`InvalidArgumentError`, :class:`RankMismatchError`
+    or :class:`ShapeOverflowError`.
     """
     dims = check_sizes(shape)
     steps = as_int_tuple(strides, "stride")
     if len(dims) != len(steps):
         raise RankMismatchError(len(dims), len(steps), what="the number of strides (the rank)")
+    row_major_strides(dims)  # the size product must fit in 64 bits
+    check_strides_fit(dims, steps)
+    check_offsets_fit(dims, steps, 0)
     return dims, steps
 
 
 def check_sizes(shape: object) -> Shape:
-    """``shape`` as a tuple of ints, each ``>= 0``; raises :class:`InvalidShapeError`."""
+    """``shape`` as a tuple of ints, each ``>= 0``, at most :data:`MAX_RANK` of them; raises
+    :class:`InvalidShapeError`."""
     dims = as_int_tuple(shape, "size")
+    check_rank(dims)
     for axis, size in enumerate(dims):
         if size < 0:
             raise InvalidShapeError(list(dims), f"size {size} of axis {axis} is negative")
     return dims
+
+
+def check_rank(shape: Sequence[int]) -> None:
+    """Raises :class:`InvalidShapeError` when ``shape`` has more than :data:`MAX_RANK` axes.
+
+    Checked wherever a layout is made (constructors, reshape, unsqueeze, ``None`` indices,
+    split, explicit layouts), so no later read is the first place the rank fails.
+    """
+    if len(shape) > MAX_RANK:
+        raise InvalidShapeError(
+            list(shape),
+            f"rank {len(shape)} is above the limit of {MAX_RANK} axes (NumPy's maximum)",
+        )
+
+
+def check_strides_fit(shape: Sequence[int], strides: Sequence[int]) -> None:
+    """Raises :class:`ShapeOverflowError` naming the axis when a stride does not fit in a signed
+    64-bit integer (the same limit :func:`validate` applies to explicit layouts)."""
+    for axis, stride in enumerate(strides):
+        if not -INDEX_MAX - 1 <= stride <= INDEX_MAX:
+            raise ShapeOverflowError(shape, f"the magnitude of stride {stride} of axis {axis}")
 
 
 def check_shape(shape: object) -> Shape:
@@ -288,8 +328,14 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
 
     Each item is a view (anything with ``shape`` and ``strides``) or a ``(shape, strides)`` pair.
     True for an empty list; otherwise every item must share the first one's shape and strides,
-    and that shared layout must pass the single test.
+    and that shared layout must pass the single test. Raises :class:`TensorError` when
+    ``layouts`` is not a list (or other iterable), and the single test's errors for an item.
     """
+    if isinstance(layouts, (str, bytes, Mapping)) or not isinstance(layouts, Iterable):
+        raise TensorError(
+            f"can_view_as_contiguous_all takes a list of views or (shape, strides) pairs, got "
+            f"{type(layouts).__name__} {layouts!r}"
+        )
     items = [_shape_and_strides(item) for item in layouts]
     if not items:
         return True
@@ -387,17 +433,18 @@ def slice_layout(
     No clamping and no negative bounds. The size becomes ``ceil((stop - start) / step)``, the
     stride is multiplied by ``step`` and the base offset moves by ``start * stride[axis]``.
     Returns ``(shape, strides, base_offset)``. Raises :class:`InvalidArgumentError` (not an
-    integer), :class:`IndexOutOfBoundsError` (a negative bound), :class:`SliceStartAfterEndError`,
-    :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`.
+    integer), :class:`NegativeSliceBoundError` (a negative bound), :class:`SliceStartAfterEndError`,
+    :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`, and :class:`ShapeOverflowError`
+    when the stepped stride leaves 64 bits.
     """
     first = as_int(start, "slice start")
     last = as_int(stop, "slice stop")
     every = as_int(step, "slice step")
     size = shape[axis]
     if first < 0:
-        raise IndexOutOfBoundsError(axis, first, size + 1, what="slice start")
+        raise NegativeSliceBoundError(axis, first, size, what="slice start")
     if last < 0:
-        raise IndexOutOfBoundsError(axis, last, size + 1, what="slice stop")
+        raise NegativeSliceBoundError(axis, last, size, what="slice stop")
     if first > last:
         raise SliceStartAfterEndError(axis, first, last)
     if last > size:
@@ -408,9 +455,21 @@ def slice_layout(
     new_strides = list(strides)
     new_shape[axis] = stepped_size(first, last, every)
     new_strides[axis] = strides[axis] * every
+    _check_stepped_stride(shape, axis, strides[axis], every)
     new_base = base_offset + first * strides[axis]
     check_offsets_fit(new_shape, new_strides, new_base)
     return tuple(new_shape), tuple(new_strides), new_base
+
+
+def _check_stepped_stride(shape: Sequence[int], axis: int, stride: int, step: int) -> None:
+    """A step multiplies the stride; the product must fit in 64 bits, as an explicit stride must
+    in :func:`validate`, even where the new size is 1 and the stride is never applied."""
+    stepped = stride * step
+    if not -INDEX_MAX - 1 <= stepped <= INDEX_MAX:
+        raise ShapeOverflowError(
+            shape,
+            f"the stride of axis {axis} after a step of {step} ({stride} * {step} = {stepped})",
+        )
 
 
 def unsqueeze_layout(
@@ -419,7 +478,8 @@ def unsqueeze_layout(
     """Inserts a size-1 axis at ``position`` (in ``[-rank-1, rank]``, negatives from the end).
 
     Its stride never matters (it never advances); the row-major-consistent value is used so
-    that a contiguous layout stays visibly contiguous. Raises :class:`AxisOutOfRangeError`.
+    that a contiguous layout stays visibly contiguous. Raises :class:`AxisOutOfRangeError`, and
+    :class:`InvalidShapeError` above :data:`MAX_RANK` axes.
     """
     rank = len(shape)
     index = as_int(position, "axis")
@@ -427,6 +487,7 @@ def unsqueeze_layout(
         raise AxisOutOfRangeError(index, rank, insertion=True)
     if index < 0:
         index += rank + 1
+    check_rank((*shape, 1))
     stride = strides[index] * shape[index] if index < rank else 1
     return (
         (*shape[:index], 1, *shape[index:]),
@@ -459,7 +520,9 @@ def index_layout(
     clamp and accept negative bounds and steps (a negative step is a negative stride); ``...``
     stands for the axes not named; ``None`` inserts a size-1 axis. Raises
     :class:`IndexOutOfBoundsError` for an int outside its axis, :class:`InvalidStepError` for a
-    zero step, :class:`InvalidIndexError` for too many indices or an unsupported item.
+    zero step, :class:`InvalidIndexError` for too many indices or an unsupported item,
+    :class:`ShapeOverflowError` for a step whose stride leaves 64 bits and
+    :class:`InvalidShapeError` for a result above :data:`MAX_RANK` axes.
     """
     items = list(key) if isinstance(key, tuple) else [key]
     if sum(1 for item in items if item is Ellipsis) > 1:
@@ -484,6 +547,7 @@ def index_layout(
             axis += skipped
         elif isinstance(item, slice):
             start, stop, step = _slice_bounds(item, shape[axis])
+            _check_stepped_stride(shape, axis, strides[axis], step)
             size = len(range(start, stop, step))
             out_shape.append(size)
             out_strides.append(strides[axis] * step)
@@ -506,6 +570,7 @@ def index_layout(
             axis += 1
     out_shape.extend(shape[axis:])
     out_strides.extend(strides[axis:])
+    check_rank(out_shape)
     return tuple(out_shape), tuple(out_strides), base
 
 
@@ -641,17 +706,17 @@ def split_layout(
     """Splits one axis into several (one size may be ``-1``); never needs a copy.
 
     The product of ``sizes`` must equal the axis size,
-    else :class:`ReshapeElementCountMismatchError`.
+    else :class:`ReshapeElementCountMismatchError`; more than :data:`MAX_RANK` axes in all is an
+    :class:`InvalidShapeError`.
     """
     parts = infer_shape(sizes, shape[axis])
     if element_count(parts) != shape[axis]:
         raise ReshapeElementCountMismatchError(shape[axis], element_count(parts), parts)
     inner = list(row_major_strides(parts))
     part_strides = tuple(s * strides[axis] for s in inner)
-    return (
-        tuple(shape[:axis]) + parts + tuple(shape[axis + 1 :]),
-        tuple(strides[:axis]) + part_strides + tuple(strides[axis + 1 :]),
-    )
+    out_shape = tuple(shape[:axis]) + parts + tuple(shape[axis + 1 :])
+    check_rank(out_shape)
+    return out_shape, tuple(strides[:axis]) + part_strides + tuple(strides[axis + 1 :])
 
 
 # --------------------------------------------------------------------------------------------
@@ -706,9 +771,10 @@ def broadcast_layout(
 def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
     """NumPy's broadcasting rule: right-align the shapes; on each axis the sizes must be equal or 1.
 
-    Raises :class:`BroadcastError` naming both shapes and the (right-aligned output) axis.
+    Raises :class:`BroadcastError` naming both shapes and the (right-aligned output) axis, and
+    :class:`ShapeOverflowError` when a size product does not fit in 64 bits.
     """
-    shapes = tuple(check_sizes(shape) for shape in shapes)
+    shapes = tuple(check_shape(shape) for shape in shapes)
     rank = max((len(s) for s in shapes), default=0)
     result = [1] * rank
     setter = [0] * rank  # which shape fixed each output size, for the error message
@@ -729,7 +795,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
                 out_axis,
                 f"sizes {current} and {size} are neither equal nor 1",
             )
-    return tuple(result)
+    return check_shape(result)
 
 
 # --------------------------------------------------------------------------------------------
@@ -741,8 +807,8 @@ def validate(shape: object, strides: object, base_offset: object, storage_len: o
     """Checks explicit layout metadata against a storage of ``storage_len`` values (seed 004).
 
     Rules, each failure an :class:`InvalidLayoutError` naming the rule and the numbers: shape and
-    strides have the same rank; sizes are ``>= 0``; strides, the size product and offsets fit in
-    64 bits;
+    strides have the same rank, at most :data:`MAX_RANK`; the storage length is ``>= 0``; sizes
+    are ``>= 0``; strides, the size product and offsets fit in 64 bits;
     and, for a non-empty layout, the minimum reachable offset (base plus the negative-stride
     terms) is ``>= 0`` and the maximum (base plus the positive terms) is ``< storage_len``. An
     empty layout reaches nothing and is always within bounds. Returns ``None``.
@@ -758,6 +824,13 @@ def validate(shape: object, strides: object, base_offset: object, storage_len: o
         raise InvalidLayoutError(
             "rank", f"shape has rank {len(dims)} but strides has rank {len(steps)}"
         )
+    if len(dims) > MAX_RANK:
+        raise InvalidLayoutError(
+            f"rank <= {MAX_RANK}",
+            f"rank {len(dims)} is above the limit of {MAX_RANK} axes (NumPy's maximum)",
+        )
+    if length < 0:
+        raise InvalidLayoutError("storage length >= 0", f"the storage length {length} is negative")
     for axis, size in enumerate(dims):
         if size < 0:
             raise InvalidLayoutError("sizes >= 0", f"size {size} of axis {axis} is negative")

@@ -18,6 +18,8 @@ backend happens here, once:
   :class:`EmptyReductionError`.
 * **Dispatch**: the active backend (:func:`~llmfs.tensor.backends.use_backend`) runs the
   primitive, or its declared fallback when it does not support the op or dtype.
+* **Memory**: a result NumPy or the machine cannot hold is refused before any backend runs, and a
+  ``MemoryError`` during the computation becomes an :class:`AllocationError` with the numbers.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from llmfs.tensor.layout import (
     normalize_axes,
     reduced_shape,
 )
-from llmfs.tensor.tensor import Tensor
+from llmfs.tensor.tensor import Tensor, allocate, allocating
 from llmfs.tensor.view import TensorView
 
 Operand = Tensor | TensorView
@@ -136,7 +138,7 @@ def backend_for(primitive: str, op: str | None, dtype: np.dtype) -> Backend:
 
 def empty_result(shape: Sequence[int], dtype: np.dtype, fill: float = 0.0) -> Tensor:
     """A new owner of ``shape`` filled with ``fill``, made without any backend."""
-    return Tensor._adopt(np.full(element_count(shape), fill, dtype=dtype), tuple(shape))
+    return Tensor._adopt(allocate(element_count(shape), dtype, fill), tuple(shape))
 
 
 def with_shape(result: Tensor, shape: Sequence[int]) -> Tensor:
@@ -158,7 +160,8 @@ def _unary(op: str, x: object, dtype: object | None) -> Tensor:
     if view.is_empty:
         return empty_result(view.shape, out)
     backend = backend_for("unary", op, view.dtype)
-    return backend.unary(op, view, dtype=out, compute=compute_dtype([view.dtype]))
+    with allocating(len(view), out):
+        return backend.unary(op, view, dtype=out, compute=compute_dtype([view.dtype]))
 
 
 def neg(x: Operand, *, dtype: object | None = None) -> Tensor:
@@ -243,7 +246,8 @@ def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
     if left.is_empty:
         return empty_result(left.shape, out)
     backend = backend_for("binary", op, widest_dtype(dtypes))
-    return backend.binary(op, left, right, dtype=out, compute=compute_dtype(dtypes))
+    with allocating(len(left), out):
+        return backend.binary(op, left, right, dtype=out, compute=compute_dtype(dtypes))
 
 
 def add(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
@@ -317,10 +321,11 @@ def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object
         return empty_result(final, out)
     if empty_axis:
         return empty_result(final, out, 0.0 if op == "sum" else 1.0)
-    if not axes:  # reducing nothing leaves every value as it is
-        return with_shape(backend_for("copy", None, view.dtype).copy(view, dtype=out), final)
-    backend = backend_for("reduce", op, view.dtype)
-    result = backend.reduce(op, view, axes, dtype=out, compute=compute_dtype([view.dtype]))
+    with allocating(element_count(shape), out):
+        if not axes:  # reducing nothing leaves every value as it is
+            return with_shape(backend_for("copy", None, view.dtype).copy(view, dtype=out), final)
+        backend = backend_for("reduce", op, view.dtype)
+        result = backend.reduce(op, view, axes, dtype=out, compute=compute_dtype([view.dtype]))
     return with_shape(result, final)
 
 
@@ -529,7 +534,8 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
     if element_count((*batch, rows, cols)) == 0 or inner_a == 0:
         return empty_result(final, out)  # no values, or each one a sum of nothing (0)
     backend = backend_for("matmul", None, widest_dtype(dtypes))
-    result = backend.matmul(left, right, dtype=out, compute=compute_dtype(dtypes))
+    with allocating(element_count(final), out):
+        result = backend.matmul(left, right, dtype=out, compute=compute_dtype(dtypes))
     return with_shape(result, final)
 
 
@@ -544,7 +550,9 @@ def einsum(expression: str, *operands: object, dtype: object | None = None) -> T
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    return EinsumPlan(expression, *operands, dtype=dtype).execute(*operands)
+    plan = EinsumPlan(expression, *operands, dtype=dtype)
+    with allocating(element_count(plan.output_shape), plan.output_dtype):
+        return plan.execute(*operands)
 
 
 __all__ = [

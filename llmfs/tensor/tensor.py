@@ -20,7 +20,9 @@ older version refuses to be used (:class:`~llmfs.tensor.errors.StaleViewError`).
 
 from __future__ import annotations
 
+import functools
 import operator
+import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -29,9 +31,11 @@ import numpy as np
 
 from llmfs.tensor.dtypes import DEFAULT_DTYPE, resolve_dtype, storage_dtype_for
 from llmfs.tensor.errors import (
+    AllocationError,
     ClosedMutationError,
     ElementCountMismatchError,
     IndexOutOfBoundsError,
+    InvalidIndexError,
     InvalidShapeError,
     InvalidStepError,
     TensorError,
@@ -59,6 +63,70 @@ def _float_values(values: object, dtype: np.dtype) -> np.ndarray:
     if array.dtype.kind not in "biuf":
         raise TensorError(f"values must be real numbers, got an array of kind {array.dtype.name!r}")
     return array
+
+
+#: The most bytes one NumPy array can span: its byte size is a C ``intp``.
+MAX_ARRAY_BYTES = int(np.iinfo(np.intp).max)
+
+
+@functools.cache
+def _physical_memory() -> int | None:
+    """The machine's memory in bytes, or ``None`` where the platform does not say."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_allocation(count: int, dtype: object) -> None:
+    """Refuses, before anything is allocated, ``count`` values of ``dtype`` that cannot exist.
+
+    Raises :class:`AllocationError` naming the count and the bytes when they exceed NumPy's
+    largest array (NumPy would raise its own ``ValueError``) or the machine's physical memory (an
+    allocation that size fails, or, where the system over-commits, thrashes the machine).
+    """
+    nbytes = count * np.dtype(dtype).itemsize
+    if nbytes > MAX_ARRAY_BYTES:
+        raise AllocationError(
+            count, np.dtype(dtype), nbytes, f"NumPy arrays hold at most {MAX_ARRAY_BYTES} bytes"
+        )
+    memory = _physical_memory() if nbytes > 2**30 else None  # small arrays always fit
+    if memory is not None and nbytes > memory:
+        raise AllocationError(
+            count, np.dtype(dtype), nbytes, f"this machine has {memory} bytes of memory"
+        )
+
+
+@contextmanager
+def allocating(count: int, dtype: object) -> Iterator[None]:
+    """Runs a block that allocates ``count`` values of ``dtype`` (a result about to be computed):
+    :func:`check_allocation` first, then any ``MemoryError`` NumPy raises inside becomes an
+    :class:`AllocationError` with the numbers of the array that failed."""
+    check_allocation(count, dtype)
+    try:
+        yield
+    except AllocationError:
+        raise
+    except MemoryError as error:
+        # NumPy's MemoryError carries the failed array's shape and dtype.
+        shape = getattr(error, "shape", None)
+        failed_dtype = np.dtype(getattr(error, "dtype", dtype))
+        failed = count if shape is None else int(np.prod(shape, dtype=object))
+        raise AllocationError(
+            failed,
+            failed_dtype,
+            failed * failed_dtype.itemsize,
+            f"the system could not provide the memory ({error})",
+        ) from None
+
+
+def allocate(count: int, dtype: object, fill: float | None = None) -> np.ndarray:
+    """A new 1-D array of ``count`` values of ``dtype``, filled with ``fill`` (left uninitialised
+    when ``None``). Raises :class:`AllocationError` where NumPy or the machine cannot hold it."""
+    with allocating(count, dtype):
+        if fill is None:
+            return np.empty(count, dtype=dtype)
+        return np.full(count, fill, dtype=dtype)
 
 
 class Tensor(OperatorMixin):
@@ -120,25 +188,31 @@ class Tensor(OperatorMixin):
 
     @classmethod
     def zeros(cls, shape: Sequence[int], dtype: object = DEFAULT_DTYPE) -> Tensor:
-        """A new owner of ``shape`` filled with 0."""
+        """A new owner of ``shape`` filled with 0 (errors as :meth:`full`)."""
         return cls.full(shape, 0.0, dtype)
 
     @classmethod
     def full(cls, shape: Sequence[int], value: float, dtype: object = DEFAULT_DTYPE) -> Tensor:
-        """A new owner of ``shape`` with every value equal to ``value``."""
+        """A new owner of ``shape`` with every value equal to ``value``.
+
+        Raises :class:`InvalidShapeError` or :class:`ShapeOverflowError` for a bad shape and
+        :class:`AllocationError` for more values than NumPy or the machine can hold.
+        """
         dims, strides, count = checked_row_major_layout(shape)
         resolved = resolve_dtype(dtype)
         fill = _float_values(value, resolved)
         if fill.ndim != 0:
             raise TensorError(f"full() takes one real number as its value, got shape {fill.shape}")
-        storage = np.full(count, fill, dtype=resolved)
-        return cls._adopt(storage, dims, strides)
+        return cls._adopt(allocate(count, resolved, fill), dims, strides)
 
     @classmethod
     def arange(cls, n: int, dtype: object = DEFAULT_DTYPE) -> Tensor:
-        """A rank-1 owner holding ``0, 1, ..., n-1``."""
+        """A rank-1 owner holding ``0, 1, ..., n-1`` (errors as :meth:`full`)."""
         dims, strides, count = checked_row_major_layout((n,))
-        return cls._adopt(np.arange(count, dtype=resolve_dtype(dtype)), dims, strides)
+        resolved = resolve_dtype(dtype)
+        with allocating(count, resolved):
+            storage = np.arange(count, dtype=resolved)
+        return cls._adopt(storage, dims, strides)
 
     @classmethod
     def _adopt(
@@ -206,7 +280,8 @@ class Tensor(OperatorMixin):
         """The storage as a read-only 1-D array (no copy; it reflects later mutations).
 
         It is made over a read-only buffer, so it cannot be switched back to writable: writes go
-        through :meth:`as_mut_slice` or :meth:`mutate`, which keep views honest.
+        through :meth:`as_mut_slice` or :meth:`mutate`, which keep views honest. Writing into the
+        array itself is refused by NumPy (``ValueError: assignment destination is read-only``).
         """
         return np.frombuffer(memoryview(self._storage).toreadonly(), dtype=self._storage.dtype)
 
@@ -390,6 +465,12 @@ class MutableStorage:
             if key.step is not None and operator.index(key.step) == 0:
                 raise InvalidStepError(0)
             return key
+        if isinstance(key, (bool, np.bool_)):
+            # operator.index(True) is 1: a bool would silently write element 1.
+            raise InvalidIndexError(
+                f"storage handles take an int or a slice, not the bool {key!r} (a bool would "
+                f"select element {int(key)})"
+            )
         try:
             index = operator.index(key)  # type: ignore[arg-type]
         except TypeError:

@@ -180,14 +180,17 @@ class TensorView(OperatorMixin):
         """Copies the view's values, in logical row-major order, into a NEW owning tensor with
         row-major strides. The copy is independent: mutating it never affects this view's owner,
         and mutating the owner later never changes the copy. The active backend performs the
-        strided copy (see :mod:`llmfs.tensor.backends`)."""
+        strided copy (see :mod:`llmfs.tensor.backends`). Raises :class:`AllocationError` when
+        the copy does not fit in NumPy's largest array or the machine's memory."""
         self._check_fresh()
         if self.is_empty:
             return Tensor._adopt(np.empty(0, dtype=self.dtype), self._shape)
         # The active backend does the copy (NumPy's is the cache-blocked gather; Metal's a kernel).
         from llmfs.tensor.ops import backend_for
+        from llmfs.tensor.tensor import allocating
 
-        return backend_for("copy", None, self.dtype).copy(self, dtype=self.dtype)
+        with allocating(len(self), self.dtype):
+            return backend_for("copy", None, self.dtype).copy(self, dtype=self.dtype)
 
     def tolist(self) -> Any:
         """Nested lists of Python floats (a bare float for rank 0), like ``ndarray.tolist``."""

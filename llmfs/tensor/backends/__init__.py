@@ -13,7 +13,9 @@ Built in: ``reference`` (pure Python, for reading), ``numpy`` (the default), and
 backends ``metal`` and ``metal-emulator``: their loaders import :mod:`llmfs.tensor.backends.metal`
 and call its ``MetalBackend()`` / ``MetalEmulatorBackend()``, which raise
 :class:`BackendUnavailableError` (with the reason) where they cannot run, so each one is listed
-only where it works. A missing module or class counts as unavailable, never as a crash.
+only where it works. A missing module or class counts as unavailable, never as a crash, and so
+does any other exception a loader raises: the backend is then refused with a
+:class:`BackendUnavailableError` whose reason names the exception.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ def _from_module(module: str, attribute: str) -> Loader:
 
 def register_backend(name: str, loader: Loader, *, replace: bool = False) -> None:
     """Registers ``loader`` (a zero-argument callable returning a :class:`Backend`, or raising
-    :class:`BackendUnavailableError`/``ImportError``) under ``name``.
+    :class:`BackendUnavailableError`/``ImportError``; any other exception it raises is kept as
+    the reason the backend is unavailable) under ``name``.
 
     Raises :class:`TensorError` when the name is taken, unless ``replace`` (which also forgets a
     previously loaded instance).
@@ -79,6 +82,11 @@ def _load(name: str) -> Backend | None:
         return None
     except ImportError as error:
         _refused[name] = f"it could not be imported ({error})"
+        return None
+    except Exception as error:
+        # A loader that fails in its own way (a driver error, a bug) still only makes this one
+        # backend unavailable; the reason keeps the exception's type and message.
+        _refused[name] = f"its loader raised {type(error).__name__}: {error}"
         return None
     if not isinstance(backend, Backend):
         raise TensorError(
