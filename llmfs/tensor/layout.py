@@ -87,6 +87,8 @@ def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
     Raises :class:`InvalidShapeError` (sizes) or :class:`InvalidArgumentError` (anything else)
     when ``values`` is not integers.
     """
+    if type(values) is tuple or type(values) is list:  # the common case, without ABC checks
+        return tuple(as_int(v, what) for v in values)
     if isinstance(values, (str, bytes, Mapping, Set)) or values is None:
         # A dict or a set iterates in an order the caller did not write down (a dict gives only
         # its keys), so it is refused rather than read as a shape; iterators are fine.
@@ -113,7 +115,9 @@ def checked_layout(shape: object, strides: object) -> tuple[Shape, Strides]:
     steps = as_int_tuple(strides, "stride")
     if len(dims) != len(steps):
         raise RankMismatchError(len(dims), len(steps), what="the number of strides (the rank)")
-    row_major_strides(dims)  # the size product must fit in 64 bits
+    product = element_count([size or 1 for size in dims])
+    if product > INDEX_MAX:
+        raise ShapeOverflowError(dims, f"the product of the sizes (a 0 counted as 1), {product},")
     check_strides_fit(dims, steps)
     check_offsets_fit(dims, steps, 0)
     return dims, steps

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from llmfs.tensor.errors import TensorError
 from llmfs.tensor.layout import coalesce, element_count, zero_unused_strides
 
 #: Tile of the cache-blocked copy, in elements: tall and narrow. Each tile reads TILE_COLUMNS
@@ -37,6 +38,93 @@ ALIASING_BYTES = 4096
 
 #: Below this many values a blocked copy's per-tile overhead outweighs its cache benefit.
 BLOCKED_MIN_VALUES = 64 * 64
+
+
+_READ_ONLY_MESSAGE = (
+    "this array is a read-only export of a tensor's storage (as_slice() or numpy_view()), so "
+    "it cannot be written: write through tensor.as_mut_slice()[i] = value, or inside "
+    "`with tensor.mutate() as buf:`, which make the tensor's existing views stale"
+)
+
+
+class ReadOnlyArray(np.ndarray):
+    """The ndarray type of the library's zero-copy exports (``Tensor.as_slice()``,
+    ``TensorView.numpy_view()``): a plain ndarray whose writes, while it is read-only, raise a
+    :class:`TensorError` that says how to write instead of NumPy's bare
+    ``assignment destination is read-only``.
+
+    Item assignment, the in-place operators (``+=`` ...), ``fill``, ``put`` and ``sort`` are
+    covered; NumPy functions given it as ``out=`` (``np.copyto``, ``np.add(..., out=a)``) still
+    raise NumPy's ``ValueError``. Copies (``a.copy()``) are writable and behave as ndarrays;
+    ufunc results (``a * 2``, ``np.exp(a)``) are plain ndarrays, and the repr is an ndarray's.
+    """
+
+    def _check_writeable(self) -> None:
+        if not self.flags.writeable:
+            raise TensorError(_READ_ONLY_MESSAGE)
+
+    def __setitem__(self, key: object, value: object) -> None:
+        self._check_writeable()
+        super().__setitem__(key, value)
+
+    def fill(self, value: object) -> None:
+        self._check_writeable()
+        super().fill(value)
+
+    def put(self, *args: object, **kwargs: object) -> None:
+        self._check_writeable()
+        super().put(*args, **kwargs)  # type: ignore[arg-type]
+
+    def sort(self, *args: object, **kwargs: object) -> None:
+        self._check_writeable()
+        super().sort(*args, **kwargs)  # type: ignore[arg-type]
+
+    def __array_wrap__(
+        self, array: np.ndarray, context: object = None, return_scalar: bool = False
+    ) -> object:
+        # Computed results are new arrays, not exports: hand them back as plain ndarrays.
+        if return_scalar:
+            return array[()]
+        return array.view(np.ndarray)
+
+    def __repr__(self) -> str:
+        return repr(self.view(np.ndarray))
+
+
+def _in_place(name: str) -> object:
+    method = getattr(np.ndarray, name)
+
+    def operator(self: ReadOnlyArray, other: object) -> object:
+        self._check_writeable()
+        return method(self, other)
+
+    operator.__name__ = name
+    return operator
+
+
+for _name in (
+    "__iadd__",
+    "__isub__",
+    "__imul__",
+    "__imatmul__",
+    "__itruediv__",
+    "__ifloordiv__",
+    "__imod__",
+    "__ipow__",
+    "__ilshift__",
+    "__irshift__",
+    "__iand__",
+    "__ixor__",
+    "__ior__",
+):
+    setattr(ReadOnlyArray, _name, _in_place(_name))
+
+
+def read_only(array: np.ndarray) -> ReadOnlyArray:
+    """``array`` (no copy) as a :class:`ReadOnlyArray`, made read-only."""
+    exported = array.view(ReadOnlyArray)
+    exported.flags.writeable = False
+    return exported
 
 
 def numpy_view(

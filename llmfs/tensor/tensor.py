@@ -49,6 +49,7 @@ from llmfs.tensor.layout import (
 )
 from llmfs.tensor.layout import as_int as layout_as_int
 from llmfs.tensor.operators import OperatorMixin
+from llmfs.tensor.strided import read_only
 
 if TYPE_CHECKING:
     from llmfs.tensor.view import TensorView
@@ -97,27 +98,39 @@ def check_allocation(count: int, dtype: object) -> None:
         )
 
 
-@contextmanager
-def allocating(count: int, dtype: object) -> Iterator[None]:
-    """Runs a block that allocates ``count`` values of ``dtype`` (a result about to be computed):
-    :func:`check_allocation` first, then any ``MemoryError`` NumPy raises inside becomes an
-    :class:`AllocationError` with the numbers of the array that failed."""
-    check_allocation(count, dtype)
-    try:
-        yield
-    except AllocationError:
-        raise
-    except MemoryError as error:
+class _AllocationGuard:
+    """The context manager :func:`allocating` returns (a class: this runs on every op)."""
+
+    __slots__ = ("count", "dtype")
+
+    def __init__(self, count: int, dtype: object) -> None:
+        self.count = count
+        self.dtype = dtype
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        if not isinstance(error, MemoryError) or isinstance(error, AllocationError):
+            return
         # NumPy's MemoryError carries the failed array's shape and dtype.
         shape = getattr(error, "shape", None)
-        failed_dtype = np.dtype(getattr(error, "dtype", dtype))
-        failed = count if shape is None else int(np.prod(shape, dtype=object))
+        dtype = np.dtype(getattr(error, "dtype", self.dtype))
+        count = self.count if shape is None else int(np.prod(shape, dtype=object))
         raise AllocationError(
-            failed,
-            failed_dtype,
-            failed * failed_dtype.itemsize,
+            count,
+            dtype,
+            count * dtype.itemsize,
             f"the system could not provide the memory ({error})",
         ) from None
+
+
+def allocating(count: int, dtype: object) -> _AllocationGuard:
+    """A ``with`` block that allocates ``count`` values of ``dtype`` (a result about to be
+    computed): :func:`check_allocation` runs now, and a ``MemoryError`` NumPy raises inside the
+    block becomes an :class:`AllocationError` with the numbers of the array that failed."""
+    check_allocation(count, dtype)
+    return _AllocationGuard(count, dtype)
 
 
 def allocate(count: int, dtype: object, fill: float | None = None) -> np.ndarray:
@@ -281,9 +294,11 @@ class Tensor(OperatorMixin):
 
         It is made over a read-only buffer, so it cannot be switched back to writable: writes go
         through :meth:`as_mut_slice` or :meth:`mutate`, which keep views honest. Writing into the
-        array itself is refused by NumPy (``ValueError: assignment destination is read-only``).
+        array (``a[0] = 1``, ``a += 1``) raises a :class:`TensorError` that says so (see
+        :class:`~llmfs.tensor.strided.ReadOnlyArray`).
         """
-        return np.frombuffer(memoryview(self._storage).toreadonly(), dtype=self._storage.dtype)
+        buffer = memoryview(self._storage).toreadonly()
+        return read_only(np.frombuffer(buffer, dtype=self._storage.dtype))
 
     def tolist(self) -> Any:
         """Nested lists of Python floats (a bare float for a scalar), like ``ndarray.tolist``."""

@@ -32,7 +32,7 @@ from llmfs.tensor.errors import (
 )
 from llmfs.tensor.layout import Shape, Strides
 from llmfs.tensor.operators import OperatorMixin
-from llmfs.tensor.strided import gather, numpy_view
+from llmfs.tensor.strided import gather, numpy_view, read_only
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.traversal import StridedOffsets
 
@@ -206,9 +206,12 @@ class TensorView(OperatorMixin):
         """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.
 
         Unlike the view itself it cannot go stale: it shows whatever the storage holds later.
+        Writing into it raises a :class:`TensorError` (see
+        :class:`~llmfs.tensor.strided.ReadOnlyArray`).
         """
         self._check_fresh()
-        return numpy_view(self._owner._storage, self._shape, self._strides, self._base_offset)
+        array = numpy_view(self._owner._storage, self._shape, self._strides, self._base_offset)
+        return read_only(array)
 
     def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
         if copy is False:
