@@ -20,6 +20,7 @@ but moves whole runs at once instead of one value per Python step:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -63,11 +64,11 @@ class ReadOnlyArray(np.ndarray):
         if not self.flags.writeable:
             raise TensorError(_READ_ONLY_MESSAGE)
 
-    def __setitem__(self, key: object, value: object) -> None:
+    def __setitem__(self, key: Any, value: Any) -> None:
         self._check_writeable()
         super().__setitem__(key, value)
 
-    def fill(self, value: object) -> None:
+    def fill(self, value: Any) -> None:
         self._check_writeable()
         super().fill(value)
 
@@ -79,9 +80,9 @@ class ReadOnlyArray(np.ndarray):
         self._check_writeable()
         super().sort(*args, **kwargs)  # type: ignore[arg-type]
 
-    def __array_wrap__(
+    def __array_wrap__(  # type: ignore[override]  # a scalar result is returned as a scalar
         self, array: np.ndarray, context: object = None, return_scalar: bool = False
-    ) -> object:
+    ) -> Any:
         # Computed results are new arrays, not exports: hand them back as plain ndarrays.
         if return_scalar:
             return array[()]

@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
 from llmfs.tensor.dtypes import DEFAULT_DTYPE, resolve_dtype, storage_dtype_for
 from llmfs.tensor.errors import (
@@ -79,7 +80,7 @@ def _physical_memory() -> int | None:
         return None
 
 
-def check_allocation(count: int, dtype: object) -> None:
+def check_allocation(count: int, dtype: DTypeLike) -> None:
     """Refuses, before anything is allocated, ``count`` values of ``dtype`` that cannot exist.
 
     Raises :class:`AllocationError` naming the count and the bytes when they exceed NumPy's
@@ -103,7 +104,7 @@ class _AllocationGuard:
 
     __slots__ = ("count", "dtype")
 
-    def __init__(self, count: int, dtype: object) -> None:
+    def __init__(self, count: int, dtype: DTypeLike) -> None:
         self.count = count
         self.dtype = dtype
 
@@ -125,7 +126,7 @@ class _AllocationGuard:
         ) from None
 
 
-def allocating(count: int, dtype: object) -> _AllocationGuard:
+def allocating(count: int, dtype: DTypeLike) -> _AllocationGuard:
     """A ``with`` block that allocates ``count`` values of ``dtype`` (a result about to be
     computed): :func:`check_allocation` runs now, and a ``MemoryError`` NumPy raises inside the
     block becomes an :class:`AllocationError` with the numbers of the array that failed."""
@@ -133,7 +134,7 @@ def allocating(count: int, dtype: object) -> _AllocationGuard:
     return _AllocationGuard(count, dtype)
 
 
-def allocate(count: int, dtype: object, fill: float | None = None) -> np.ndarray:
+def allocate(count: int, dtype: DTypeLike, fill: ArrayLike | None = None) -> np.ndarray:
     """A new 1-D array of ``count`` values of ``dtype``, filled with ``fill`` (left uninitialised
     when ``None``). Raises :class:`AllocationError` where NumPy or the machine cannot hold it."""
     with allocating(count, dtype):
@@ -483,7 +484,7 @@ class MutableStorage:
         if isinstance(key, (bool, np.bool_)):
             # operator.index(True) is 1: a bool would silently write element 1.
             raise InvalidIndexError(
-                f"storage handles take an int or a slice, not the bool {key!r} (a bool would "
+                f"storage handles take an int or a slice, not the bool {bool(key)!r} (a bool would "
                 f"select element {int(key)})"
             )
         try:

@@ -84,6 +84,26 @@ def test_a_loader_that_cannot_import_is_unavailable(scratch_names: list[str]) ->
     assert "metal_driver" in unavailable_backends()["needs-driver"]
 
 
+def test_a_loader_that_fails_in_its_own_way_is_unavailable_naming_the_cause(
+    scratch_names: list[str],
+) -> None:
+    calls: list[int] = []
+
+    def crash() -> Backend:
+        calls.append(1)
+        raise OSError("MTLCreateSystemDefaultDevice returned nil")
+
+    register_backend("crashes", crash)
+    scratch_names.append("crashes")
+    assert "crashes" not in available_backends()
+    reason = "its loader raised OSError: MTLCreateSystemDefaultDevice returned nil"
+    assert unavailable_backends()["crashes"] == reason
+    with pytest.raises(BackendUnavailableError, match="backend 'crashes' is not available: its"):
+        use_backend("crashes").__enter__()
+    assert calls == [1]  # the refusal is kept, like any other: the loader ran once
+    assert get_backend().name == "numpy"  # nothing else changed
+
+
 def test_registering_twice_needs_replace(scratch_names: list[str]) -> None:
     register_backend("twin", NumpyBackend)
     scratch_names.append("twin")
