@@ -14,8 +14,10 @@ Conventions
 * The *storage offset* of coordinate ``c`` is ``base_offset + sum(c[k] * strides[k])``.
 * Row-major ("C order") strides count a size-0 axis as size 1, as NumPy and PyTorch do, so the
   strides of ``(2, 0, 3)`` are ``(3, 3, 1)``.
-* Every size product (a 0 counted as 1) and every reachable offset must fit in a signed 64-bit
-  integer: Python ints never overflow, but storage indices and the Metal kernels are 64-bit.
+* Every size product (a 0 counted as 1), every stride and every reachable offset must fit in a
+  signed 64-bit integer: Python ints never overflow, but storage indices and the Metal kernels
+  are 64-bit. Every function that takes or makes a layout checks this.
+* A layout has at most :data:`MAX_RANK` (64) axes, NumPy's limit, checked where it is made.
 """
 
 from __future__ import annotations
