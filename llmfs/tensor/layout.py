@@ -16,7 +16,7 @@ Conventions
   strides of ``(2, 0, 3)`` are ``(3, 3, 1)``.
 * Every size product (a 0 counted as 1), every stride and every reachable offset must fit in a
   signed 64-bit integer: Python ints never overflow, but storage indices and the Metal kernels
-  are 64-bit. Every function that takes or makes a layout checks this.
+  are 64-bit. This is checked where a layout is made and by every public predicate.
 * A layout has at most :data:`MAX_RANK` (64) axes, NumPy's limit, checked where it is made.
 """
 
