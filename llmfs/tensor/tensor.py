@@ -196,8 +196,9 @@ class Tensor(OperatorMixin):
         """
         source = _float_values(array, np.dtype(DEFAULT_DTYPE))
         resolved = storage_dtype_for(source, dtype)
-        dims, strides, _ = checked_row_major_layout(source.shape)
-        storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
+        dims, strides, count = checked_row_major_layout(source.shape)
+        with allocating(count, resolved):  # a broadcast source may be far larger than its memory
+            storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
         return cls._adopt(storage, dims, strides)
 
     @classmethod

@@ -33,7 +33,7 @@ from llmfs.tensor.errors import (
 from llmfs.tensor.layout import Shape, Strides
 from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import gather, numpy_view, read_only
-from llmfs.tensor.tensor import Tensor
+from llmfs.tensor.tensor import Tensor, allocating
 from llmfs.tensor.traversal import StridedOffsets
 
 
@@ -187,7 +187,6 @@ class TensorView(OperatorMixin):
             return Tensor._adopt(np.empty(0, dtype=self.dtype), self._shape)
         # The active backend does the copy (NumPy's is the cache-blocked gather; Metal's a kernel).
         from llmfs.tensor.ops import backend_for
-        from llmfs.tensor.tensor import allocating
 
         with allocating(len(self), self.dtype):
             return backend_for("copy", None, self.dtype).copy(self, dtype=self.dtype)
@@ -195,12 +194,15 @@ class TensorView(OperatorMixin):
     def tolist(self) -> Any:
         """Nested lists of Python floats (a bare float for rank 0), like ``ndarray.tolist``."""
         self._check_fresh()
-        return gather(self._owner._storage, self._shape, self._strides, self._base_offset).tolist()
+        with allocating(len(self), self.dtype):
+            values = gather(self._owner._storage, self._shape, self._strides, self._base_offset)
+            return values.tolist()
 
     def to_numpy(self) -> np.ndarray:
         """A new NumPy array (a copy) with the view's shape and values."""
         self._check_fresh()
-        return gather(self._owner._storage, self._shape, self._strides, self._base_offset)
+        with allocating(len(self), self.dtype):
+            return gather(self._owner._storage, self._shape, self._strides, self._base_offset)
 
     def numpy_view(self) -> np.ndarray:
         """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.

@@ -113,6 +113,24 @@ ROWS: list[tuple[str, Callable[[], Any], type[TensorError], str]] = [
         lt.AllocationError,
         rf"cannot allocate {TWO_40 * 2} values of float64",
     ),
+    (
+        "from-numpy-of-a-broadcast-2**40",
+        lambda: Tensor.from_numpy(np.broadcast_to(np.zeros(1), (TWO_40,))),
+        lt.AllocationError,
+        rf"cannot allocate {TWO_40} values of float64",
+    ),
+    (
+        "tolist-of-an-expanded-2**40",
+        lambda: Tensor.zeros([1]).expand([TWO_40]).tolist(),
+        lt.AllocationError,
+        rf"cannot allocate {TWO_40} values of float64",
+    ),
+    (
+        "to-numpy-of-an-expanded-2**40",
+        lambda: np.asarray(Tensor.zeros([1], dtype="float16").expand([TWO_40])),
+        lt.AllocationError,
+        rf"cannot allocate {TWO_40} values of float16 \({TWO_40 * 2} bytes, 2\.00 TiB\)",
+    ),
     # Rank above NumPy's limit: refused where the layout is made, never later in NumPy.
     ("zeros-rank-65", lambda: Tensor.zeros([1] * 65), lt.InvalidShapeError, RANK_65),
     ("from-vec-rank-65", lambda: Tensor.from_vec([1] * 65, [1.0]), lt.InvalidShapeError, RANK_65),
