@@ -46,7 +46,8 @@ from llmfs.tensor.layout import (
     normalize_axes,
     reduced_shape,
 )
-from llmfs.tensor.tensor import Tensor, allocate, allocating
+from llmfs.tensor.strided import allocate, allocating
+from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
 Operand = Tensor | TensorView

@@ -1,6 +1,12 @@
-"""NumPy views of a storage buffer, and the fast gather behind ``materialize``.
+"""NumPy arrays of storage: allocating it, exporting it read-only, viewing it, gathering from it.
 
-Both functions take a layout that the caller has already validated against the storage (views
+* :func:`allocate` and :func:`allocating` make (or guard the making of) new storage, so that an
+  array NumPy or the machine cannot hold is an :class:`~llmfs.tensor.errors.AllocationError`
+  naming the element count and the bytes, never NumPy's own ``ValueError``/``MemoryError``.
+* :class:`ReadOnlyArray` is the type of the zero-copy exports (``as_slice()``, ``numpy_view()``):
+  writing into one is a :class:`~llmfs.tensor.errors.TensorError` that says how to write.
+
+:func:`numpy_view` and :func:`gather` take a layout that the caller has already validated (views
 are checked when they are made), so they do no bounds checks of their own; :func:`numpy_view`
 turns (shape, strides, base offset) into an ndarray over the *same* memory, and :func:`gather`
 copies a layout's values into a new contiguous array in logical row-major order.
@@ -19,12 +25,15 @@ but moves whole runs at once instead of one value per Python step:
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
 
-from llmfs.tensor.errors import TensorError
+from llmfs.tensor.errors import AllocationError, TensorError
 from llmfs.tensor.layout import coalesce, element_count, zero_unused_strides
 
 #: Tile of the cache-blocked copy, in elements: tall and narrow. Each tile reads TILE_COLUMNS
@@ -39,6 +48,82 @@ ALIASING_BYTES = 4096
 
 #: Below this many values a blocked copy's per-tile overhead outweighs its cache benefit.
 BLOCKED_MIN_VALUES = 64 * 64
+
+
+#: The most bytes one NumPy array can span: its byte size is a C ``intp``.
+MAX_ARRAY_BYTES = int(np.iinfo(np.intp).max)
+
+
+@functools.cache
+def _physical_memory() -> int | None:
+    """The machine's memory in bytes, or ``None`` where the platform does not say."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_allocation(count: int, dtype: DTypeLike) -> None:
+    """Refuses, before anything is allocated, ``count`` values of ``dtype`` that cannot exist.
+
+    Raises :class:`AllocationError` naming the count and the bytes when they exceed NumPy's
+    largest array (NumPy would raise its own ``ValueError``) or the machine's physical memory (an
+    allocation that size fails, or, where the system over-commits, thrashes the machine).
+    """
+    nbytes = count * np.dtype(dtype).itemsize
+    if nbytes > MAX_ARRAY_BYTES:
+        raise AllocationError(
+            count, np.dtype(dtype), nbytes, f"NumPy arrays hold at most {MAX_ARRAY_BYTES} bytes"
+        )
+    memory = _physical_memory() if nbytes > 2**30 else None  # small arrays always fit
+    if memory is not None and nbytes > memory:
+        raise AllocationError(
+            count, np.dtype(dtype), nbytes, f"this machine has {memory} bytes of memory"
+        )
+
+
+class _AllocationGuard:
+    """The context manager :func:`allocating` returns (a class: this runs on every op)."""
+
+    __slots__ = ("count", "dtype")
+
+    def __init__(self, count: int, dtype: DTypeLike) -> None:
+        self.count = count
+        self.dtype = dtype
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
+        if not isinstance(error, MemoryError) or isinstance(error, AllocationError):
+            return
+        # NumPy's MemoryError carries the failed array's shape and dtype.
+        shape = getattr(error, "shape", None)
+        dtype = np.dtype(getattr(error, "dtype", self.dtype))
+        count = self.count if shape is None else int(np.prod(shape, dtype=object))
+        raise AllocationError(
+            count,
+            dtype,
+            count * dtype.itemsize,
+            f"the system could not provide the memory ({error})",
+        ) from None
+
+
+def allocating(count: int, dtype: DTypeLike) -> _AllocationGuard:
+    """A ``with`` block that allocates ``count`` values of ``dtype`` (a result about to be
+    computed): :func:`check_allocation` runs now, and a ``MemoryError`` NumPy raises inside the
+    block becomes an :class:`AllocationError` with the numbers of the array that failed."""
+    check_allocation(count, dtype)
+    return _AllocationGuard(count, dtype)
+
+
+def allocate(count: int, dtype: DTypeLike, fill: ArrayLike | None = None) -> np.ndarray:
+    """A new 1-D array of ``count`` values of ``dtype``, filled with ``fill`` (left uninitialised
+    when ``None``). Raises :class:`AllocationError` where NumPy or the machine cannot hold it."""
+    with allocating(count, dtype):
+        if fill is None:
+            return np.empty(count, dtype=dtype)
+        return np.full(count, fill, dtype=dtype)
 
 
 _READ_ONLY_MESSAGE = (
@@ -151,9 +236,13 @@ def numpy_view(
 def gather(
     storage: np.ndarray, shape: Sequence[int], strides: Sequence[int], base_offset: int
 ) -> np.ndarray:
-    """Copies a validated layout's values into a new C-contiguous array of ``shape``."""
+    """Copies a validated layout's values into a new C-contiguous array of ``shape``.
+
+    Raises :class:`AllocationError` when the copy cannot be allocated (see :func:`allocating`).
+    """
     shape = tuple(shape)
-    out = np.empty(shape, dtype=storage.dtype)
+    with allocating(element_count(shape), storage.dtype):
+        out = np.empty(shape, dtype=storage.dtype)
     count = out.size
     if count == 0:
         return out

@@ -20,19 +20,15 @@ older version refuses to be used (:class:`~llmfs.tensor.errors.StaleViewError`).
 
 from __future__ import annotations
 
-import functools
 import operator
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import ArrayLike, DTypeLike
 
 from llmfs.tensor.dtypes import DEFAULT_DTYPE, resolve_dtype, storage_dtype_for
 from llmfs.tensor.errors import (
-    AllocationError,
     ClosedMutationError,
     ElementCountMismatchError,
     IndexOutOfBoundsError,
@@ -50,7 +46,7 @@ from llmfs.tensor.layout import (
 )
 from llmfs.tensor.layout import as_int as layout_as_int
 from llmfs.tensor.operators import OperatorMixin
-from llmfs.tensor.strided import read_only
+from llmfs.tensor.strided import allocate, allocating, read_only
 
 if TYPE_CHECKING:
     from llmfs.tensor.view import TensorView
@@ -65,82 +61,6 @@ def _float_values(values: object, dtype: np.dtype) -> np.ndarray:
     if array.dtype.kind not in "biuf":
         raise TensorError(f"values must be real numbers, got an array of kind {array.dtype.name!r}")
     return array
-
-
-#: The most bytes one NumPy array can span: its byte size is a C ``intp``.
-MAX_ARRAY_BYTES = int(np.iinfo(np.intp).max)
-
-
-@functools.cache
-def _physical_memory() -> int | None:
-    """The machine's memory in bytes, or ``None`` where the platform does not say."""
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
-def check_allocation(count: int, dtype: DTypeLike) -> None:
-    """Refuses, before anything is allocated, ``count`` values of ``dtype`` that cannot exist.
-
-    Raises :class:`AllocationError` naming the count and the bytes when they exceed NumPy's
-    largest array (NumPy would raise its own ``ValueError``) or the machine's physical memory (an
-    allocation that size fails, or, where the system over-commits, thrashes the machine).
-    """
-    nbytes = count * np.dtype(dtype).itemsize
-    if nbytes > MAX_ARRAY_BYTES:
-        raise AllocationError(
-            count, np.dtype(dtype), nbytes, f"NumPy arrays hold at most {MAX_ARRAY_BYTES} bytes"
-        )
-    memory = _physical_memory() if nbytes > 2**30 else None  # small arrays always fit
-    if memory is not None and nbytes > memory:
-        raise AllocationError(
-            count, np.dtype(dtype), nbytes, f"this machine has {memory} bytes of memory"
-        )
-
-
-class _AllocationGuard:
-    """The context manager :func:`allocating` returns (a class: this runs on every op)."""
-
-    __slots__ = ("count", "dtype")
-
-    def __init__(self, count: int, dtype: DTypeLike) -> None:
-        self.count = count
-        self.dtype = dtype
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, error: BaseException | None, traceback: object) -> None:
-        if not isinstance(error, MemoryError) or isinstance(error, AllocationError):
-            return
-        # NumPy's MemoryError carries the failed array's shape and dtype.
-        shape = getattr(error, "shape", None)
-        dtype = np.dtype(getattr(error, "dtype", self.dtype))
-        count = self.count if shape is None else int(np.prod(shape, dtype=object))
-        raise AllocationError(
-            count,
-            dtype,
-            count * dtype.itemsize,
-            f"the system could not provide the memory ({error})",
-        ) from None
-
-
-def allocating(count: int, dtype: DTypeLike) -> _AllocationGuard:
-    """A ``with`` block that allocates ``count`` values of ``dtype`` (a result about to be
-    computed): :func:`check_allocation` runs now, and a ``MemoryError`` NumPy raises inside the
-    block becomes an :class:`AllocationError` with the numbers of the array that failed."""
-    check_allocation(count, dtype)
-    return _AllocationGuard(count, dtype)
-
-
-def allocate(count: int, dtype: DTypeLike, fill: ArrayLike | None = None) -> np.ndarray:
-    """A new 1-D array of ``count`` values of ``dtype``, filled with ``fill`` (left uninitialised
-    when ``None``). Raises :class:`AllocationError` where NumPy or the machine cannot hold it."""
-    with allocating(count, dtype):
-        if fill is None:
-            return np.empty(count, dtype=dtype)
-        return np.full(count, fill, dtype=dtype)
 
 
 class Tensor(OperatorMixin):

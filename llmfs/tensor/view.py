@@ -32,8 +32,8 @@ from llmfs.tensor.errors import (
 )
 from llmfs.tensor.layout import Shape, Strides
 from llmfs.tensor.operators import OperatorMixin
-from llmfs.tensor.strided import gather, numpy_view, read_only
-from llmfs.tensor.tensor import Tensor, allocating
+from llmfs.tensor.strided import allocating, gather, numpy_view, read_only
+from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.traversal import StridedOffsets
 
 
@@ -194,15 +194,12 @@ class TensorView(OperatorMixin):
     def tolist(self) -> Any:
         """Nested lists of Python floats (a bare float for rank 0), like ``ndarray.tolist``."""
         self._check_fresh()
-        with allocating(len(self), self.dtype):
-            values = gather(self._owner._storage, self._shape, self._strides, self._base_offset)
-            return values.tolist()
+        return gather(self._owner._storage, self._shape, self._strides, self._base_offset).tolist()
 
     def to_numpy(self) -> np.ndarray:
         """A new NumPy array (a copy) with the view's shape and values."""
         self._check_fresh()
-        with allocating(len(self), self.dtype):
-            return gather(self._owner._storage, self._shape, self._strides, self._base_offset)
+        return gather(self._owner._storage, self._shape, self._strides, self._base_offset)
 
     def numpy_view(self) -> np.ndarray:
         """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.

@@ -18,7 +18,7 @@ import llmfs.tensor as lt
 from llmfs.tensor import Tensor, TensorError, ops
 from llmfs.tensor import backends as registry
 from llmfs.tensor.layout import MAX_RANK
-from llmfs.tensor.tensor import allocating
+from llmfs.tensor.strided import allocating
 
 TWO_62 = 2**62  # 4611686018427387904
 TWO_40 = 2**40  # 1099511627776
