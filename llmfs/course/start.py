@@ -269,12 +269,15 @@ def port_is_free(ip: str, port: int) -> bool:
     """True when a server could listen on ``port`` at ``ip`` now (every address ``ip`` names).
 
     Binds the way JupyterLab's server does (``SO_REUSEADDR`` on POSIX, so a port whose old
-    connections are still closing counts as free), then releases the port at once.
+    connections are still closing counts as free), then releases the port at once. Raises
+    :class:`CourseError` when ``ip`` is not an address of this machine (nothing could listen
+    there, whatever the port).
     """
     try:
         addresses = socket.getaddrinfo(ip, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror:
-        return False
+        return True  # nothing to probe; JupyterLab reports its own failure
+    bound = 0
     for family, kind, proto, _, address in addresses:
         with socket.socket(family, kind, proto) as probe:
             if os.name == "posix":
@@ -285,6 +288,12 @@ def port_is_free(ip: str, port: int) -> bool:
                 if error.errno == errno.EADDRNOTAVAIL:
                     continue  # e.g. ::1 on a machine without IPv6: JupyterLab skips it too
                 return False
+            bound += 1
+    if not bound:
+        raise CourseError(
+            f"{ip} is not an address of this machine, so JupyterLab cannot listen there; leave "
+            f"out --ip for 127.0.0.1 (this computer only)"
+        )
     return True
 
 

@@ -328,6 +328,25 @@ def test_an_ip_that_is_not_an_address_is_a_one_line_usage_error(
     assert not (tmp_path / "learner").exists()
 
 
+def test_an_address_of_another_machine_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    foreign = "192.0.2.1"  # TEST-NET-1: reserved for documentation, never a local address
+    with socket.socket() as probe:
+        try:
+            probe.bind((foreign, 0))
+        except OSError:
+            pass
+        else:
+            pytest.skip("this machine lets programs listen on non-local addresses")
+    assert cli.main(["start", "--dir", str(tmp_path / "learner"), "--ip", foreign]) == 2
+    assert capsys.readouterr().err == (
+        f"llmfs start: {foreign} is not an address of this machine, so JupyterLab cannot listen "
+        f"there; leave out --ip for 127.0.0.1 (this computer only)\n"
+    )
+    assert not (tmp_path / "learner").exists()
+
+
 @pytest.mark.parametrize("ip", ["localhost", "127.0.0.1", "0.0.0.0", "::1", "::"])
 def test_ipv4_ipv6_and_localhost_are_accepted(ip: str) -> None:
     assert check_ip(ip) == ip
