@@ -472,7 +472,10 @@ def test_a_jupyterlab_that_does_not_stop_in_time_is_killed(
         deadline = time.monotonic() + 10
         while not pidfile.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        os.kill(me, signal.SIGTERM)  # handled by run_lab's handler, in the main thread
+        # Only while the fake runs (it sleeps until killed) is run_lab's handler installed: a
+        # SIGTERM at any other moment would stop the test process itself.
+        if pidfile.exists():
+            os.kill(me, signal.SIGTERM)  # handled by run_lab's handler, in the main thread
 
     sender = threading.Thread(target=signal_when_started, daemon=True)
     sender.start()
