@@ -342,7 +342,7 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
             f"can_view_as_contiguous_all takes a list of views or (shape, strides) pairs, got "
             f"{type(layouts).__name__} {layouts!r}"
         )
-    items = [_shape_and_strides(item) for item in layouts]
+    items = [_shape_and_strides(index, item) for index, item in enumerate(layouts)]
     if not items:
         return True
     first = items[0]
@@ -351,12 +351,22 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
     return can_view_as_contiguous(*first)
 
 
-def _shape_and_strides(item: object) -> tuple[Shape, Strides]:
+def _shape_and_strides(index: int, item: object) -> tuple[Shape, Strides]:
+    if hasattr(item, "__array_interface__"):
+        # A NumPy array: its strides count bytes, and read as elements they would give a wrong
+        # answer rather than an error.
+        raise TensorError(
+            f"can_view_as_contiguous_all: item {index} is a NumPy array, whose strides count "
+            f"bytes, not elements; pass (a.shape, [s // a.itemsize for s in a.strides])"
+        )
     if hasattr(item, "shape") and hasattr(item, "strides"):
         return checked_layout(item.shape, item.strides)  # type: ignore[attr-defined]
     if isinstance(item, (tuple, list)) and len(item) == 2:
         return checked_layout(item[0], item[1])
-    raise InvalidArgumentError("each layout (a view or a (shape, strides) pair)", item)
+    raise TensorError(
+        f"can_view_as_contiguous_all takes views or (shape, strides) pairs; item {index} is "
+        f"{type(item).__name__} {item!r}"
+    )
 
 
 def coalesce(shape: Sequence[int], strides: Sequence[int]) -> tuple[Shape, Strides]:
