@@ -335,7 +335,8 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
     Each item is a view (anything with ``shape`` and ``strides``) or a ``(shape, strides)`` pair.
     True for an empty list; otherwise every item must share the first one's shape and strides,
     and that shared layout must pass the single test. Raises :class:`TensorError` when
-    ``layouts`` is not a list (or other iterable), and the single test's errors for an item.
+    ``layouts`` is not a list (or other iterable) or an item is neither (a NumPy array is refused:
+    its strides count bytes), and the single test's errors for an item.
     """
     if isinstance(layouts, (str, bytes, Mapping)) or not isinstance(layouts, Iterable):
         raise TensorError(
