@@ -356,7 +356,7 @@ class MetalDevice:
         if nbytes and address % PAGE_SIZE == 0 and nbytes % PAGE_SIZE == 0:
             try:
                 buffer = self.device.newBufferWithBytesNoCopy_length_options_deallocator_(
-                    memoryview(array).cast("B"), nbytes, shared, None
+                    array.data.cast("B"), nbytes, shared, None
                 )
             except (TypeError, ValueError):  # e.g. a read-only array the bridge will not lend
                 buffer = None
@@ -371,7 +371,7 @@ class MetalDevice:
             padded[:nbytes] = data
             data = padded
         buffer = self.device.newBufferWithBytes_length_options_(
-            memoryview(data), max(nbytes, MIN_BUFFER_BYTES), shared
+            data.data, max(nbytes, MIN_BUFFER_BYTES), shared
         )
         if buffer is None:
             raise KernelLaunchError(f"Metal could not allocate a {nbytes}-byte buffer")

@@ -318,3 +318,47 @@ def test_views_beyond_the_32_bit_index_range_are_refused_by_name() -> None:
         ops.view_descriptor((3,), (-1,), 2**31 + 1)
     # Unused strides and the base offset of an empty view are written as 0, never refused.
     assert ops.view_descriptor((0, 2), (2**40, 2**40), 2**40).tolist() == [2, 0, 0, 2, 0, 0]
+
+
+def test_every_shipped_kernel_runs_in_both_thread_orders(executor) -> None:
+    """Each kernel of every family is launched here (the fixture runs this in grid order and
+    shuffled, with junk-filled threadgroup memory) and matches numpy."""
+    from llmfs.tensor.backends.metal.msl import find_kernels
+
+    launched: set[str] = set()
+
+    class Recording:
+        name = executor.name
+
+        def run(self, source, kernel, buffers, grid) -> None:
+            launched.add(kernel)
+            executor.run(source, kernel, buffers, grid)
+
+        def empty(self, count, dtype):
+            return executor.empty(count, dtype)
+
+    recording = Recording()
+    rng = rng_for("every kernel")
+    for dtype in DTYPES:
+        values = rng.uniform(0.5, 2.0, (37, 37)).astype(dtype)
+        view = values.T[::-1]
+        x = to_strided(values, view)
+        tol = tolerance(dtype)
+        np.testing.assert_array_equal(ops.strided_copy(recording, x).reshape(view.shape), view)
+        for op in ("exp", "relu"):
+            got = ops.unary(recording, op, x).reshape(view.shape)
+            assert_matches(got, expected(UNARY_NUMPY[op], view, dtype=dtype), dtype)
+        got = ops.scale(recording, x, 0.5).reshape(view.shape)
+        assert_matches(got, expected(lambda v: 0.5 * v, view, dtype=dtype), dtype)
+        got, shape = ops.binary(recording, "sub", x, x)
+        assert_matches(got.reshape(shape), np.zeros(view.shape, dtype), dtype)
+        for op, function in (("sum", np.sum), ("max", np.max)):
+            got, shape = ops.reduce(recording, op, x, (1,))
+            want = expected(lambda v, f=function: f(v, axis=1), view, dtype=dtype)
+            np.testing.assert_allclose(got.reshape(shape), want, rtol=5e-3 if dtype == "float16"
+                                       else 1e-5)  # fmt: skip
+        product, shape = ops.matmul(recording, x, x)
+        want = view.astype(np.float64) @ view.astype(np.float64)
+        np.testing.assert_allclose(product.reshape(shape), want, rtol=tol["rtol"] * 10)
+    shipped = {k.name for f in ops.FAMILIES for k in find_kernels(ops.family_source(f))}
+    assert launched == shipped
