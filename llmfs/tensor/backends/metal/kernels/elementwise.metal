@@ -12,6 +12,10 @@
 //           (both views have the output's shape; op: 0 add, 1 sub, 2 mul, 3 div, 4 minimum,
 //           5 maximum)
 // scale_*   buffers: 0 src, 1 dst, 2 view, 3 count, 4 alpha (float): dst = alpha * src
+//
+// int32 (unary_i32, binary_i32) computes in int with NumPy's wrap-around on overflow (done in
+// uint, where wrapping is defined): unary neg and abs, binary add, sub, mul, minimum, maximum.
+// The host sends no other op for int32 (NumPy computes those in float64, which Metal lacks).
 
 inline float apply_unary(int op, float x) {
     switch (op) {
@@ -39,6 +43,26 @@ inline float apply_binary(int op, float a, float b) {
         case 4: return nan_minimum(a, b);
         case 5: return nan_maximum(a, b);
         default: return NAN;
+    }
+}
+
+inline int apply_unary_int(int op, int x) {
+    uint negated = 0u - uint(x);
+    switch (op) {
+        case 0: return int(negated);
+        case 1: return x < 0 ? int(negated) : x;  // abs(INT_MIN) wraps to INT_MIN, as in NumPy
+        default: return 0;  // the host never sends another op for int32
+    }
+}
+
+inline int apply_binary_int(int op, int a, int b) {
+    switch (op) {
+        case 0: return int(uint(a) + uint(b));
+        case 1: return int(uint(a) - uint(b));
+        case 2: return int(uint(a) * uint(b));
+        case 4: return a < b ? a : b;
+        case 5: return a > b ? a : b;
+        default: return 0;
     }
 }
 
@@ -127,4 +151,30 @@ kernel void scale_f16(device const half* src [[buffer(0)]],
                       constant float& alpha [[buffer(4)]],
                       uint gid [[thread_position_in_grid]]) {
     scale(src, dst, view, count, alpha, gid);
+}
+
+kernel void unary_i32(device const int* src [[buffer(0)]],
+                      device int* dst [[buffer(1)]],
+                      constant int* view [[buffer(2)]],
+                      constant uint& count [[buffer(3)]],
+                      constant int& op [[buffer(4)]],
+                      uint gid [[thread_position_in_grid]]) {
+    if (gid >= count) {
+        return;
+    }
+    dst[gid] = apply_unary_int(op, src[view_offset(view, gid)]);
+}
+
+kernel void binary_i32(device const int* a [[buffer(0)]],
+                       device const int* b [[buffer(1)]],
+                       device int* dst [[buffer(2)]],
+                       constant int* view_a [[buffer(3)]],
+                       constant int* view_b [[buffer(4)]],
+                       constant uint& count [[buffer(5)]],
+                       constant int& op [[buffer(6)]],
+                       uint gid [[thread_position_in_grid]]) {
+    if (gid >= count) {
+        return;
+    }
+    dst[gid] = apply_binary_int(op, a[view_offset(view_a, gid)], b[view_offset(view_b, gid)]);
 }
