@@ -490,14 +490,17 @@ def _function_rule_problems(text: str, functions: list[_Function]) -> list[tuple
                     "lambda expression: Metal does not allow lambdas; write a helper function",
                 )
             )
-    names = {function.name for function in functions}
+    defined = [function.name for function in functions]
+    # An overloaded name (f(float) calling f(half)) is not followed: telling overloads apart
+    # needs types, and a call between overloads is not recursion.
+    names = {name for name in defined if defined.count(name) == 1}
     calls: dict[str, set[str]] = {}
     for function in functions:
         body = function.body(text)
         called = {n for n in names if re.search(rf"(?<![\w.]){re.escape(n)}\s*\(", body)}
         calls.setdefault(function.name, set()).update(called)
     for function in functions:
-        if _reaches(function.name, function.name, calls):
+        if function.name in names and _reaches(function.name, function.name, calls):
             problems.append(
                 (
                     line_of(text, function.start),

@@ -258,5 +258,7 @@ def test_what_metal_allows_passes() -> None:
         "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
         "    if (in[0] == 1.0f && index <= 4) { *target = tile[0][0]; }\n"
         "}\n"
+        "inline float twice(float x) { return 2.0f * x; }\n"
+        "inline half twice(half x) { return half(twice(float(x))); }  // overloads, no recursion\n"
     )
     assert lint_msl(source) == []
