@@ -32,7 +32,8 @@ writing; a failed command buffer raises with Metal's error text.
 
 Math. Kernels are compiled with fast math off and, where the SDK has the setting (macOS 15 and
 later), ``mathFloatingPointFunctions`` set to precise: on macOS 15 ``MTLMathModeSafe`` alone
-leaves ``exp``/``log``/``sin``/``cos``/``tanh`` on their fast variants.
+leaves ``exp``/``log``/``sin``/``cos``/``tanh`` on their fast variants. The library's kernels also
+spell those functions ``precise::``, so they are precise whatever the options.
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 // Every kernel reads its inputs in place through view descriptors (a broadcast input simply has
 // stride 0 on the broadcast axes) and writes a fresh contiguous output in row-major order of the
 // output shape. Arithmetic is done in float for both float and half storage; a half result is
-// rounded once, on the store.
+// rounded once, on the store. Math functions are spelled precise:: so that they are precise
+// whatever the compile options (macOS 15 made the fast variants the default for exp, log, sin,
+// cos and tanh even with fast math off).
 //
 // unary_*   buffers: 0 src, 1 dst, 2 view, 3 count, 4 op
 //           op: 0 neg, 1 abs, 2 sqrt, 3 exp, 4 log, 5 sin, 6 cos, 7 tanh, 8 sigmoid, 9 relu,
@@ -21,13 +23,13 @@ inline float apply_unary(int op, float x) {
     switch (op) {
         case 0: return -x;
         case 1: return fabs(x);
-        case 2: return sqrt(x);
-        case 3: return exp(x);
-        case 4: return log(x);
-        case 5: return sin(x);
-        case 6: return cos(x);
-        case 7: return tanh(x);
-        case 8: return 1.0f / (1.0f + exp(-x));
+        case 2: return precise::sqrt(x);
+        case 3: return precise::exp(x);
+        case 4: return precise::log(x);
+        case 5: return precise::sin(x);
+        case 6: return precise::cos(x);
+        case 7: return precise::tanh(x);
+        case 8: return 1.0f / (1.0f + precise::exp(-x));
         case 9: return (x > 0.0f || isnan(x)) ? x : 0.0f;
         case 10: return 1.0f / x;
         default: return NAN;  // the host never sends an unknown op
