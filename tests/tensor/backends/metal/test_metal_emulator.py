@@ -494,3 +494,24 @@ def test_bad_run_kernel_calls_are_clear_tensor_errors(call, message) -> None:
     with pytest.raises(KernelArgumentError, match=message) as caught:
         call()
     assert isinstance(caught.value, TensorError)
+
+
+def test_shuffled_order_is_the_same_in_process_and_isolated() -> None:
+    outs = []
+    for sanitize in (False, None):
+        out = np.zeros(1000, dtype=np.int32)
+        run_kernel(CHAIN, "chain", [out], 1000, shuffle=11, sanitize=sanitize)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert not np.array_equal(outs[0], np.arange(1000))
+
+
+@pytest.mark.parametrize("sanitize", [False, None], ids=["in-process", "isolated"])
+def test_a_correct_barrier_kernel_gives_the_same_result_in_any_order(sanitize) -> None:
+    values = np.arange(200, dtype=np.float32)
+    expected = [values[i * 64 : (i + 1) * 64].sum() for i in range(4)]
+    for shuffle in (None, 1, 2):
+        out = np.zeros(4, dtype=np.float32)
+        run_kernel(BLOCK_SUM, "block_sum", [values, out], 200, 64, shuffle=shuffle,
+                   sanitize=sanitize)  # fmt: skip
+        np.testing.assert_array_equal(out, np.array(expected, dtype=np.float32))
