@@ -17,8 +17,15 @@ import pytest
 import llmfs.tensor as lt
 from llmfs.tensor import Tensor, TensorError, ops
 from llmfs.tensor import backends as registry
+from llmfs.tensor.backends.metal import (
+    KernelArgumentError,
+    emulator_available,
+    is_available,
+    run_kernel,
+)
 from llmfs.tensor.layout import MAX_RANK
 from llmfs.tensor.strided import allocating
+from tests.requirements import require_tool
 
 TWO_62 = 2**62  # 4611686018427387904
 TWO_40 = 2**40  # 1099511627776
@@ -433,3 +440,53 @@ def test_read_only_exports_still_behave_as_ndarrays() -> None:
     copied[0] = 9.0  # a copy is the learner's own array, writable
     assert copied.tolist() == [9.0, 1.0, 2.0, 3.0] and tensor.tolist() == [0.0, 1.0, 2.0, 3.0]
     assert np.asarray(exported).sum() == 6.0
+
+
+# -- run_kernel's arguments -------------------------------------------------------------------
+
+KERNEL = (
+    "#include <metal_stdlib>\nusing namespace metal;\n"
+    "kernel void k(device float* a [[buffer(0)]], uint i [[thread_position_in_grid]])"
+    " { if (i < 8) a[i] = 1.0f; }\n"
+)
+
+# (id, call, error class, pattern, whether the kernel is compiled before the check)
+KERNEL_ROWS: list[tuple[str, Callable[[], Any], type[TensorError], str, bool]] = [
+    (
+        "run-kernel-source-none",
+        lambda: run_kernel(None, "k", [np.zeros(8, np.float32)], 8),  # type: ignore[arg-type]
+        KernelArgumentError,
+        r"source must be the kernel's MSL text \(a str\), got NoneType",
+        False,
+    ),
+    (
+        "run-kernel-buffers-none",
+        lambda: run_kernel(KERNEL, "k", None, 8),  # type: ignore[arg-type]
+        KernelArgumentError,
+        r"buffers is None: pass a list of numpy arrays",
+        False,
+    ),
+    (
+        "run-kernel-buffer-named-by-a-string",
+        lambda: run_kernel(KERNEL, "k", {"a": np.zeros(8, np.float32)}, 8),  # type: ignore[dict-item]
+        KernelArgumentError,
+        r"buffer keys are \[\[buffer\(n\)\]\] indices \(ints\), got 'a'",
+        True,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "pattern", "compiles"),
+    [row[1:] for row in KERNEL_ROWS],
+    ids=[row[0] for row in KERNEL_ROWS],
+)
+def test_bad_run_kernel_arguments_are_clear_tensor_errors(
+    call: Callable[[], Any], error: type[TensorError], pattern: str, compiles: bool
+) -> None:
+    if compiles and not is_available() and not emulator_available():
+        require_tool("the Metal emulator needs a C++ compiler (g++ or clang++); none runs here")
+    assert issubclass(error, TensorError)
+    with pytest.raises(error) as info:
+        call()
+    assert re.search(pattern, str(info.value)), f"{str(info.value)!r} does not match {pattern!r}"
