@@ -231,9 +231,9 @@ def render_verdicts_html(verdicts: Sequence[Any]) -> str:
 
 def render_comparison_html(comparison: Any) -> str:
     """A comparison as HTML (see :func:`llmfs.widgets.predict.render_comparison_html`)."""
-    from llmfs.widgets import predict
+    from llmfs.widgets.predict import render_comparison_html as render
 
-    return predict.render_comparison_html(comparison)
+    return render(comparison)
 
 
 __all__ = [

@@ -1431,7 +1431,7 @@ def _solution_block(path: Path, tag: str) -> str:
 def _own_words(answer: str, manifest: Any, chapter: Any, tag: str) -> str:
     # The question (the student cell's text without the answer) does not count as writing.
     question = _SOLUTION.sub("", _cell_text(manifest.root / chapter.solution, tag) or "")
-    text = _COMMENT.sub("", _SOLUTION.sub("", answer))
+    text = _COMMENT.sub("", answer)  # the markers and hint comments, not what they enclose
     asked = set(question.split())
     return " ".join(word for word in text.split() if word not in asked)
 
