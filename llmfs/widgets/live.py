@@ -294,7 +294,9 @@ class PredictThenRun(_TextRepr, widgets.VBox):
         if expression is None:
             raise CourseError("PredictThenRun needs an expression or an exercise_id")
         chosen = tuple(fields) if fields is not None else ("shape", "strides", "offsets")
-        self.plain = is_plain(chosen)
+        # Keys of a dict result are fields only for a manifest exercise; otherwise a field
+        # name must be a known tensor field.
+        self.plain = exercise_id is not None and is_plain(chosen)
         self.expression = expression
         self.fields = chosen if self.plain else tuple(field_name(f) for f in chosen)
         if namespace is None and isinstance(expression, str):
