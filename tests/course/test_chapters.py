@@ -240,7 +240,8 @@ def solution_truths(chapter: Chapter, exercise: Exercise) -> dict[str, str]:
     shown = {}
     for field, value in solution_answers(chapter, exercise).items():
         text = display(field, value if plain else normalize(field, value))
-        if len(text) >= 3 and text not in ("Yes", "True", "none"):
+        # A yes/no or shared/new field is revealed by any wrong answer; only telling truths count.
+        if len(text) >= 3 and text not in ("Yes", "True", "False", "none", "new", "shared"):
             shown[field] = text
     return shown
 
@@ -371,3 +372,26 @@ def test_the_student_notebooks_are_what_llmfs_build_generates() -> None:
 
 def test_the_manifest_loader_reads_this_manifest() -> None:
     assert isinstance(MANIFEST, Manifest) and MANIFEST.root == REPO
+
+
+WITH_MISTAKES = [pair for pair in PREDICTS if pair[1].mistakes]
+
+
+@pytest.mark.parametrize(("chapter", "exercise"), WITH_MISTAKES, ids=_exercise_ids(WITH_MISTAKES))
+def test_each_expected_mistake_of_the_manifest_gets_its_message(
+    chapter: Chapter,
+    exercise: Exercise,
+    executed: dict[str, list[Shown]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(tmp_path / "attempts.jsonl"))
+    solution = read_notebook(REPO / chapter.solution)
+    position = exercise_cells(solution, chapter.solution)[exercise.id]
+    names = next(s.names for s in executed[chapter.solution] if s.position >= position)
+    right = solution_answers(chapter, exercise)
+    for mistake in exercise.mistakes:
+        answers = {**right, mistake.field: mistake.answer}
+        comparison = check(predict(exercise.expression, exercise_id=exercise.id, **answers), names)
+        (verdict,) = [v for v in comparison.verdicts if v.field == mistake.field]
+        assert verdict.status == "wrong" and mistake.message in verdict.mistakes
