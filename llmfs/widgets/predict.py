@@ -336,7 +336,7 @@ def run(
             scope[name] = cell.cell_contents
         scope.update(namespace or {})
         owners = OwnerNames(owners_in(scope))
-        text = label or getattr(expression, "__name__", "expression")
+        text = str(label or getattr(expression, "__name__", "expression"))
         copied_from = None
         try:
             result: Any = expression()
@@ -1460,7 +1460,7 @@ def _missing_lines(comparison: Comparison) -> list[str]:
 def feedback_lines(verdict: Verdict, tries_left: int | None) -> list[str]:
     """The teaching lines under a wrong field: which entries differ, the misconceptions, and
     the tries left before the answer is shown (or the answer, once revealed)."""
-    lines = []
+    lines: list[str] = []
     if verdict.status != "wrong":
         return lines
     if verdict.differs:

@@ -196,9 +196,8 @@ def layout_table(args: Sequence[Any]) -> str:
     ):
         return ""
     base = args[start + 2] if len(args) > start + 2 and isinstance(args[start + 2], int) else 0
-    low, high = (
-        layout.offset_bounds(shape, strides, base) if layout.element_count(shape) else (0, 0)
-    )
+    bounds = layout.offset_bounds(shape, strides, base)
+    low, high = bounds if bounds is not None else (0, 0)
     if low < 0 or layout.element_count(shape) > 24:
         return ""
     walk = (
@@ -408,10 +407,10 @@ def _offsets_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
 
 
 def _offsets(shape: list[int], strides: list[int], base: int) -> list[int]:
-    if layout.element_count(shape) == 0:
+    bounds = layout.offset_bounds(shape, strides, base)
+    if bounds is None:  # no values
         return []
-    _, high = layout.offset_bounds(shape, strides, base)
-    return list(StridedOffsets(shape, strides, base, high + 1))
+    return list(StridedOffsets(shape, strides, base, bounds[1] + 1))
 
 
 def _slice_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
