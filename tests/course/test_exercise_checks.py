@@ -266,6 +266,7 @@ def test_check_values_reads_predictions_key_by_key(attempts: Path) -> None:
     partly = check_values("ch03.q8", {"a": True, "b": None, "max": 842}, truth)
     assert [case.verdict for case in partly.cases] == ["✓ right", "not answered yet", "✗ wrong"]
     assert partly.status == "failed" and "1 of 2 right, 1 not answered yet" in repr(partly)
+    assert [case.expected for case in partly.cases] == ["True", "hidden", "hidden"]
     assert check_values("ch03.q8", {"a": 1, "b": False, "max": 839}, truth).status == "failed"
     with pytest.raises(CourseError, match="differ"):
         check_values("ch03.q8", {"a": True}, truth)
