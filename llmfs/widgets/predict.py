@@ -1429,10 +1429,12 @@ def _solution_block(path: Path, tag: str) -> str:
 
 
 def _own_words(answer: str, manifest: Any, chapter: Any, tag: str) -> str:
-    # The question (the student cell's text without the answer) does not count as writing.
+    # Words of the unanswered cell (the question, its hints, "_Your answer here._", as the
+    # course's student notebook has it) do not count as writing.
+    blank = _cell_text(manifest.root / chapter.notebook, tag) or ""
     question = _SOLUTION.sub("", _cell_text(manifest.root / chapter.solution, tag) or "")
+    asked = set(blank.split()) | set(question.split())
     text = _COMMENT.sub("", answer)  # the markers and hint comments, not what they enclose
-    asked = set(question.split())
     return " ".join(word for word in text.split() if word not in asked)
 
 

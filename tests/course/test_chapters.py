@@ -45,6 +45,7 @@ from llmfs.widgets.predict import (
     check,
     display,
     is_plain,
+    model_answer,
     normalize,
     predict,
 )
@@ -325,6 +326,21 @@ def test_no_model_answer_is_shown_in_an_unanswered_notebook(
     explains = [e for e in chapter.exercises if e.kind == "explain"]
     assert len(answers) == len(explains)
     assert all(not answer.shown and "write your answer" in repr(answer) for answer in answers)
+
+
+EXPLAINS = [pair for pair in EXERCISES if pair[1].kind == "explain"]
+
+
+@pytest.mark.parametrize(("chapter", "exercise"), EXPLAINS, ids=_exercise_ids(EXPLAINS))
+def test_the_model_answer_needs_an_answer_written_in_the_notebook(
+    chapter: Chapter, exercise: Exercise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(tmp_path / "attempts.jsonl"))
+    blank = model_answer(exercise.id, notebook=REPO / chapter.notebook)
+    assert not blank.shown and "0 of at least 15 words" in repr(blank)
+    written = model_answer(exercise.id, notebook=REPO / chapter.solution)
+    assert written.shown and written.rubric == exercise.rubric
+    assert len(written.answer.split()) >= 30 and "<!--" not in written.answer
 
 
 def test_every_exercise_has_hints_and_every_explain_exercise_a_rubric() -> None:
