@@ -8,7 +8,8 @@ Notebook API (all importable from ``llmfs.widgets``):
 * ``trace(base, ["view = base.view()", "view.reshape([3, 2])", ...])`` -> :class:`Trace`, seed
   002's trace table (refused requests become ``×`` rows);
 * ``offset_table(view)`` -> text; ``OffsetTable(view)``, ``TraceTable(trace_or_steps)``,
-  ``PredictThenRun(expression, fields=[...], exercise_id=...)``: live widgets;
+  ``PredictThenRun(exercise_id=...)`` (or ``PredictThenRun(expression, fields=[...])``): live
+  widgets;
 * ``predict(expression, exercise_id=..., shape=..., ...)`` then ``check(prediction)``: the same
   exercise as text; ``hint(exercise_id)`` shows its hints one at a time;
   ``model_answer(exercise_id)`` shows an explain exercise's model answer and rubric once written.
