@@ -53,7 +53,7 @@ class ImplementSpec:
     visible_seed: int = 0
     prepare: Callable[..., tuple[Any, ...]] | None = None
     summarize: Callable[[Any, tuple[Any, ...]], Any] | None = None
-    #: Names of the arguments, for the case labels (``compute_strides(shape=[2, 3])``).
+    #: The names of the function's arguments, in order (for a grader's report of a case).
     parameters: tuple[str, ...] = ()
 
 
