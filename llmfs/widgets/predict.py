@@ -1220,7 +1220,12 @@ def attempt(
             if newly:
                 record_event("reveal", exercise_id, fields=newly)  # type: ignore[arg-type]
                 state.revealed.update(newly)
-        state.revealed.update(f for f, n in state.wrong_tries.items() if n >= limit)
+        tried_out = sorted(
+            f for f, n in state.wrong_tries.items() if n >= limit and f not in state.revealed
+        )
+        if tried_out:  # shown now because of the wrong tries: the log says so
+            record_event("reveal", exercise_id, fields=tried_out)  # type: ignore[arg-type]
+            state.revealed.update(tried_out)
         shown = state.revealed
         left = {v.field: state.tries_left(v.field, limit) for v in verdicts}
     else:

@@ -299,7 +299,10 @@ def test_each_predict_exercise_answered_wrong_then_right_retries_reveals_and_log
             assert text.count("answer: ") == len(right), text
     final = check(predict(exercise.expression, exercise_id=exercise.id, **right), names)
     assert final.all_right, repr(final)
-    records = [json.loads(line) for line in log.read_text().splitlines()]
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    reveals = [line for line in lines if line.get("event") == "reveal"]
+    assert [line["fields"] for line in reveals] == [sorted(right)]
+    records = [line for line in lines if "event" not in line]
     assert [(r["attempt"], r["first"], r["correct"]) for r in records] == [
         (1, True, False),
         (2, False, False),

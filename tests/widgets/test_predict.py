@@ -262,7 +262,14 @@ def test_wrong_fields_can_be_retried_and_are_revealed_after_three_wrong_tries(
     assert "coordinate  offset  value" in repr(third)  # every field right or revealed
     final = check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **RIGHT), scope)
     assert final.all_right
-    records = [json.loads(line) for line in attempts_log.read_text().splitlines()]
+    lines = [json.loads(line) for line in attempts_log.read_text().splitlines()]
+    assert lines[3] == {
+        "event": "reveal",
+        "exercise": "ch02.q1",
+        "fields": ["offsets", "strides"],
+        "format": 1,
+    }  # logged when the third wrong try shows the answers
+    records = [line for line in lines if "event" not in line]
     assert [r["attempt"] for r in records] == [1, 2, 3, 4]
     assert [r["first"] for r in records] == [True, False, False, False]
     assert [r["correct"] for r in records] == [False, False, False, True]
