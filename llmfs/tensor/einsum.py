@@ -48,6 +48,7 @@ import numpy as np
 from llmfs.tensor import ops
 from llmfs.tensor.dtypes import resolve_dtype
 from llmfs.tensor.errors import (
+    DescriptorError,
     DTypeError,
     EinsumError,
     NonContiguousReshapeError,
@@ -72,21 +73,6 @@ ELLIPSIS = "..."
 # --------------------------------------------------------------------------------------------
 # Descriptors: what a plan knows about an operand
 # --------------------------------------------------------------------------------------------
-
-
-class DescriptorError(TensorError):
-    """A :class:`TensorDescriptor` field that is not what it must be (strides that are not exact
-    integers, one per axis; a dtype that is not a supported dtype name).
-
-    ``field`` names the field (``"strides"``, ``"dtype"``) and ``value`` holds what was given.
-    """
-
-    condition = "descriptor fields are exact"
-
-    def __init__(self, field: str, value: object, detail: str) -> None:
-        self.field = field
-        self.value = value
-        super().__init__(f"a TensorDescriptor's {field} {detail}, got {value!r}")
 
 
 def _descriptor_strides(strides: object, rank: int) -> tuple[int, ...]:

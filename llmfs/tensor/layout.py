@@ -84,7 +84,7 @@ def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
     if isinstance(values, (str, bytes)) or values is None:
         if what == "size":
             raise InvalidShapeError(values, f"expected a sequence of integers, got {values!r}")
-        raise InvalidArgumentError(f"{what}s", values)
+        raise InvalidArgumentError(what, values, many=True)
     if getattr(values, "ndim", None) == 0 or not isinstance(values, Iterable):
         return (as_int(values, what),)
     return tuple(as_int(v, what) for v in values)
