@@ -858,3 +858,26 @@ def zero_unused_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides
     if any(size == 0 for size in shape):
         return (0,) * len(shape)
     return tuple(0 if size == 1 else stride for size, stride in zip(shape, strides))
+
+
+def is_one_to_one(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """True when no two coordinates reach the same offset, so writing through the layout sets
+    every value once (an output may be written through it). Never raises.
+
+    Checked with the sufficient rule NumPy uses before its exact search: ignoring size-1 axes and
+    sorting the rest by ``|stride|``, each ``|stride|`` must exceed the largest distance the
+    smaller axes can span, ``sum(|stride| * (size - 1))``. Broadcast (stride-0) axes fail it;
+    every layout reachable by views without ``expand`` passes it. (A layout that interleaves
+    axes, such as strides ``(3, 2)`` for shape ``(3, 3)``, is one-to-one but refused here too.)
+    """
+    if any(size == 0 for size in shape):
+        return True
+    span = 0
+    for size, stride in sorted(
+        ((size, abs(stride)) for size, stride in zip(shape, strides) if size > 1),
+        key=lambda pair: pair[1],
+    ):
+        if stride <= span:
+            return False
+        span += stride * (size - 1)
+    return True

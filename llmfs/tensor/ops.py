@@ -502,7 +502,9 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
 
 
 def einsum(expression: str, *operands: object, dtype: object | None = None) -> Tensor:
-    """Einstein summation over labelled axes, by seed 003's rules (see :mod:`llmfs.tensor.einsum`).
+    """Einstein summation over labelled axes (the rules are stated in :mod:`llmfs.tensor.einsum`:
+    shared labels need equal sizes or 1, ``...`` broadcasts right-aligned, a label repeated in
+    one term takes a diagonal, labels missing from the output are summed).
 
     ``einsum("ik,kj->ij", a, b)`` is a matrix product; the operands may also be passed as one
     list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending

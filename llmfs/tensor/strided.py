@@ -59,23 +59,58 @@ def numpy_view(
     )
 
 
+def writable_view(
+    storage: np.ndarray, shape: Sequence[int], strides: Sequence[int], base_offset: int
+) -> np.ndarray:
+    """A WRITABLE ndarray over ``storage`` (a writable 1-D array) with the given layout.
+
+    For library code that writes a result straight into an output's memory (inside the owner's
+    ``mutate()`` window). The layout must be validated against ``storage`` and must not reach one
+    offset from two coordinates (see :func:`llmfs.tensor.layout.is_one_to_one`).
+    """
+    shape = tuple(shape)
+    if element_count(shape) == 0:
+        return np.empty(shape, dtype=storage.dtype)
+    itemsize = storage.itemsize
+    byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, strides))
+    return np.lib.stride_tricks.as_strided(
+        storage[base_offset:], shape=shape, strides=byte_strides, writeable=True
+    )
+
+
 def gather(
     storage: np.ndarray, shape: Sequence[int], strides: Sequence[int], base_offset: int
 ) -> np.ndarray:
     """Copies a validated layout's values into a new C-contiguous array of ``shape``."""
     shape = tuple(shape)
     out = np.empty(shape, dtype=storage.dtype)
-    count = out.size
-    if count == 0:
+    if out.size == 0:
         return out
     flat_shape, flat_strides = coalesce(shape, strides)
     source = numpy_view(storage, flat_shape, flat_strides, base_offset)
-    target = out.reshape(flat_shape)
-    if len(flat_shape) >= 2 and count >= BLOCKED_MIN_VALUES:
-        _blocked_copy(target, source, flat_strides)
-    else:
-        target[...] = source
+    copy_strided(out.reshape(flat_shape), source)
     return out
+
+
+def copy_strided(target: np.ndarray, source: np.ndarray) -> None:
+    """``target[...] = source`` (same shape; values cast to ``target``'s dtype), cache blocked
+    when the two arrays walk memory in different orders (a transpose on either side)."""
+    if target.ndim >= 2 and target.size >= BLOCKED_MIN_VALUES:
+        _blocked_copy(target, source, _element_strides(source))
+    else:
+        _assign(target, source)
+
+
+def _element_strides(array: np.ndarray) -> tuple[int, ...]:
+    return tuple(stride // array.itemsize for stride in array.strides)
+
+
+def _assign(target: np.ndarray, source: np.ndarray) -> None:
+    if target.dtype == source.dtype:
+        target[...] = source
+    else:
+        with np.errstate(over="ignore"):
+            np.copyto(target, source, casting="unsafe")
 
 
 def _blocked_copy(target: np.ndarray, source: np.ndarray, strides: Sequence[int]) -> None:
@@ -90,7 +125,7 @@ def _blocked_copy(target: np.ndarray, source: np.ndarray, strides: Sequence[int]
     dense = min(range(last), key=lambda axis: abs(strides[axis]))
     aliasing = (inner * source.itemsize) % ALIASING_BYTES == 0
     if inner <= 1 or abs(strides[dense]) >= inner or not aliasing:
-        target[...] = source
+        _assign(target, source)
         return
     rows, cols = source.shape[dense], source.shape[last]
     index: list[slice] = [slice(None)] * source.ndim
@@ -99,4 +134,4 @@ def _blocked_copy(target: np.ndarray, source: np.ndarray, strides: Sequence[int]
         for col in range(0, cols, TILE_COLUMNS):
             index[last] = slice(col, col + TILE_COLUMNS)
             key = tuple(index)
-            target[key] = source[key]
+            _assign(target[key], source[key])
