@@ -81,6 +81,8 @@ def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
     Raises :class:`InvalidShapeError` (sizes) or :class:`InvalidArgumentError` (anything else)
     when ``values`` is not integers.
     """
+    if type(values) is tuple and all(type(v) is int for v in values):
+        return values  # already exact Python ints (the common case, checked in one pass)
     if isinstance(values, (str, bytes)) or values is None:
         if what == "size":
             raise InvalidShapeError(values, f"expected a sequence of integers, got {values!r}")

@@ -11,29 +11,42 @@ but moves whole runs at once instead of one value per Python step:
 * axes that are contiguous with each other are coalesced first (``layout.coalesce``), so most
   views become one or two axes;
 * when the innermost coalesced axis is already unit-stride, one NumPy copy does it;
-* when it is not (a transpose: consecutive outputs sit far apart in storage) and the stride is
-  a multiple of 4 KiB, the copy is cache blocked: tiles of the two axes involved are copied one
-  slice assignment at a time, so each tile's reads and writes stay in cache. NumPy's own copy
-  walks the output in order, and with such strides every read evicts the previous ones.
+* when it is not (a transpose: consecutive outputs sit far apart in storage), the copy is cache
+  blocked, whatever the stride: tiles of the two axes involved are copied one slice assignment
+  at a time, so each tile's source lines stay in L1 until all of their values are used. NumPy's
+  own copy walks the output in order and reads each source line once per output row; with a
+  stride that is a multiple of 4 KiB every read even evicts the previous ones (a transposed
+  2048x2048 matrix is the classic case).
+
+The tile is as wide (source rows read in parallel) as L1 can hold lines of: a stride that is a
+multiple of 4 KiB maps every source row onto the same cache set, so only a few rows fit and the
+tile is tall and narrow; other strides spread the rows over many sets and allow wide tiles,
+which have fewer tiles and longer inner loops.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from llmfs.tensor.layout import coalesce, element_count, zero_unused_strides
 
-#: Tile of the cache-blocked copy, in elements: tall and narrow. Each tile reads TILE_COLUMNS
-#: source rows as parallel streams and writes short runs of TILE_ROWS output rows that stay in
-#: L1 until the next tile completes their cache lines. A non-power-of-two width avoids cache-set
-#: conflicts. Measured with ``benchmarks/bench_materialize.py``.
-TILE_ROWS = 512
-TILE_COLUMNS = 12
+#: L1 data cache geometry assumed by the tiles (typical of x86-64 and Apple cores alike): 64-byte
+#: lines, 64 sets (8 ways each). Set conflicts repeat every SETS * LINE_BYTES = 4 KiB of stride.
+LINE_BYTES = 64
+CACHE_SETS = 64
 
-#: Strides that are multiples of this many bytes map consecutive reads onto the same cache sets.
-ALIASING_BYTES = 4096
+#: Source rows a tile reads in parallel when each lands in its own set group: 12 per group of
+#: sets that distinct rows can use (12 rather than the 8 ways fit, measured: L2 absorbs the rest),
+#: capped at the widest tile that paid off. Tile height (values along each source row) shrinks as
+#: the tile widens, so a tile's output stays a few thousand values. Measured with
+#: ``benchmarks/bench_materialize.py`` on 2048x2048 (aliasing) and 2000x2000 transposes.
+ROWS_PER_SET_GROUP = 12
+MAX_TILE_COLUMNS = 512
+TILE_VALUES = 6144
+MIN_TILE_ROWS, MAX_TILE_ROWS = 128, 512
 
 #: Below this many values a blocked copy's per-tile overhead outweighs its cache benefit.
 BLOCKED_MIN_VALUES = 64 * 64
@@ -54,9 +67,17 @@ def numpy_view(
     # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
     # NumPy only needs a harmless 0 there.
     byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, strides))
-    return np.lib.stride_tricks.as_strided(
-        storage[base_offset:], shape=shape, strides=byte_strides, writeable=False
+    # The ndarray constructor, not as_strided: the same view for a fraction of the call cost,
+    # which small copies notice.
+    array = np.ndarray(
+        shape,
+        dtype=storage.dtype,
+        buffer=storage,
+        offset=base_offset * itemsize,
+        strides=byte_strides,
     )
+    array.flags.writeable = False
+    return array
 
 
 def writable_view(
@@ -96,9 +117,13 @@ def copy_strided(target: np.ndarray, source: np.ndarray) -> None:
     """``target[...] = source`` (same shape; values cast to ``target``'s dtype), cache blocked
     when the two arrays walk memory in different orders (a transpose on either side)."""
     if target.ndim >= 2 and target.size >= BLOCKED_MIN_VALUES:
-        _blocked_copy(target, source, _element_strides(source))
-    else:
-        _assign(target, source)
+        if target.flags.c_contiguous:
+            _blocked_copy(target, source, _element_strides(source))
+            return
+        if source.flags.c_contiguous:
+            _blocked_copy(target, source, _element_strides(target))
+            return
+    _assign(target, source)
 
 
 def _element_strides(array: np.ndarray) -> tuple[int, ...]:
@@ -113,25 +138,36 @@ def _assign(target: np.ndarray, source: np.ndarray) -> None:
             np.copyto(target, source, casting="unsafe")
 
 
-def _blocked_copy(target: np.ndarray, source: np.ndarray, strides: Sequence[int]) -> None:
-    """Copies in tiles of the innermost axis against the outer axis that reads storage densest.
+def _tile(stride_bytes: int) -> tuple[int, int]:
+    """(tile rows, tile columns) for a transpose whose source rows are ``stride_bytes`` apart."""
+    # Rows k apart share a set when k * stride is a multiple of 4 KiB: gcd says how many sets
+    # the rows cycle through.
+    groups = CACHE_SETS * LINE_BYTES // math.gcd(stride_bytes, CACHE_SETS * LINE_BYTES)
+    columns = min(MAX_TILE_COLUMNS, ROWS_PER_SET_GROUP * groups)
+    rows = max(MIN_TILE_ROWS, min(MAX_TILE_ROWS, TILE_VALUES // columns))
+    return rows, columns
 
-    Only layouts whose inner stride is a multiple of 4 KiB take the tiled path: consecutive reads
-    then fall into the same cache sets and NumPy's element-order copy thrashes (a transposed
-    2048x2048 matrix is the classic case). Other strides copy well enough in one NumPy call.
+
+def _blocked_copy(target: np.ndarray, source: np.ndarray, strides: Sequence[int]) -> None:
+    """Copies in tiles of the innermost axis against the outer axis that reads storage densest,
+    when the innermost axis reads far apart and an outer one reads densely (a transpose).
+
+    ``strides`` (in elements) are those of the array that is not walked in order: the source
+    when the target is C-contiguous (``materialize``), the target when the source is (writing a
+    result through a permuted output). Anything else is one NumPy call.
     """
     last = len(strides) - 1
     inner = abs(strides[last])
     dense = min(range(last), key=lambda axis: abs(strides[axis]))
-    aliasing = (inner * source.itemsize) % ALIASING_BYTES == 0
-    if inner <= 1 or abs(strides[dense]) >= inner or not aliasing:
+    if inner <= 1 or abs(strides[dense]) >= inner:
         _assign(target, source)
         return
+    tile_rows, tile_columns = _tile(inner * source.itemsize)
     rows, cols = source.shape[dense], source.shape[last]
     index: list[slice] = [slice(None)] * source.ndim
-    for row in range(0, rows, TILE_ROWS):
-        index[dense] = slice(row, row + TILE_ROWS)
-        for col in range(0, cols, TILE_COLUMNS):
-            index[last] = slice(col, col + TILE_COLUMNS)
+    for col in range(0, cols, tile_columns):
+        index[last] = slice(col, col + tile_columns)
+        for row in range(0, rows, tile_rows):
+            index[dense] = slice(row, row + tile_rows)
             key = tuple(index)
             _assign(target[key], source[key])

@@ -56,6 +56,7 @@ implement ``add`` and ``matmul`` in float32 only and still run every program.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 
 import numpy as np
@@ -85,6 +86,13 @@ BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "minimum", "maximum")
 #: Reductions over axes; ``max``/``min`` propagate NaN.
 REDUCE_OPS: tuple[str, ...] = ("sum", "prod", "max", "min", "mean")
 
+
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dtype: object) -> str:
+    # NumPy computes ``dtype.name`` in Python on every access; dispatch asks for it on every call.
+    return np.dtype(dtype).name  # type: ignore[call-overload]
+
+
 #: The primitive names :meth:`Backend.supports` is asked about.
 PRIMITIVES: tuple[str, ...] = ("unary", "binary", "reduce", "matmul", "copy")
 
@@ -113,7 +121,7 @@ class Backend(ABC):
         (the op name; ``None`` for ``matmul`` and ``copy``) for inputs whose widest storage dtype
         is ``dtype``. Asked before every call; ``False`` sends that call to :attr:`fallback`.
         Default: every op, for the dtypes in :attr:`dtypes`."""
-        return np.dtype(dtype).name in self.dtypes
+        return _dtype_name(dtype) in self.dtypes
 
     @abstractmethod
     def unary(self, op: str, x: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
