@@ -18,7 +18,8 @@ A field declared as ``derived(function)`` is not a constructor argument: it is c
 others once, when the error is made. ``str(error)`` and ``error.message`` are the plain-words
 message, and :meth:`TensorError.details` returns the fields as a dict.
 
-The names follow the variants of the seed chapter's Rust ``TensorError``/``TensorViewError`` enums.
+The names follow the variants of the Rust ``TensorError``/``TensorViewError`` enums the library was
+first written against, so a Rust and a Python version of an exercise name the same refusal.
 """
 
 from __future__ import annotations
