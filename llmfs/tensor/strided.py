@@ -12,16 +12,15 @@ but moves whole runs at once instead of one value per Python step:
   views become one or two axes;
 * when the innermost coalesced axis is already unit-stride, one NumPy copy does it;
 * when it is not (a transpose: consecutive outputs sit far apart in storage), the copy is cache
-  blocked, whatever the stride: tiles of the two axes involved are copied one slice assignment
-  at a time, so each tile's source lines stay in L1 until all of their values are used. NumPy's
-  own copy walks the output in order and reads each source line once per output row; with a
-  stride that is a multiple of 4 KiB every read even evicts the previous ones (a transposed
+  blocked, whatever the stride: the output's columns are copied in strips, one slice assignment
+  each, so the source lines a strip reads stay in cache until all of their values are used.
+  NumPy's own copy walks whole output rows and reads each source line once per output row; with
+  a stride that is a multiple of 4 KiB every read even evicts the previous ones (a transposed
   2048x2048 matrix is the classic case).
 
-The tile is as wide (source rows read in parallel) as L1 can hold lines of: a stride that is a
-multiple of 4 KiB maps every source row onto the same cache set, so only a few rows fit and the
-tile is tall and narrow; other strides spread the rows over many sets and allow wide tiles,
-which have fewer tiles and longer inner loops.
+A strip is as wide (source rows read in parallel) as the cache can hold lines of: a stride that
+is a multiple of 4 KiB maps every source row onto the same cache set, so only a few rows fit and
+the strip is narrow; other strides spread the rows over many sets and allow wide strips.
 """
 
 from __future__ import annotations
@@ -33,22 +32,19 @@ import numpy as np
 
 from llmfs.tensor.layout import coalesce, element_count, zero_unused_strides
 
-#: L1 data cache geometry assumed by the tiles (typical of x86-64 and Apple cores alike): 64-byte
+#: L1 data cache geometry assumed by the strips (typical of x86-64 and Apple cores alike): 64-byte
 #: lines, 64 sets (8 ways each). Set conflicts repeat every SETS * LINE_BYTES = 4 KiB of stride.
 LINE_BYTES = 64
 CACHE_SETS = 64
 
-#: Source rows a tile reads in parallel when each lands in its own set group: 12 per group of
-#: sets that distinct rows can use (12 rather than the 8 ways fit, measured: L2 absorbs the rest),
-#: capped at the widest tile that paid off. Tile height (values along each source row) shrinks as
-#: the tile widens, so a tile's output stays a few thousand values. Measured with
-#: ``benchmarks/bench_materialize.py`` on 2048x2048 (aliasing) and 2000x2000 transposes.
+#: Source rows a strip reads in parallel: 12 per group of cache sets that distinct rows can use
+#: (12 rather than the 8 ways fit, measured: L2 absorbs the rest), capped at the widest strip
+#: that paid off. Measured with ``benchmarks/bench_materialize.py`` and strips of 12 to 1024 on
+#: 1500, 2000, 2048 and 3000-square transposes.
 ROWS_PER_SET_GROUP = 12
-MAX_TILE_COLUMNS = 512
-TILE_VALUES = 6144
-MIN_TILE_ROWS, MAX_TILE_ROWS = 128, 512
+MAX_STRIP_COLUMNS = 512
 
-#: Below this many values a blocked copy's per-tile overhead outweighs its cache benefit.
+#: Below this many values a blocked copy's per-strip overhead outweighs its cache benefit.
 BLOCKED_MIN_VALUES = 64 * 64
 
 
@@ -138,19 +134,19 @@ def _assign(target: np.ndarray, source: np.ndarray) -> None:
             np.copyto(target, source, casting="unsafe")
 
 
-def _tile(stride_bytes: int) -> tuple[int, int]:
-    """(tile rows, tile columns) for a transpose whose source rows are ``stride_bytes`` apart."""
-    # Rows k apart share a set when k * stride is a multiple of 4 KiB: gcd says how many sets
-    # the rows cycle through.
+def _strip_columns(stride_bytes: int) -> int:
+    """How many output columns a strip of a transpose copies when source rows are
+    ``stride_bytes`` apart."""
+    # Rows k apart share a cache set when k * stride is a multiple of 4 KiB: the gcd says how
+    # many groups of sets the rows cycle through.
     groups = CACHE_SETS * LINE_BYTES // math.gcd(stride_bytes, CACHE_SETS * LINE_BYTES)
-    columns = min(MAX_TILE_COLUMNS, ROWS_PER_SET_GROUP * groups)
-    rows = max(MIN_TILE_ROWS, min(MAX_TILE_ROWS, TILE_VALUES // columns))
-    return rows, columns
+    return min(MAX_STRIP_COLUMNS, ROWS_PER_SET_GROUP * groups)
 
 
 def _blocked_copy(target: np.ndarray, source: np.ndarray, strides: Sequence[int]) -> None:
-    """Copies in tiles of the innermost axis against the outer axis that reads storage densest,
-    when the innermost axis reads far apart and an outer one reads densely (a transpose).
+    """Copies in strips of the innermost axis when it reads far apart and an outer axis reads
+    densely (a transpose): each strip is one NumPy assignment, which walks the strip's output
+    rows in order, so the few source lines the strip reads stay in cache while they are used.
 
     ``strides`` (in elements) are those of the array that is not walked in order: the source
     when the target is C-contiguous (``materialize``), the target when the source is (writing a
@@ -162,12 +158,7 @@ def _blocked_copy(target: np.ndarray, source: np.ndarray, strides: Sequence[int]
     if inner <= 1 or abs(strides[dense]) >= inner:
         _assign(target, source)
         return
-    tile_rows, tile_columns = _tile(inner * source.itemsize)
-    rows, cols = source.shape[dense], source.shape[last]
-    index: list[slice] = [slice(None)] * source.ndim
-    for col in range(0, cols, tile_columns):
-        index[last] = slice(col, col + tile_columns)
-        for row in range(0, rows, tile_rows):
-            index[dense] = slice(row, row + tile_rows)
-            key = tuple(index)
-            _assign(target[key], source[key])
+    width = _strip_columns(inner * source.itemsize)
+    for col in range(0, source.shape[last], width):
+        strip = (..., slice(col, col + width))
+        _assign(target[strip], source[strip])

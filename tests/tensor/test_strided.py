@@ -37,12 +37,10 @@ def test_gather_of_a_batched_transpose_equals_numpy() -> None:
     np.testing.assert_array_equal(got, data.transpose(0, 2, 1))
 
 
-def test_tiles_are_narrow_for_aliasing_strides_and_wide_otherwise() -> None:
-    rows, columns = strided._tile(8192)  # a multiple of 4 KiB
-    assert columns == strided.ROWS_PER_SET_GROUP and rows == strided.MAX_TILE_ROWS
-    rows, columns = strided._tile(8000)  # 64-byte aligned, not 4 KiB aligned
-    assert columns == strided.MAX_TILE_COLUMNS and rows == strided.MIN_TILE_ROWS
-    assert strided._tile(2048)[1] == 2 * strided.ROWS_PER_SET_GROUP  # two set groups
+def test_strips_are_narrow_for_aliasing_strides_and_wide_otherwise() -> None:
+    assert strided._strip_columns(8192) == strided.ROWS_PER_SET_GROUP  # a multiple of 4 KiB
+    assert strided._strip_columns(2048) == 2 * strided.ROWS_PER_SET_GROUP  # two set groups
+    assert strided._strip_columns(8000) == strided.MAX_STRIP_COLUMNS  # spread over the sets
 
 
 @pytest.mark.parametrize("transposed_target", [False, True])
