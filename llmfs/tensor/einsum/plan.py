@@ -240,12 +240,14 @@ class EinsumPlan:
     def execute_into(self, out: Tensor | TensorView, *operands: object) -> Tensor | TensorView:
         """Runs the plan and writes the result into ``out``: a Tensor, or a fresh view of one
         (any layout that reaches each offset once: permuted, sliced, flipped), of the planned
-        shape and dtype, whose owner is not an operand's owner. The result is written through
-        ``out``'s layout into its owner's storage (no full-size temporary, unless ``out``'s dtype
-        is not the compute precision and the last step is a matrix product, or the output's axes
-        cannot be merged as the matrix product needs); views of the owner made before go stale
-        (the write moves its version). Returns ``out`` (a view given is returned made again at
-        the new version).
+        shape and dtype, whose owner is not an operand's owner. The last step writes through
+        ``out``'s layout into its owner's storage; a temporary of the output's size is made only
+        where the backend needs one: a matrix product or sum whose ``out`` dtype is not the
+        compute precision (the result is rounded once, from the temporary), output axes that
+        cannot be merged into the matrix product's axes, or a backend that cannot write strided
+        memory (it computes, then copies through ``out``'s layout). Views of the owner made
+        before go stale (the write moves its version). Returns ``out`` (a view given is returned
+        made again at the new version).
 
         Raises :class:`OutputBufferError` for a buffer of another shape or dtype, a broadcast
         view, or shared storage, and :class:`PlanMismatchError` as :meth:`execute`.
