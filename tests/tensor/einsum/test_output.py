@@ -204,3 +204,25 @@ def test_contraction_execute_into_allocates_no_output_sized_array() -> None:
     assert peak_bytes(lambda: plan.execute_into(owner.view().T, a, b, c, alpha=2.0)) < size // 4
     want = 2.0 * (a.to_numpy() @ b.to_numpy()) + c.to_numpy()
     np.testing.assert_allclose(owner.to_numpy().T, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("expression", "operands"),
+    [
+        ("i,i->", lambda: [rand(5), rand(5, seed=1)]),  # a rank-0 output
+        ("i->", lambda: [rand(5)]),
+        ("ii->i", lambda: [rand(4, 4)]),  # a diagonal
+        (",->", lambda: [2.0, 3.0]),  # numbers only
+        (",ij->ji", lambda: [2.0, rand(2, 3)]),
+        ("ij,jk->ik", lambda: [rand(2, 0), rand(0, 3)]),  # every value a sum of nothing
+        ("ij->", lambda: [rand(0, 3)]),
+        ("...ij,...jk->...ik", lambda: [rand(2, 1, 3, 4), rand(5, 4, 2, seed=1)]),
+        ("bij,bjk->bki", lambda: [rand(2, 3, 4), rand(2, 4, 5, seed=1)]),
+    ],
+)
+def test_execute_into_equals_execute(expression: str, operands: Callable[[], list]) -> None:
+    values = operands()
+    plan = EinsumPlan(expression, *values)
+    out = Tensor.full(plan.output_shape, -1.0)
+    plan.execute_into(out, *values)
+    np.testing.assert_allclose(out.to_numpy(), plan.execute(*values).to_numpy(), rtol=1e-12)
