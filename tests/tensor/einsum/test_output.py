@@ -24,6 +24,7 @@ from llmfs.tensor import (
     use_backend,
 )
 
+from ..backends.support import BACKEND_DTYPES, assert_close
 from .support import rand
 
 
@@ -226,3 +227,29 @@ def test_execute_into_equals_execute(expression: str, operands: Callable[[], lis
     out = Tensor.full(plan.output_shape, -1.0)
     plan.execute_into(out, *values)
     np.testing.assert_allclose(out.to_numpy(), plan.execute(*values).to_numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize(("backend", "dtype"), BACKEND_DTYPES)
+def test_execute_into_on_every_backend(backend: str, dtype: str) -> None:
+    a, b = rand(3, 4, dtype=dtype), rand(4, 5, dtype=dtype, seed=1)
+    bias = rand(3, 1, dtype=dtype, seed=2)
+    with use_backend(backend):
+        product = EinsumPlan("ij,jk->ki", a, b)  # written transposed
+        owner = Tensor.full((3, 5), -1.0, dtype=dtype)
+        product.execute_into(owner.view().T, a, b)
+        contraction = ContractionPlan(a, b, bias)
+        stepped = Tensor.full((6, 5), -1.0, dtype=dtype)
+        contraction.execute_into(stepped.view()[::2], a, b, bias, alpha=2.0, beta=0.5)
+        outer = EinsumPlan("i,j->ji", a.view()[0], b.view()[0])
+        flipped = Tensor.full((4, 5), -1.0, dtype=dtype)
+        outer.execute_into(flipped.view().flip(0).T, a.view()[0], b.view()[0])
+    x, y, c = (t.to_numpy().astype(np.float64) for t in (a, b, bias))
+    assert_close(owner, x @ y, dtype, scale=np.abs(x) @ np.abs(y))
+    assert_close(
+        Tensor.from_numpy(stepped.to_numpy()[::2]),
+        2.0 * (x @ y) + 0.5 * c,
+        dtype,
+        scale=2.0 * (np.abs(x) @ np.abs(y)) + np.abs(c),
+    )
+    assert (stepped.to_numpy()[1::2] == -1.0).all()
+    assert_close(Tensor.from_numpy(flipped.to_numpy()[::-1]), np.outer(x[0], y[0]), dtype)
