@@ -866,11 +866,11 @@ def is_one_to_one(shape: Sequence[int], strides: Sequence[int]) -> bool:
     """True when no two coordinates reach the same offset, so writing through the layout sets
     every value once (an output may be written through it). Never raises.
 
-    Checked with the sufficient rule NumPy uses before its exact search: ignoring size-1 axes and
-    sorting the rest by ``|stride|``, each ``|stride|`` must exceed the largest distance the
-    smaller axes can span, ``sum(|stride| * (size - 1))``. Broadcast (stride-0) axes fail it;
-    every layout reachable by views without ``expand`` passes it. (A layout that interleaves
-    axes, such as strides ``(3, 2)`` for shape ``(3, 3)``, is one-to-one but refused here too.)
+    Checked with a sufficient rule: ignoring size-1 axes and sorting the rest by ``|stride|``,
+    each ``|stride|`` must exceed the largest distance the smaller axes can span,
+    ``sum(|stride| * (size - 1))``. Broadcast (stride-0) axes fail it; layouts made from an owner
+    by permuting, slicing, flipping and reshaping pass it. (A layout that interleaves axes, such
+    as strides ``(3, 2)`` for shape ``(3, 3)``, is one-to-one but refused here too.)
     """
     if any(size == 0 for size in shape):
         return True
@@ -883,3 +883,18 @@ def is_one_to_one(shape: Sequence[int], strides: Sequence[int]) -> bool:
             return False
         span += stride * (size - 1)
     return True
+
+
+def matrix_orientation(shape: Sequence[int], strides: Sequence[int]) -> str | None:
+    """How BLAS-style kernels can address the last two axes as matrices: ``"rows"`` when each
+    matrix is row-major (unit column stride, row stride at least the row length), ``"columns"``
+    when it is column-major (the transpose is row-major), ``None`` otherwise (negative,
+    zero or interleaved strides). Size-1 axes take any stride. Needs rank >= 2; never raises.
+    """
+    rows, cols = shape[-2], shape[-1]
+    row_stride, col_stride = strides[-2], strides[-1]
+    if (cols == 1 or col_stride == 1) and (rows == 1 or row_stride >= cols):
+        return "rows"
+    if (rows == 1 or row_stride == 1) and (cols == 1 or col_stride >= rows):
+        return "columns"
+    return None

@@ -22,7 +22,12 @@ from collections.abc import Callable
 import numpy as np
 
 from llmfs.tensor.backends.base import Backend
-from llmfs.tensor.layout import element_count, is_matrix_dense, reduced_shape
+from llmfs.tensor.layout import (
+    element_count,
+    is_matrix_dense,
+    matrix_orientation,
+    reduced_shape,
+)
 from llmfs.tensor.strided import copy_strided, gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
@@ -173,7 +178,8 @@ class NumpyBackend(Backend):
         left, right = _dense_matrix(a, compute), _dense_matrix(b, compute)
         with np.errstate(all="ignore"):
             if out.dtype == compute:
-                orientation = _blas_orientation(out)
+                steps = [stride // out.itemsize for stride in out.strides]
+                orientation = matrix_orientation(out.shape, steps)
                 if orientation == "rows":
                     np.matmul(left, right, out=out)
                     return
@@ -185,15 +191,3 @@ class NumpyBackend(Backend):
                     )
                     return
             copy_strided(out, np.matmul(left, right))
-
-
-def _blas_orientation(out: np.ndarray) -> str | None:
-    """``"rows"`` when BLAS can write ``out``'s matrices as they are, ``"columns"`` when it can
-    write their transposes, ``None`` otherwise (negative or interleaved strides)."""
-    shape = out.shape[-2:]
-    rows, cols = (stride // out.itemsize for stride in out.strides[-2:])
-    if (shape[1] == 1 or cols == 1) and (shape[0] == 1 or rows >= shape[1]):
-        return "rows"
-    if (shape[0] == 1 or rows == 1) and (shape[1] == 1 or cols >= shape[0]):
-        return "columns"
-    return None
