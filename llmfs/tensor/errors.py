@@ -735,16 +735,33 @@ class MetalUnavailableError(MetalError):
 
 
 class MetalDTypeError(DTypeError):
-    """A dtype Metal kernels do not handle (float64 above all) was sent to a Metal backend."""
+    """A dtype the Metal kernels do not take was sent to them: float64 (Metal has no 64-bit
+    float), int64 (the kernels take 32-bit integers), or a dtype an op has no kernel for (for
+    example ``exp`` of int32, which NumPy computes in float64). ``allowed`` lists what the op
+    takes (``supported`` as given)."""
 
-    template = (
-        "{where} does not take {dtype!s}: Metal has no 64-bit floating point type, and llmfs "
-        "never downcasts silently. Convert first (for example "
-        "Tensor.from_numpy(t.to_numpy(), dtype='float32')), or use the numpy backend for float64"
-    )
+    template = "{where} does not take {dtype!s}: {reason}"
     dtype: object
     where: str
-    allowed: tuple[str, ...] = derived(lambda error: ("float32", "float16"))
+    supported: tuple[str, ...] = ("float32", "float16")
+    allowed: tuple[str, ...] = derived(lambda error: tuple(error.supported))
+
+    @property
+    def reason(self) -> str:
+        """Why the dtype is refused and what to do instead."""
+        name = str(self.dtype)
+        if name == "float64":
+            return (
+                "Metal has no 64-bit floating point type, and llmfs never downcasts silently. "
+                "Convert first (for example Tensor.from_numpy(t.to_numpy(), dtype='float32')), "
+                "or use the numpy backend for float64"
+            )
+        if name == "int64":
+            return (
+                "the Metal kernels take 32-bit integers, and llmfs never narrows silently. "
+                "Convert to int32 first, or use the numpy backend for int64"
+            )
+        return f"it takes {', '.join(self.supported)}. Convert first, or use the numpy backend"
 
 
 __all__ = [

@@ -5,7 +5,8 @@
 ``KernelLintError`` lists the MSL rules a source breaks that C++ would have let through;
 ``KernelLaunchError`` reports a failed dispatch (Metal's command-buffer error text, or the
 emulator's); ``KernelMemoryError`` is an out-of-bounds access caught by AddressSanitizer;
-``MetalDTypeError`` refuses float64, which Metal does not have.
+``MetalDTypeError`` refuses a dtype a kernel does not take (float64 above all, which Metal does
+not have, and int64), by name.
 """
 
 from __future__ import annotations
