@@ -63,17 +63,9 @@ def numpy_view(
     # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
     # NumPy only needs a harmless 0 there.
     byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, strides))
-    # The ndarray constructor, not as_strided: the same view for a fraction of the call cost,
-    # which small copies notice.
-    array = np.ndarray(
-        shape,
-        dtype=storage.dtype,
-        buffer=storage,
-        offset=base_offset * itemsize,
-        strides=byte_strides,
+    return np.lib.stride_tricks.as_strided(
+        storage[base_offset:], shape=shape, strides=byte_strides, writeable=False
     )
-    array.flags.writeable = False
-    return array
 
 
 def writable_view(
@@ -101,11 +93,16 @@ def gather(
     """Copies a validated layout's values into a new C-contiguous array of ``shape``."""
     shape = tuple(shape)
     out = np.empty(shape, dtype=storage.dtype)
-    if out.size == 0:
+    count = out.size
+    if count == 0:
         return out
     flat_shape, flat_strides = coalesce(shape, strides)
     source = numpy_view(storage, flat_shape, flat_strides, base_offset)
-    copy_strided(out.reshape(flat_shape), source)
+    target = out.reshape(flat_shape)
+    if len(flat_shape) >= 2 and count >= BLOCKED_MIN_VALUES:
+        _blocked_copy(target, source, flat_strides)
+    else:
+        target[...] = source
     return out
 
 
