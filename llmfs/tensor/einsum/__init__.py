@@ -36,11 +36,13 @@ from __future__ import annotations
 
 from llmfs.tensor.einsum.contraction import ContractionPlan
 from llmfs.tensor.einsum.descriptor import TensorDescriptor
-from llmfs.tensor.einsum.parse import ParsedExpression, Term, parse_expression
+from llmfs.tensor.einsum.parse import ELLIPSIS, LABELS, ParsedExpression, Term, parse_expression
 from llmfs.tensor.einsum.plan import EinsumPlan
 from llmfs.tensor.errors import DescriptorError, EinsumError
 
 __all__ = [
+    "ELLIPSIS",
+    "LABELS",
     "ContractionPlan",
     "DescriptorError",
     "EinsumError",
