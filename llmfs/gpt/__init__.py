@@ -9,7 +9,7 @@ checked against):
   shapes, initialisation;
 * :mod:`llmfs.gpt.reference`: the float64 forward pass, step by step, greedy generation and
   accuracy;
-* :mod:`llmfs.gpt.weights`: the shipped weights (checksum verified), byte-reproducible ``.npz``
+* :mod:`llmfs.gpt.checkpoint`: the shipped weights (checksum verified), byte-reproducible ``.npz``
   files, and GPT-2 weights from a local file;
 * :mod:`llmfs.gpt.train`: the training script (hand-written backpropagation, AdamW);
 * :mod:`llmfs.gpt.evaluate`: ``python -m llmfs.gpt.evaluate`` prints the held-out accuracy.
@@ -17,6 +17,7 @@ checked against):
 
 from __future__ import annotations
 
+from llmfs.gpt.checkpoint import load_gpt2, load_params, load_tiny_gpt, save_params
 from llmfs.gpt.errors import ChecksumMismatchError, ConfigError, GPTError, TaskError, WeightsError
 from llmfs.gpt.model import (
     GPT2_SMALL_CONFIG,
@@ -28,7 +29,6 @@ from llmfs.gpt.model import (
     parameter_shapes,
 )
 from llmfs.gpt.reference import accuracy, forward, generate, held_out_accuracy, solve
-from llmfs.gpt.weights import load_gpt2, load_params, load_tiny_gpt, save_params
 
 __all__ = [
     "GPT2_SMALL_CONFIG",

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from llmfs.gpt import reference, task
+from llmfs.gpt.checkpoint import TINY_GPT_PATH, load_tiny_gpt
 from llmfs.gpt.errors import GPTError
 from llmfs.gpt.model import count_parameters
-from llmfs.gpt.weights import TINY_GPT_PATH, load_tiny_gpt
 
 
 def report(weights: Path = TINY_GPT_PATH, show: int = 5) -> str:

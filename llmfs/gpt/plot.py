@@ -2,7 +2,7 @@
 
 ``llmfs figures`` and ``python -m llmfs.gpt.train`` both draw ``figures/capstone_loss.*`` with
 :func:`loss_figure`, from the record shipped beside the weights
-(:data:`llmfs.gpt.weights.TINY_GPT_RECORD_PATH`), so the committed figure regenerates byte for
+(:data:`llmfs.gpt.checkpoint.TINY_GPT_RECORD_PATH`), so the committed figure regenerates byte for
 byte without retraining. The figure uses the course's fixed fonts and is saved without dates or
 version strings (:mod:`llmfs.widgets.plot`); matplotlib is imported only here.
 """
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmfs.gpt.weights import TINY_GPT_RECORD_PATH
+from llmfs.gpt.checkpoint import TINY_GPT_RECORD_PATH
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

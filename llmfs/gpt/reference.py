@@ -128,6 +128,31 @@ def forward(params: Params, config: GPTConfig, tokens: np.ndarray) -> np.ndarray
     return logits[0] if single else logits
 
 
+def activations(params: Params, config: GPTConfig, tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """Every intermediate result of :func:`forward`, by name, for checking an implementation one
+    step at a time (all float64, batch axis kept: ``[B, T, ...]``):
+
+    ``"embed"``; for each block ``i``: ``"h.{i}.ln_1"``, ``"h.{i}.attn"`` (the attention output
+    before the residual add), ``"h.{i}.resid_attn"`` (after it), ``"h.{i}.ln_2"``, ``"h.{i}.mlp"``,
+    ``"h.{i}.out"``; then ``"ln_f"`` and ``"logits"`` (equal to :func:`forward`'s)."""
+    ids, _ = _as_batch(tokens, config)
+    p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
+    eps = config.layer_norm_eps
+    out: dict[str, np.ndarray] = {}
+    x = out["embed"] = embed(ids, p64, config)
+    for i in range(config.n_layer):
+        p = f"h.{i}."
+        h = out[p + "ln_1"] = layer_norm(x, p64[p + "ln_1.weight"], p64[p + "ln_1.bias"], eps)
+        a = out[p + "attn"] = attention(h, p64, p + "attn.", config)
+        x = out[p + "resid_attn"] = x + a
+        h = out[p + "ln_2"] = layer_norm(x, p64[p + "ln_2.weight"], p64[p + "ln_2.bias"], eps)
+        m = out[p + "mlp"] = mlp(h, p64, p + "mlp.")
+        x = out[p + "out"] = x + m
+    x = out["ln_f"] = layer_norm(x, p64["ln_f.weight"], p64["ln_f.bias"], eps)
+    out["logits"] = x @ p64["wte.weight"].T
+    return out
+
+
 def generate(
     params: Params, config: GPTConfig, tokens: np.ndarray, max_new_tokens: int
 ) -> np.ndarray:

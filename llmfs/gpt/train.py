@@ -4,8 +4,8 @@
 training half of :func:`llmfs.gpt.task.split`, prints the loss curve and the held-out accuracy,
 and writes
 
-* ``PATH`` (``.npz``, float32, see :func:`llmfs.gpt.weights.save_params`) and ``PATH`` with suffix
-  ``.sha256`` (its checksum);
+* ``PATH`` (``.npz``, float32, see :func:`llmfs.gpt.checkpoint.save_params`) and ``PATH`` with
+  suffix ``.sha256`` (its checksum);
 * ``PATH`` with suffix ``.json``: the training record (config, hyperparameters, the loss curve,
   held-out accuracy during training and of the saved weights);
 * the loss-curve figure ``capstone_loss.png``/``.svg``/``.txt`` in ``--figures DIR`` (default: the
@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from llmfs.gpt import reference, task
+from llmfs.gpt.checkpoint import load_params, save_params, write_checksum
 from llmfs.gpt.model import TINY_CONFIG, GPTConfig, Params, count_parameters, init_params
 from llmfs.gpt.reference import GELU_C, causal_mask, softmax
-from llmfs.gpt.weights import load_params, save_params, write_checksum
 
 # --------------------------------------------------------------------------------------------
 # Forward with caches, and the backward pass of every layer

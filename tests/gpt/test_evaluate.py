@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from llmfs.gpt import evaluate, task
-from llmfs.gpt.weights import TINY_GPT_PATH
+from llmfs.gpt.checkpoint import TINY_GPT_PATH
 
 
 def test_the_command_prints_the_held_out_accuracy(capsys: pytest.CaptureFixture[str]) -> None:

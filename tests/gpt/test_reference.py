@@ -59,6 +59,17 @@ def test_the_output_head_is_the_token_embedding() -> None:
     np.testing.assert_array_equal(reference.forward(params, SMALL, ids), x @ params["wte.weight"].T)
 
 
+def test_the_named_activations_lead_to_the_same_logits() -> None:
+    params = _params()
+    ids = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]])
+    acts = reference.activations(params, SMALL, ids)
+    assert list(acts)[:4] == ["embed", "h.0.ln_1", "h.0.attn", "h.0.resid_attn"]
+    assert list(acts)[-2:] == ["ln_f", "logits"]
+    np.testing.assert_array_equal(acts["logits"], reference.forward(params, SMALL, ids))
+    np.testing.assert_array_equal(acts["h.1.out"], acts["h.1.resid_attn"] + acts["h.1.mlp"])
+    assert all(a.shape[:2] == (2, 5) for a in acts.values())
+
+
 def test_a_batch_row_gives_the_same_logits_as_alone() -> None:
     params = _params()
     ids = np.array([[3, 1, 4], [1, 5, 9 % 12]])

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from llmfs.gpt import task
+from llmfs.gpt.checkpoint import TINY_GPT_RECORD_PATH
 from llmfs.gpt.errors import GPTError, TaskError
-from llmfs.gpt.weights import TINY_GPT_RECORD_PATH
 
 
 def test_a_problem_is_written_with_padded_operands_and_a_reversed_sum() -> None:

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from llmfs.gpt import reference, train
+from llmfs.gpt.checkpoint import save_params
 from llmfs.gpt.model import GPTConfig, init_params, parameter_shapes
-from llmfs.gpt.weights import save_params
 
 SMALL = GPTConfig(vocab_size=12, n_ctx=8, n_embd=8, n_head=2, n_layer=2)
 

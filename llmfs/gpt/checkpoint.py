@@ -1,4 +1,5 @@
-"""Saving and loading parameter dicts; the shipped capstone weights and their checksum.
+"""Checkpoints: saving and loading parameter dicts; the shipped capstone weights (in the
+``weights/`` folder beside this module) and their checksum.
 
 Files are ``.npz`` archives (one ``.npy`` member per parameter name) written by :func:`save_params`
 with fixed member order and zip timestamps, so the same values always give the same bytes (NumPy's

@@ -1,5 +1,5 @@
-"""The shipped weights: pinned by their checksum, and the model they hold adds numbers it has
-never seen (accuracy computed here, not read from a file)."""
+"""Checkpoints: byte-reproducible .npz files, the shipped weights pinned by their checksum,
+and the model they hold adding numbers it has never seen (accuracy computed here, not read)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import numpy as np
 import pytest
 
 from llmfs.gpt import reference, task
-from llmfs.gpt.errors import ChecksumMismatchError, WeightsError
-from llmfs.gpt.model import TINY_CONFIG, GPTConfig, init_params, parameter_shapes
-from llmfs.gpt.weights import (
+from llmfs.gpt.checkpoint import (
     TINY_GPT_PATH,
     TINY_GPT_SHA256_PATH,
     load_gpt2,
@@ -24,6 +22,8 @@ from llmfs.gpt.weights import (
     verify_checksum,
     write_checksum,
 )
+from llmfs.gpt.errors import ChecksumMismatchError, WeightsError
+from llmfs.gpt.model import TINY_CONFIG, GPTConfig, init_params, parameter_shapes
 
 
 def test_the_shipped_file_matches_its_checksum_and_is_small() -> None:
