@@ -3,8 +3,10 @@ and the model they hold adding numbers it has never seen (accuracy computed here
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ import pytest
 from llmfs.gpt import reference, task
 from llmfs.gpt.checkpoint import (
     TINY_GPT_PATH,
+    TINY_GPT_RECORD_PATH,
     TINY_GPT_SHA256_PATH,
     load_gpt2,
     load_params,
@@ -23,7 +26,8 @@ from llmfs.gpt.checkpoint import (
     write_checksum,
 )
 from llmfs.gpt.errors import ChecksumMismatchError, WeightsError
-from llmfs.gpt.model import TINY_CONFIG, GPTConfig, init_params, parameter_shapes
+from llmfs.gpt.model import TINY_CONFIG, GPTConfig, count_parameters, init_params, parameter_shapes
+from llmfs.gpt.train import TrainConfig
 
 
 def test_the_shipped_file_matches_its_checksum_and_is_small() -> None:
@@ -126,3 +130,12 @@ def test_local_gpt2_small_weights_run_through_the_same_forward_pass() -> None:
     assert config.n_layer == 12 and config.n_embd == 768
     logits = reference.forward(params, config, np.array([15496, 11, 995]))  # "Hello, world"
     assert logits.shape == (3, config.vocab_size) and np.isfinite(logits).all()
+
+
+def test_the_training_record_describes_the_shipped_file_and_the_script_defaults() -> None:
+    record = json.loads(TINY_GPT_RECORD_PATH.read_text())
+    assert record["sha256"] == sha256_of(TINY_GPT_PATH)
+    assert record["model"] == asdict(TINY_CONFIG)
+    assert record["train"] == asdict(TrainConfig())
+    assert record["parameters"] == count_parameters(TINY_CONFIG)
+    assert record["loss_curve"][-1][0] == TrainConfig().steps
