@@ -28,7 +28,7 @@ from llmfs.gpt.model import (
     init_params,
     parameter_shapes,
 )
-from llmfs.gpt.reference import accuracy, forward, generate, held_out_accuracy, solve
+from llmfs.gpt.reference import accuracy, activations, forward, generate, held_out_accuracy, solve
 
 __all__ = [
     "GPT2_SMALL_CONFIG",
@@ -41,6 +41,7 @@ __all__ = [
     "TaskError",
     "WeightsError",
     "accuracy",
+    "activations",
     "count_parameters",
     "forward",
     "generate",

@@ -2,7 +2,7 @@
 computed now from the shipped weights (checksum verified) with the NumPy reference forward pass.
 
 Options: ``--weights PATH`` evaluates another ``.npz`` (its ``.sha256`` beside it is checked),
-``--show N`` prints the first N held-out problems with the model's answers.
+``--show N`` prints N held-out problems (spread over the set) with the model's answers.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from llmfs.gpt import reference, task
 from llmfs.gpt.checkpoint import TINY_GPT_PATH, load_tiny_gpt
@@ -34,7 +36,9 @@ def report(weights: Path = TINY_GPT_PATH, show: int = 5) -> str:
         f"held-out accuracy: {acc:.4f} ({round(acc * len(held_out))}/{len(held_out)} problems "
         f"never seen in training, exact answers; {seconds:.2f} s with the NumPy reference)",
     ]
-    for a, b in held_out[:show]:
+    # Examples spread over the held-out set (it is sorted, so its head is all 0 + b).
+    picks = np.linspace(0, len(held_out) - 1, num=max(0, show)).round().astype(int)
+    for a, b in held_out[picks]:
         written = reference.solve(params, config, int(a), int(b))
         mark = "ok" if task.is_correct(int(a), int(b), written) else "WRONG"
         value = task.read_answer(written)
