@@ -19,6 +19,7 @@ training problem). Held-out problems are never seen in training.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -131,10 +132,17 @@ def split(seed: int = SPLIT_SEED, held_out_fraction: float = HELD_OUT_FRACTION) 
             f"held_out_fraction = {held_out_fraction} must lie strictly between 0 and 1"
         )
     problems = all_problems()
-    mask = np.array(
-        [_held_out(int(a), int(b), int(seed), float(held_out_fraction)) for a, b in problems]
-    )
+    mask = _held_out_mask(int(seed), float(held_out_fraction))
+    # Boolean indexing copies, so callers never share (or can change) the cached mask.
     return Split(train=problems[~mask], held_out=problems[mask])
+
+
+@functools.lru_cache(maxsize=8)
+def _held_out_mask(seed: int, fraction: float) -> np.ndarray:
+    problems = all_problems()
+    mask = np.array([_held_out(int(a), int(b), seed, fraction) for a, b in problems])
+    mask.flags.writeable = False
+    return mask
 
 
 def sequences(problems: np.ndarray | Sequence[Sequence[int]]) -> np.ndarray:

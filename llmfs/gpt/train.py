@@ -74,11 +74,6 @@ def _ln_backward(dy: np.ndarray, cache: Any) -> tuple[np.ndarray, np.ndarray, np
     return dx, dw, db
 
 
-def _gelu_forward(x: np.ndarray) -> np.ndarray:
-    # reference.gelu's formula, with x**3 written as x * x * x (NumPy's integer power is slower).
-    return 0.5 * x * (1.0 + np.tanh(GELU_C * (x + 0.044715 * (x * x * x))))
-
-
 def _gelu_backward(dy: np.ndarray, x: np.ndarray) -> np.ndarray:
     """d/dx of ``0.5 x (1 + tanh(u))``, ``u = c (x + 0.044715 x^3)``:
     ``0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 * 0.044715 x^2)``."""
@@ -128,7 +123,7 @@ def forward_with_cache(
         x = x + _linear(y, params[p + "attn.c_proj.weight"], params[p + "attn.c_proj.bias"])
         h2, ln2 = _ln_forward(x, params[p + "ln_2.weight"], params[p + "ln_2.bias"], eps)
         f = _linear(h2, params[p + "mlp.c_fc.weight"], params[p + "mlp.c_fc.bias"])
-        g = _gelu_forward(f)
+        g = reference.gelu(f)
         x = x + _linear(g, params[p + "mlp.c_proj.weight"], params[p + "mlp.c_proj.bias"])
         caches.append((h1, ln1, q, k, v, att, y, h2, ln2, f, g))
     xf, lnf = _ln_forward(x, params["ln_f.weight"], params["ln_f.bias"], eps)

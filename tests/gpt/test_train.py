@@ -3,11 +3,13 @@ reproducible byte for byte."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from llmfs.gpt import reference, train
-from llmfs.gpt.checkpoint import save_params
+from llmfs.gpt.checkpoint import save_params, sha256_of, verify_checksum
 from llmfs.gpt.model import GPTConfig, init_params, parameter_shapes
 
 SMALL = GPTConfig(vocab_size=12, n_ctx=8, n_embd=8, n_head=2, n_layer=2)
@@ -95,3 +97,16 @@ def test_the_same_seed_gives_identical_weight_bytes(tmp_path) -> None:
     other = train.train(SMALL, train.TrainConfig(**{**cfg.__dict__, "seed": 1}))
     assert not np.array_equal(other.params["wte.weight"], result.params["wte.weight"])
     assert len(result.losses) == 6 and len(result.curve) == 2 and len(result.accuracy_curve) == 1
+
+
+def test_the_command_writes_weights_checksum_and_record(tmp_path, capsys) -> None:
+    # The figure it would also draw is the one `llmfs figures` draws (tests/widgets).
+    out = tmp_path / "model.npz"
+    assert train.main(["--out", str(out), "--steps", "2", "--no-figure"]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out accuracy of the saved weights" in printed
+    assert verify_checksum(out) == sha256_of(out)
+    record = json.loads(out.with_suffix(".json").read_text())
+    assert record["sha256"] == sha256_of(out) and record["train"]["steps"] == 2
+    assert [step for step, _ in record["loss_curve"]] == [2]
+    assert [step for step, _ in record["held_out_accuracy_curve"]] == [2]
