@@ -61,12 +61,19 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
     raw = json.loads(Path(job["notebook"]).read_text(encoding="utf-8"))
-    notebook = nbformat.from_dict(raw)
-    for cell in notebook.cells:
-        cell.setdefault("metadata", {})
-        if cell.get("cell_type") == "code":
-            cell.setdefault("outputs", [])
-            cell.setdefault("execution_count", None)
+    cells = []
+    for cell in raw.get("cells", []):
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        kind = cell.get("cell_type")
+        clean: dict[str, Any] = {"cell_type": kind, "metadata": {}, "source": text}
+        if kind == "code":
+            clean.update(outputs=[], execution_count=None)
+        cells.append(clean)
+    # Only the cells' kinds and sources matter: stored outputs and metadata are dropped.
+    notebook = nbformat.from_dict(
+        {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    )
     kernels = _kernelspec(Path(job["scratch"]), job)
     specs = KernelSpecManager(kernel_dirs=[str(kernels)], ensure_native_kernel=False)
     manager = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
