@@ -117,7 +117,9 @@ def run_spec(
         want = expected_outcome(spec, args)
         got = outcome_of(fn, args)
         label = f"{spec.function}({', '.join(show(a) for a in args)})"
-        results.append(CaseResult(label, _describe(want), _describe(got), outcomes_match(got, want)))
+        results.append(
+            CaseResult(label, _describe(want), _describe(got), outcomes_match(got, want))
+        )
     results.sort(key=lambda case: (bool(case.ok), len(case.label)))
     if all(case.got == "raises NotImplementedError" for case in results):
         return CheckReport(spec.exercise_id, "not implemented", (), f"{spec.function} is a stub")

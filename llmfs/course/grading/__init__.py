@@ -1,4 +1,4 @@
-"""Grading and self-checking the course's exercises: ``llmfs grade``, ``llmfs check``, ``llmfs key``.
+"""Grading and self-checking the exercises: ``llmfs grade``, ``llmfs check``, ``llmfs key``.
 
 How a submission is graded (every step is a plain function of the submission's bytes, the course's
 checks and a seed, so the same inputs always give the same gradebook rows):

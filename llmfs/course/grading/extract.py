@@ -250,7 +250,9 @@ def _used_names(node: ast.AST) -> set[str]:
 
 
 def _guarded(statement: ast.stmt) -> ast.stmt:
-    handler = ast.ExceptHandler(type=ast.Name("Exception", ast.Load()), name=None, body=[ast.Pass()])
+    handler = ast.ExceptHandler(
+        type=ast.Name("Exception", ast.Load()), name=None, body=[ast.Pass()]
+    )
     return ast.Try(body=[statement], handlers=[handler], orelse=[], finalbody=[])
 
 

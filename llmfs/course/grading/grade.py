@@ -54,9 +54,7 @@ class Submission:
 
 def _notebook_in(folder: Path, chapter: Chapter) -> tuple[Path, str]:
     wanted = Path(chapter.notebook).name
-    candidates = sorted(
-        p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts
-    )
+    candidates = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     named = [p for p in candidates if p.name == wanted]
     if named:
         return named[0], ""

@@ -51,8 +51,8 @@ class Row:
     """One effective gradebook row: a result with any valid instructor review applied."""
 
     student: str
-    chapter: str
     exercise: str
+    chapter: str
     position: int
     points: float
     score: float | None
@@ -248,7 +248,9 @@ class Gradebook:
                         theirs.graded_at,
                     ),
                 )
-                self._db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.executemany(
+                    "INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
+                )
         with self._db:
             for review in other._db.execute("SELECT * FROM reviews ORDER BY student, exercise"):
                 self._db.execute("INSERT OR REPLACE INTO reviews VALUES (?, ?, ?, ?, ?)", review)
@@ -289,8 +291,8 @@ class Gradebook:
                 message = review[2] or "reviewed by the instructor"
                 row = Row(
                     row.student,
-                    row.chapter,
                     row.exercise,
+                    row.chapter,
                     row.position,
                     row.points,
                     float(review[1]),

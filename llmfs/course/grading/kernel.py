@@ -29,6 +29,9 @@ def main() -> None:
     cpu = _take(argv, "--cpu-seconds", 600)
     files = int(_take(argv, "--file-mb", 64))
     apply_limits(memory, cpu, files)
+    # jsonschema (imported with the widgets) loads rfc3987_syntax when installed, which spends
+    # seconds building a parser at every start; no notebook of the course needs it.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     sys.argv = [sys.argv[0], *argv]
     from ipykernel.kernelapp import launch_new_instance
 

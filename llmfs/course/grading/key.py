@@ -300,7 +300,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chapter", action="append", help="only this chapter (repeatable)")
     parser.add_argument("--html", action="store_true", help="write HTML instead of Markdown")
     parser.add_argument(
-        "--checks", type=Path, default=None, help="course folder with solutions/ (default: this one)"
+        "--checks",
+        type=Path,
+        default=None,
+        help="course folder with solutions/ (default: this one)",
     )
 
 

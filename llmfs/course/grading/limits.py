@@ -70,7 +70,7 @@ def apply_limits(memory_mb: int, cpu_seconds: float, file_mb: int) -> None:
         if which is None:
             continue
         try:
-            soft, hard = resource.getrlimit(which)
+            _, hard = resource.getrlimit(which)
             cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
             resource.setrlimit(which, (cap, hard))
         except (ValueError, OSError):

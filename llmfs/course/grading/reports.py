@@ -189,7 +189,9 @@ def write_review_sheets(
         if item is not None:
             parts.append(f"<p>Points: {_number(item.exercise.points)}</p>")
             if item.prompt:
-                parts.append(f'<h2>Question</h2><div class="answer">{html.escape(item.prompt)}</div>')
+                parts.append(
+                    f'<h2>Question</h2><div class="answer">{html.escape(item.prompt)}</div>'
+                )
             parts.append("<h2>Rubric</h2><ol>")
             parts += [f"<li>{html.escape(point)}</li>" for point in item.rubric] or [
                 "<li>(no rubric in the manifest)</li>"
@@ -238,7 +240,9 @@ def read_review_scores(book: Gradebook, path: Path) -> int:
     stored = 0
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = [c for c in ("student", "exercise", "score") if c not in (reader.fieldnames or [])]
+        missing = [
+            c for c in ("student", "exercise", "score") if c not in (reader.fieldnames or [])
+        ]
         if missing:
             raise CourseError(f"{path}: missing column(s) {missing}; expected {SCORE_COLUMNS}")
         for line, record in enumerate(reader, start=2):

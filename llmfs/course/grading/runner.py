@@ -54,6 +54,9 @@ def _first_line(text: str) -> str:
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
     """Executes the job's notebook; returns the verdict (see the module docstring)."""
+    # jsonschema (imported by nbformat) loads rfc3987_syntax when it is installed, which builds a
+    # parser for seconds at every start; this process validates nothing, so it is left out.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
     import nbformat
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import AsyncKernelManager

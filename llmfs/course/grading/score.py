@@ -128,10 +128,6 @@ def field_matches(field: str, got: Any, expected: Any) -> bool:
     return _close(_generic(mine), _generic(theirs))
 
 
-def _points(value: float) -> float:
-    return round(value, 4)
-
-
 def _fmt(value: float) -> str:
     return f"{value:g}"
 
@@ -168,9 +164,7 @@ def score_predict(item: ExerciseKey, found: extract.Found) -> ExerciseResult:
     extra = sorted(set(answers) - set(names))
     if extra:
         parts.append("not asked (ignored): " + ", ".join(extra))
-    return ExerciseResult(
-        exercise.id, points, _points(score), status, "; ".join(parts), answer_text
-    )
+    return ExerciseResult(exercise.id, points, score, status, "; ".join(parts), answer_text)
 
 
 def score_explain(item: ExerciseKey, found: extract.Found) -> ExerciseResult:
@@ -247,7 +241,11 @@ def score_implement(
             exercise.id, points, points, "right", f"all {count} hidden cases passed", "", answer_sha
         )
     args, got = min(failing, key=lambda pair: (len(json.dumps(pair[0])), json.dumps(pair[0])))
-    said = f"raised {got.get('error')}" if "error" in got else f"returned {json.dumps(got.get('value'))}"
+    said = (
+        f"raised {got.get('error')}"
+        if "error" in got
+        else f"returned {json.dumps(got.get('value'))}"
+    )
     message = (
         f"{passed} of {count} hidden cases passed; smallest failing case: "
         f"{item.function}({_show_args(args)}) {said}"
@@ -349,4 +347,6 @@ def grade_submission(
         run = run_notebook(notebook, limits)
     else:
         run = RunOutcome("not run", None, "not executed (--no-execute)")
-    return SubmissionResult(student, key.chapter.id, path, digest, seed, key.checks_id, run, results)
+    return SubmissionResult(
+        student, key.chapter.id, path, digest, seed, key.checks_id, run, results
+    )

@@ -158,7 +158,11 @@ def _attempts(path: Path) -> dict[str, dict[str, bool]]:
         if not isinstance(record, dict) or not isinstance(record.get("exercise"), str):
             continue
         fields = record.get("fields")
-        if isinstance(fields, dict) and fields and all(isinstance(v, bool) for v in fields.values()):
+        if (
+            isinstance(fields, dict)
+            and fields
+            and all(isinstance(v, bool) for v in fields.values())
+        ):
             latest[record["exercise"]] = {str(k): v for k, v in fields.items()}
     return latest
 
@@ -249,10 +253,14 @@ def render(chapters: list[ChapterProgress]) -> str:
         totals = chapter.totals
         lines.append(f"{chapter.chapter}: {chapter.title}")
         lines.append(f"  notebook {chapter.notebook}; run: {chapter.run}")
-        lines.append(f"  {'exercise':<24}{'kind':<11}{'answered':<10}{'right':<8}{'points':<10}hints")
+        lines.append(
+            f"  {'exercise':<24}{'kind':<11}{'answered':<10}{'right':<8}{'points':<10}hints"
+        )
         for e in chapter.exercises:
-            right = "review" if e.kind == "explain" and e.answered else (
-                "yes" if e.right else "no" if e.right is False else "-"
+            right = (
+                "review"
+                if e.kind == "explain" and e.answered
+                else ("yes" if e.right else "no" if e.right is False else "-")
             )
             points = f"{e.score:g}/{e.points:g}"
             answered = "yes" if e.answered else "no"
@@ -306,9 +314,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"llmfs check: {error}", file=sys.stderr)
         return 2
     if args.json:
-        data = [
-            {**{k: v for k, v in asdict(c).items()}, "totals": c.totals} for c in chapters
-        ]
+        data = [{**{k: v for k, v in asdict(c).items()}, "totals": c.totals} for c in chapters]
         print(json.dumps({"chapters": data}, indent=1))
     else:
         print(render(chapters), end="")
