@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from llmfs.course.exercise_checks.report import CaseResult, CheckReport, record, show
+from llmfs.course.exercise_checks.report import CaseResult, CheckReport, Status, record, show
 from llmfs.tensor import TensorError, layout
 
 #: ``{"value": <JSON data>}`` or ``{"error": "<exception class name>"}``.
@@ -123,7 +123,7 @@ def run_spec(
     results.sort(key=lambda case: (bool(case.ok), len(case.label)))
     if all(case.got == "raises NotImplementedError" for case in results):
         return CheckReport(spec.exercise_id, "not implemented", (), f"{spec.function} is a stub")
-    status = "passed" if all(case.ok for case in results) else "failed"
+    status: Status = "passed" if all(case.ok for case in results) else "failed"
     return record(CheckReport(spec.exercise_id, status, tuple(results)))
 
 

@@ -1,0 +1,133 @@
+"""``llmfs check``: the learner's self-check on the solutions (all right) and on the unanswered
+notebooks (nothing right, and not one solution in what it prints)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import gradingkit as kit
+import pytest
+
+from llmfs.cli import main as llmfs_main
+from llmfs.course.grading.selfcheck import hints_used
+
+pytestmark = pytest.mark.notebooks
+
+CHAPTERS = kit.MANIFEST.published_chapters
+
+
+def _check(folder: Path, *extra: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = llmfs_main(["check", "--dir", str(folder), "--cell-timeout", "60", *extra])
+    return code, out.getvalue()
+
+
+def _copy(tmp: Path, which: str) -> Path:
+    # Learners' copies carry the student notebooks' names, whichever version they hold.
+    for chapter in CHAPTERS:
+        shutil.copy(kit.REPO / getattr(chapter, which), tmp / Path(chapter.notebook).name)
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def on_solutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    code, text = _check(_copy(tmp_path_factory.mktemp("solved"), "solution"), "--json")
+    assert code == 0, text
+    return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def on_blank(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    folder = _copy(tmp_path_factory.mktemp("blank"), "notebook")
+    code, text = _check(folder)
+    assert code == 0, text
+    code, data = _check(folder, "--json")
+    assert code == 0
+    return text, json.loads(data)
+
+
+def test_the_solutions_are_answered_and_right_everywhere(on_solutions: dict[str, Any]) -> None:
+    assert [c["chapter"] for c in on_solutions["chapters"]] == [c.id for c in CHAPTERS]
+    for chapter in on_solutions["chapters"]:
+        assert chapter["run"] == "ok"
+        for exercise in chapter["exercises"]:
+            assert exercise["answered"], exercise["id"]
+            if exercise["kind"] == "explain":
+                assert exercise["right"] is None
+            else:
+                assert exercise["right"] is True, exercise
+                assert exercise["score"] == exercise["points"]
+        totals = chapter["totals"]
+        assert totals["answered"] == totals["exercises"]
+
+
+def test_the_unanswered_notebooks_have_nothing_answered_or_right(
+    on_blank: tuple[str, dict[str, Any]],
+) -> None:
+    _, data = on_blank
+    for chapter in data["chapters"]:
+        assert chapter["run"] == "ok"
+        assert chapter["totals"]["answered"] == 0
+        assert chapter["totals"]["right"] == 0
+        assert chapter["totals"]["points"] == 0
+
+
+def test_no_solution_appears_in_the_output_on_unanswered_notebooks(
+    on_blank: tuple[str, dict[str, Any]],
+) -> None:
+    text, data = on_blank
+    output = text + json.dumps(data)
+    for chapter in CHAPTERS:
+        shown = " ".join(e.title for e in chapter.exercises)
+        key = kit.key_of(chapter)
+        secrets: list[str] = []
+        for item in key.exercises:
+            for value in item.answers.values():
+                secrets += [json.dumps(value), repr(value)]
+            secrets += [line.strip() for line in item.model_answer.splitlines()]
+            secrets += [line.strip() for line in item.solution_source.splitlines()[2:]]
+        secrets = [s for s in secrets if len(s) >= 6 and s not in shown]
+        leaked = sorted({s for s in secrets if s in output})
+        assert not leaked, chapter.id
+
+
+def test_the_text_report_is_a_table_per_chapter(on_blank: tuple[str, dict[str, Any]]) -> None:
+    text, _ = on_blank
+    for chapter in CHAPTERS:
+        assert f"{chapter.id}: {chapter.title}" in text
+        for exercise in chapter.exercises:
+            assert f"  {exercise.id} " in text
+    assert text.count(
+        "exercise                kind       answered  right   points    hints"
+    ) == len(CHAPTERS)
+
+
+def test_hints_used_come_from_the_learners_log(tmp_path: Path) -> None:
+    log = tmp_path / "attempts.jsonl"
+    log.write_text(
+        "\n".join(
+            [
+                json.dumps({"exercise": "ch01.q1", "hints": 1}),
+                json.dumps({"exercise": "ch01.q1", "hints": 2}),
+                json.dumps({"exercise": "ch01.q2", "kind": "hint"}),
+                "not json",
+            ]
+        )
+    )
+    assert hints_used(log, "ch01.q1") == 2
+    assert hints_used(log, "ch01.q2") == 1
+    assert hints_used(log, "ch01.q3") == 0
+    assert hints_used(tmp_path / "missing.jsonl", "ch01.q1") == 0
+
+
+def test_check_without_notebooks_says_so(tmp_path: Path) -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert llmfs_main(["check", "--dir", str(tmp_path)]) == 2
+    assert "no course notebooks here" in err.getvalue()
