@@ -45,7 +45,10 @@ def test_predict_fields_are_literals_none_is_unanswered_and_code_is_unreadable()
 
 
 def test_the_predict_call_with_this_exercise_id_wins_over_others_in_the_cell() -> None:
-    source = 'a = predict("x", exercise_id="other", shape=[1])\nb = predict("y", exercise_id="ch09.q1", shape=[2])'
+    source = (
+        'a = predict("x", exercise_id="other", shape=[1])\n'
+        'b = predict("y", exercise_id="ch09.q1", shape=[2])'
+    )
     found = extract.find_exercise(_nb(_code(source, "ch09.q1")), PREDICT)
     assert found.answer == {"shape": [2]}
 

@@ -64,11 +64,11 @@ def test_reviews_apply_to_the_answer_they_scored_and_are_bounded(tmp_path: Path)
         with pytest.raises(CourseError, match="no written answer"):
             book.review("bob", "ch09.why", 1, "")
         book.review("ada", "ch09.why", 1.5, "half")
-        row = [r for r in book.rows() if r.exercise == "ch09.why"][0]
+        row = next(r for r in book.rows() if r.exercise == "ch09.why")
         assert (row.score, row.status, row.message) == (1.5, "reviewed", "half")
         changed = ExerciseResult("ch09.why", 2.0, None, "pending", "awaiting", "New.", "sha-b")
         book.record(_result("ada", "h2", RIGHT, changed))
-        row = [r for r in book.rows() if r.exercise == "ch09.why"][0]
+        row = next(r for r in book.rows() if r.exercise == "ch09.why")
         assert (row.score, row.status) == (None, "pending")
 
 
