@@ -424,3 +424,35 @@ def test_a_killed_run_resumes_where_it_stopped_with_identical_results(tmp_path: 
     assert f"graded {len(names) - done}, skipped {done} already graded" in output
     with Gradebook(database) as book:
         assert book.snapshot() == reference
+
+
+@pytest.mark.skipif(not IMPLEMENTS, reason="without hidden checks a run ends too fast to stop")
+def test_ctrl_c_stops_the_run_and_keeps_what_was_graded(tmp_path: Path) -> None:
+    subs = tmp_path / "submissions"
+    subs.mkdir()
+    names = [f"{variant}-{n}" for n in range(3) for variant in RESUMED]
+    for name in names:
+        (subs / f"{name}.ipynb").write_bytes(SUBMISSIONS[name.rsplit("-", 1)[0]][0])
+    out = tmp_path / "out"
+    argv = [sys.executable, "-m", "llmfs", "grade", str(subs), "--chapter", CHAPTER.id]
+    argv += ["--seed", str(SEED), "--no-execute", "--out", str(out), *LIMITS]
+    env = dict(os.environ, PYTHONPATH=str(kit.REPO))
+    process = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
+    database = out / "gradebook.sqlite"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(sqlite3.Error):
+            if database.is_file():
+                with contextlib.closing(sqlite3.connect(database)) as db:
+                    if db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]:
+                        break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    with Gradebook(database) as book:
+        kept = len(book.submissions())
+    assert 1 <= kept < len(names)
+    assert process.returncode == 130
+    assert "every submission graded so far is saved" in err

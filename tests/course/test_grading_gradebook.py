@@ -226,3 +226,21 @@ def test_the_classroom_workflow_template_runs_llmfs_grade_with_options_that_exis
         123,
     )
     assert (args.checks, args.out) == (Path("course"), Path("grading"))
+
+
+def test_the_progress_bar_draws_on_a_terminal_and_logs_lines_elsewhere() -> None:
+    from llmfs.course.grading.grade import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    log, terminal = io.StringIO(), Terminal()
+    for stream in (log, terminal):
+        bar = Progress(2, stream)
+        bar.step("ada")
+        bar.step("bob")
+    assert log.getvalue() == "graded 1/2: ada\ngraded 2/2: bob\n"
+    drawn = terminal.getvalue()
+    assert "\r[###############...............] 1/2" in drawn
+    assert "\r[##############################] 2/2" in drawn and drawn.endswith("\n")
