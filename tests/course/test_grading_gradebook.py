@@ -226,6 +226,10 @@ def test_the_classroom_workflow_template_runs_llmfs_grade_with_options_that_exis
         123,
     )
     assert (args.checks, args.out) == (Path("course"), Path("grading"))
+    # The student's code never runs in the job that holds the solutions and the seed.
+    assert args.no_execute
+    run_job = " ".join(str(step.get("run", "")) for step in workflow["jobs"]["run"]["steps"])
+    assert "llmfs check" in run_job and "secrets." not in json.dumps(workflow["jobs"]["run"])
 
 
 def test_the_progress_bar_draws_on_a_terminal_and_logs_lines_elsewhere() -> None:

@@ -38,7 +38,7 @@ class Limits:
     cell_timeout: float = 30.0
     total_timeout: float = 300.0
     memory_mb: int = 2048
-    implement_timeout: float = 30.0
+    implement_timeout: float = 60.0
     case_timeout: float = 2.0
     file_mb: int = 64
 
@@ -77,9 +77,34 @@ def apply_limits(memory_mb: int, cpu_seconds: float, file_mb: int) -> None:
             continue
 
 
+#: Variables a sandboxed process inherits; everything else (tokens, a CI's grading seed, cloud
+#: credentials) stays out of the learner's reach.
+INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "SYSTEMROOT",
+    "LLMFS_COURSE_ROOT",
+)
+
+
 def sandbox_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a sandboxed process: this one's, plus :data:`QUIET_ENV` and ``extra``."""
-    env = dict(os.environ)
+    """The environment for a sandboxed process: only :data:`INHERITED_ENV` (and ``LC_*``) of this
+    one's, plus :data:`QUIET_ENV` and ``extra``."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in INHERITED_ENV or name.startswith("LC_")
+    }
     env.update(QUIET_ENV)
     env.update(extra or {})
     return env

@@ -48,7 +48,7 @@ def _kernelspec(folder: Path, job: dict[str, Any]) -> Path:
 def _first_line(text: str) -> str:
     for line in text.splitlines():
         if line.strip():
-            return line.strip()[:200]
+            return line.strip()[:120]
     return ""
 
 

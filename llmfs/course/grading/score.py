@@ -186,6 +186,10 @@ def score_explain(item: ExerciseKey, found: extract.Found) -> ExerciseResult:
     )
 
 
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _show_args(args: Any) -> str:
     return ", ".join(json.dumps(a) for a in args)
 
@@ -241,10 +245,11 @@ def score_implement(
             exercise.id, points, points, "right", f"all {count} hidden cases passed", "", answer_sha
         )
     args, got = min(failing, key=lambda pair: (len(json.dumps(pair[0])), json.dumps(pair[0])))
+    # What the learner's process said is shown short: it is the learner's data, not ours.
     said = (
-        f"raised {got.get('error')}"
+        f"raised {_short(str(got.get('error')))}"
         if "error" in got
-        else f"returned {json.dumps(got.get('value'))}"
+        else f"returned {_short(json.dumps(got.get('value')))}"
     )
     message = (
         f"{passed} of {count} hidden cases passed; smallest failing case: "
