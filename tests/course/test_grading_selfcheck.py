@@ -131,3 +131,14 @@ def test_check_without_notebooks_says_so(tmp_path: Path) -> None:
     with contextlib.redirect_stderr(err):
         assert llmfs_main(["check", "--dir", str(tmp_path)]) == 2
     assert "no course notebooks here" in err.getvalue()
+
+
+def test_a_broken_notebook_is_named_and_the_others_still_checked(tmp_path: Path) -> None:
+    (tmp_path / "broken.ipynb").write_text("{not json", encoding="utf-8")
+    (tmp_path / "other.ipynb").write_text(json.dumps({"cells": []}), encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = llmfs_main(["check", str(tmp_path / "broken.ipynb"), str(tmp_path / "other.ipynb")])
+    assert code == 1
+    assert "broken.ipynb: invalid notebook JSON at line 1 column 2" in err.getvalue()
+    assert "other.ipynb: not a notebook of this course" in err.getvalue()

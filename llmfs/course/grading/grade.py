@@ -20,6 +20,7 @@ interrupted run is finished by running the same command again; ``--regrade`` gra
 from __future__ import annotations
 
 import argparse
+import hashlib
 import secrets
 import sys
 import time
@@ -35,8 +36,8 @@ from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
 from llmfs.course.grading.key import ChapterKey, find_chapter, load_chapter_key
 from llmfs.course.grading.limits import Limits
-from llmfs.course.grading.sandbox import kill_all
-from llmfs.course.grading.score import SubmissionResult, grade_submission
+from llmfs.course.grading.sandbox import RunOutcome, kill_all
+from llmfs.course.grading.score import SubmissionResult, grade_submission, unreadable_results
 from llmfs.course.manifest import Chapter, Manifest, load_manifest
 
 GRADEBOOK_FILE = "gradebook.sqlite"
@@ -163,10 +164,12 @@ def grade_all(
     todo: list[tuple[Submission, bytes]] = []
     skipped = 0
     for item in submissions:
-        data = b"" if item.problem else item.path.read_bytes()
+        try:
+            data = b"" if item.problem else item.path.read_bytes()
+        except OSError as error:
+            item = Submission(item.student, item.path, f"{item.path}: cannot be read ({error})")
+            data = b""
         if not item.problem and not regrade:
-            import hashlib
-
             digest = hashlib.sha256(data).hexdigest()
             if book.is_graded(item.student, chapter, digest, seed, key.checks_id):
                 skipped += 1
@@ -175,11 +178,19 @@ def grade_all(
     bar = Progress(len(todo), progress or sys.stderr)
 
     def work(item: Submission, data: bytes) -> SubmissionResult:
-        label = item.problem or str(item.path)
         if item.problem:
-            return grade_submission(item.student, label, b"", key, seed, limits, execute=False)
+            return SubmissionResult(
+                item.student,
+                key.chapter.id,
+                str(item.path),
+                hashlib.sha256(b"").hexdigest(),
+                seed,
+                key.checks_id,
+                RunOutcome("not run", None, "no notebook to run"),
+                unreadable_results(key, item.problem),
+            )
         return grade_submission(
-            item.student, label, data, key, seed, limits, execute=execute, cases=cases
+            item.student, str(item.path), data, key, seed, limits, execute=execute, cases=cases
         )
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="llmfs-grade")

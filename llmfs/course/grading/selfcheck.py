@@ -293,7 +293,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Checks the notebooks; 0 on success, 2 with a message when none can be checked."""
+    """Checks the notebooks; 0 when every one was checked, 1 when some could not be (each is
+    named on stderr), 2 when there is nothing to check."""
     try:
         manifest = load_manifest()
         paths = list(args.notebooks)
@@ -305,17 +306,23 @@ def main(args: argparse.Namespace) -> int:
                     f"{args.dir}: no course notebooks here (give NOTEBOOK paths or --dir)"
                 )
         limits = Limits(cell_timeout=args.cell_timeout, total_timeout=args.timeout)
-        own_log = os.environ.get("LLMFS_ATTEMPTS")
-        chapters = [
-            check_notebook(manifest, path, limits, Path(own_log) if own_log else None)
-            for path in paths
-        ]
-    except (CourseError, OSError) as error:
+    except (CourseError, ValueError) as error:
         print(f"llmfs check: {error}", file=sys.stderr)
         return 2
+    own_log = os.environ.get("LLMFS_ATTEMPTS")
+    chapters = []
+    failed = 0
+    for path in paths:
+        try:
+            chapters.append(
+                check_notebook(manifest, path, limits, Path(own_log) if own_log else None)
+            )
+        except (CourseError, OSError) as error:
+            print(f"llmfs check: {error}", file=sys.stderr)
+            failed += 1
     if args.json:
-        data = [{**{k: v for k, v in asdict(c).items()}, "totals": c.totals} for c in chapters]
+        data = [{**asdict(chapter), "totals": chapter.totals} for chapter in chapters]
         print(json.dumps({"chapters": data}, indent=1))
     else:
         print(render(chapters), end="")
-    return 0
+    return 1 if failed else 0
