@@ -142,3 +142,26 @@ def test_a_broken_notebook_is_named_and_the_others_still_checked(tmp_path: Path)
     assert code == 1
     assert "broken.ipynb: invalid notebook JSON at line 1 column 2" in err.getvalue()
     assert "other.ipynb: not a notebook of this course" in err.getvalue()
+
+
+def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: Path) -> None:
+    chapter = CHAPTERS[0]
+    key = kit.key_of(chapter)
+    item = next(i for i in key.exercises if i.exercise.kind == "predict")
+    wrong = {name: kit.wrong_value(value) for name, value in item.answers.items()}
+    notebook = kit.set_source(
+        kit.student_notebook(chapter), item.exercise.id, kit.fill_fields(item.blank_source, wrong)
+    )
+    path = tmp_path / Path(chapter.notebook).name
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    code, text = _check(tmp_path)
+    assert code == 0
+    line = next(x for x in text.splitlines() if x.startswith(f"  {item.exercise.id} "))
+    assert line.split()[2:4] == ["yes", "no"]  # answered, not right
+    assert f"  {item.exercise.id} (wrong: " in text
+    hints = kit.hints_of(item.exercise)
+    if hints:
+        assert f"hint: {hints[0]}" in text
+    for value in item.answers.values():
+        if len(json.dumps(value)) >= 6 and json.dumps(value) not in item.exercise.title:
+            assert json.dumps(value) not in text
