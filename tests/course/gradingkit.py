@@ -20,10 +20,8 @@ from typing import Any
 
 from llmfs.course.exercise_checks.spec import SPECS, expected_outcome
 from llmfs.course.grading import extract
-from llmfs.course.grading.key import ChapterKey, hints_of, load_chapter_key
+from llmfs.course.grading.key import ChapterKey, load_chapter_key
 from llmfs.course.manifest import Chapter, load_manifest
-
-__all__ = ["extract", "hints_of"]
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = load_manifest(REPO / "course" / "manifest.toml")

@@ -14,6 +14,7 @@ import gradingkit as kit
 import pytest
 
 from llmfs.cli import main as llmfs_main
+from llmfs.course.grading.key import hints_of
 from llmfs.course.grading.selfcheck import hints_used
 
 pytestmark = pytest.mark.notebooks
@@ -159,7 +160,7 @@ def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: 
     line = next(x for x in text.splitlines() if x.startswith(f"  {item.exercise.id} "))
     assert line.split()[2:4] == ["yes", "no"]  # answered, not right
     assert f"  {item.exercise.id} (wrong: " in text
-    hints = kit.hints_of(item.exercise)
+    hints = hints_of(item.exercise)
     if hints:
         assert f"hint: {hints[0]}" in text
     for value in item.answers.values():
