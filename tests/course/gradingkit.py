@@ -46,18 +46,17 @@ def checked_implements(key: ChapterKey) -> list[Any]:
 
 
 def grading_chapter() -> Chapter:
-    """The published chapter that exercises the most of the grader: a checked implement
-    exercise first, then predict and explain exercises, then the most exercises."""
+    """The published chapter that exercises the grader at the least cost: it has predict and
+    implement exercises with hidden checks (one taking plain JSON arguments, for the table
+    test), and, among those, the fewest code cells to run in each submission's kernel."""
 
-    def weight(chapter: Chapter) -> tuple[int, int, int, int]:
+    def weight(chapter: Chapter) -> tuple[bool, bool, int]:
         key = key_of(chapter)
-        kinds = {item.exercise.kind for item in key.exercises}
-        return (
-            len(checked_implements(key)) > 0,
-            "explain" in kinds,
-            "predict" in kinds,
-            len(key.exercises),
-        )
+        implements = checked_implements(key)
+        plain = any(getattr(item.spec, "prepare", None) is None for item in implements)
+        predicts = any(item.exercise.kind == "predict" for item in key.exercises)
+        cells = sum(1 for c in student_notebook(chapter)["cells"] if c["cell_type"] == "code")
+        return (plain, predicts, -cells)
 
     return max(MANIFEST.published_chapters, key=weight)
 

@@ -17,7 +17,7 @@ from llmfs.course.grading import reports
 from llmfs.course.grading.grade import collect_submissions
 from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
 from llmfs.course.grading.limits import Limits
-from llmfs.course.grading.sandbox import RunOutcome, run_function
+from llmfs.course.grading.sandbox import FunctionTask, RunOutcome, run_function, run_functions
 from llmfs.course.grading.score import ExerciseResult, SubmissionResult
 
 
@@ -179,6 +179,20 @@ def test_the_worker_survives_hostile_functions_case_by_case(body: str, expected:
     run = run_function(f"def f(x):\n{body}\n", "f", [(1,)], LIMITS)
     assert run.outcomes == (expected,)
     assert time.monotonic() - started < 10
+
+
+def test_a_task_that_ends_the_worker_costs_only_that_task() -> None:
+    tasks = [
+        FunctionTask("a", "def f(x):\n    return x + 1\n", "f", ((1,),)),
+        FunctionTask("b", "import os\ndef f(x):\n    os._exit(3)\n", "f", ((1,),)),
+        FunctionTask("c", "def f(x):\n    while True:\n        pass\n", "f", ((1,),)),
+        FunctionTask("d", "def g(x):\n    return x\n", "g", ((5,), (6,))),
+    ]
+    runs = run_functions(tasks, LIMITS)
+    assert runs["a"].outcomes == ({"value": 2},)
+    assert runs["b"].outcomes is None and "exit status 3" in runs["b"].problem
+    assert runs["c"].outcomes == ({"error": "Timeout"},)
+    assert runs["d"].outcomes == ({"value": 5}, {"value": 6})
 
 
 def test_a_function_that_ends_its_process_or_never_defines_is_a_problem() -> None:

@@ -177,22 +177,61 @@ class FunctionRun:
     problem: str = ""
 
 
-def run_function(
-    source: str, function: str, cases: list[tuple[Any, ...]], limits: Limits
-) -> FunctionRun:
-    """Defines ``source`` in a fresh limited worker and calls ``function`` on each case.
+@dataclass(frozen=True)
+class FunctionTask:
+    """One implement exercise to run: the learner's module, the function's name, the cases."""
 
-    Returns the outcomes as JSON data, or a :class:`FunctionRun` with ``outcomes=None`` and a
-    ``problem`` (timeout, process ended, definition failed, malformed answer). Never raises for
-    anything the learner's code does.
+    exercise: str
+    source: str
+    function: str
+    cases: tuple[tuple[Any, ...], ...]
+
+
+def run_function(
+    source: str,
+    function: str,
+    cases: list[tuple[Any, ...]],
+    limits: Limits,
+    exercise: str = "",
+) -> FunctionRun:
+    """Runs one function on its cases in a fresh limited worker (see :func:`run_functions`)."""
+    task = FunctionTask(exercise or "exercise", source, function, tuple(cases))
+    return run_functions([task], limits)[task.exercise]
+
+
+def run_functions(tasks: list[FunctionTask], limits: Limits) -> dict[str, FunctionRun]:
+    """Runs every task in a limited worker process, in order; returns exercise -> run.
+
+    One worker runs the tasks one after the other (one interpreter start for a whole
+    submission). A task that ends the worker, or takes longer than ``limits.implement_timeout``,
+    gets a :class:`FunctionRun` with ``outcomes=None`` and a ``problem``, and a fresh worker runs
+    the tasks after it. Never raises for anything the learner's code does.
     """
+    results: dict[str, FunctionRun] = {}
+    remaining = list(tasks)
+    while remaining:
+        done = _run_worker(remaining, limits, results)
+        remaining = remaining[done:]
+    return results
+
+
+def _run_worker(tasks: list[FunctionTask], limits: Limits, results: dict[str, FunctionRun]) -> int:
+    """Runs ``tasks`` in one worker until it finishes or fails; returns how many got a result."""
+    import queue
+
     with tempfile.TemporaryDirectory(prefix="llmfs-implement-") as workdir:
         job = {
-            "source": source,
-            "function": function,
-            "cases": [list(args) for args in cases],
+            "tasks": [
+                {
+                    "exercise": t.exercise,
+                    "source": t.source,
+                    "function": t.function,
+                    "cases": [list(args) for args in t.cases],
+                }
+                for t in tasks
+            ],
             "memory_mb": limits.memory_mb,
-            "cpu_seconds": limits.implement_timeout + 1,
+            "cpu_seconds": limits.implement_timeout * len(tasks) + 1,
             "file_mb": limits.file_mb,
             "case_timeout": limits.case_timeout,
             "workdir": workdir,
@@ -206,26 +245,53 @@ def run_function(
             cwd=workdir,
             text=True,
         )
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def read() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
         try:
-            stdout, _ = process.communicate(json.dumps(job), timeout=limits.implement_timeout)
-        except subprocess.TimeoutExpired:
-            _end(process)
-            return FunctionRun(
-                None, f"the hidden cases ran longer than {limits.implement_timeout:g} s"
-            )
+            assert process.stdin is not None
+            with contextlib.suppress(BrokenPipeError, OSError):
+                process.stdin.write(json.dumps(job))
+                process.stdin.close()
+            for count, task in enumerate(tasks):
+                try:
+                    line = lines.get(timeout=limits.implement_timeout)
+                except queue.Empty:
+                    results[task.exercise] = FunctionRun(
+                        None, f"the hidden cases ran longer than {limits.implement_timeout:g} s"
+                    )
+                    return count + 1
+                if line is None:
+                    _end(process)
+                    code = process.returncode
+                    results[task.exercise] = FunctionRun(
+                        None, f"the function ended its process (exit status {code})"
+                    )
+                    return count + 1
+                results[task.exercise] = _parse_run(line, task)
+            return len(tasks)
         finally:
             _end(process)
-    lines = [line for line in (stdout or "").splitlines() if line.strip()]
-    if not lines:
-        code = process.returncode
-        return FunctionRun(None, f"the function ended its process (exit status {code})")
+            reader.join(timeout=5)
+
+
+def _parse_run(line: str, task: FunctionTask) -> FunctionRun:
     try:
-        data = json.loads(lines[-1])
+        data = json.loads(line)
     except json.JSONDecodeError:
         return FunctionRun(None, "the worker's answer is not JSON")
-    if isinstance(data, dict) and isinstance(data.get("load_error"), str):
+    if not isinstance(data, dict) or data.get("exercise") != task.exercise:
+        return FunctionRun(None, "the worker answered for another exercise")
+    if isinstance(data.get("load_error"), str):
         return FunctionRun(None, data["load_error"][:200])
-    outcomes = data.get("outcomes") if isinstance(data, dict) else None
-    if not isinstance(outcomes, list) or len(outcomes) != len(cases):
+    outcomes = data.get("outcomes")
+    if not isinstance(outcomes, list) or len(outcomes) != len(task.cases):
         return FunctionRun(None, "the worker did not answer one outcome per case")
     return FunctionRun(tuple(o if isinstance(o, dict) else {} for o in outcomes))

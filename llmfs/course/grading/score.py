@@ -19,7 +19,6 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,13 @@ from llmfs.course import CourseError
 from llmfs.course.grading import extract
 from llmfs.course.grading.key import ChapterKey, ExerciseKey
 from llmfs.course.grading.limits import Limits
-from llmfs.course.grading.sandbox import RunOutcome, run_function, run_notebook
+from llmfs.course.grading.sandbox import (
+    FunctionRun,
+    FunctionTask,
+    RunOutcome,
+    run_functions,
+    run_notebook,
+)
 
 STATUSES = (
     "right",
@@ -194,15 +199,23 @@ def _show_args(args: Any) -> str:
     return ", ".join(json.dumps(a) for a in args)
 
 
+def implement_task(
+    item: ExerciseKey, found: extract.Found, seed: int, cases: int | None
+) -> FunctionTask | None:
+    """The sandbox task for an answered implement exercise with a hidden check (else None):
+    the learner's module and the hidden cases drawn for ``seed``."""
+    source = found.answer if isinstance(found.answer, str) else ""
+    if item.spec is None or not item.function or not source or found.problem:
+        return None
+    count = cases if cases is not None else item.spec.cases
+    drawn = item.spec.make_cases(case_rng(seed, item.exercise.id), count)
+    return FunctionTask(item.exercise.id, source, item.function, tuple(tuple(a) for a in drawn))
+
+
 def score_implement(
-    item: ExerciseKey,
-    found: extract.Found,
-    seed: int,
-    limits: Limits,
-    cases: int | None,
-    runner: Callable[..., Any] = run_function,
+    item: ExerciseKey, found: extract.Found, task: FunctionTask | None, run: FunctionRun | None
 ) -> ExerciseResult:
-    """Runs the learner's function on hidden random cases in the sandbox and compares here.
+    """Compares the outcomes the sandbox sent back for ``task`` with the library's, here.
 
     Full points when every hidden case matches the library's outcome, else 0; the message names
     how many passed and the smallest failing case (its arguments and what the function gave,
@@ -224,15 +237,21 @@ def score_implement(
             "",
             answer_sha,
         )
-    if not source:
+    if not source or task is None or run is None:
         return ExerciseResult(exercise.id, points, 0.0, "unanswered", "not implemented yet")
-    count = cases if cases is not None else item.spec.cases
-    drawn = item.spec.make_cases(case_rng(seed, exercise.id), count)
-    expected = [json.loads(json.dumps(expected_outcome(item.spec, args))) for args in drawn]
-    run = runner(source, item.function, list(drawn), limits)
+    spec = item.spec
+    drawn = task.cases
+    count = len(drawn)
+    expected = [json.loads(json.dumps(expected_outcome(spec, args))) for args in drawn]
     if run.outcomes is None:
         return ExerciseResult(
-            exercise.id, points, 0.0, "wrong", f"{run.problem}; 0 of {count} hidden cases passed"
+            exercise.id,
+            points,
+            0.0,
+            "wrong",
+            f"{run.problem}; 0 of {count} hidden cases passed",
+            "",
+            answer_sha,
         )
     failing = [
         (args, got)
@@ -286,32 +305,44 @@ def grade_notebook(
 ) -> tuple[ExerciseResult, ...]:
     """Scores every exercise of the key's chapter from the notebook's cells (no kernel)."""
     tagged = extract.tagged_cells(notebook)
-    results = []
-    for item in key.exercises:
-        found = extract.find_exercise(
+    found = {
+        item.exercise.id: extract.find_exercise(
             notebook,
             item.exercise,
             blank_source=item.blank_source,
             function=item.function,
             tagged=tagged,
         )
+        for item in key.exercises
+    }
+    tasks = {}
+    for item in key.exercises:
+        if item.exercise.kind == "implement":
+            task = implement_task(item, found[item.exercise.id], seed, cases)
+            if task is not None:
+                tasks[item.exercise.id] = task
+    runs = run_functions(list(tasks.values()), limits) if tasks else {}
+    results = []
+    for item in key.exercises:
+        here = found[item.exercise.id]
+        exercise_id = item.exercise.id
         if item.exercise.kind == "implement" and (item.spec is None or not item.function):
-            results.append(score_implement(item, found, seed, limits, cases))
+            results.append(score_implement(item, here, None, None))
             continue
-        if found.missing:
+        if here.missing:
             results.append(_missing(item))
             continue
-        if found.problem:
+        if here.problem:
             result = ExerciseResult(
-                item.exercise.id, float(item.exercise.points), 0.0, "unreadable", found.problem
+                exercise_id, float(item.exercise.points), 0.0, "unreadable", here.problem
             )
         elif item.exercise.kind == "predict":
-            result = score_predict(item, found)
+            result = score_predict(item, here)
         elif item.exercise.kind == "explain":
-            result = score_explain(item, found)
+            result = score_explain(item, here)
         else:
-            result = score_implement(item, found, seed, limits, cases)
-        results.append(_with_notes(result, found))
+            result = score_implement(item, here, tasks.get(exercise_id), runs.get(exercise_id))
+        results.append(_with_notes(result, here))
     return tuple(results)
 
 

@@ -283,6 +283,11 @@ def render(chapters: list[ChapterProgress]) -> str:
     return "\n".join(lines)
 
 
+def as_json(chapters: list[ChapterProgress]) -> dict[str, Any]:
+    """The report as JSON data (what ``--json`` prints): every chapter with its totals."""
+    return {"chapters": [{**asdict(chapter), "totals": chapter.totals} for chapter in chapters]}
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``llmfs check``."""
     parser.add_argument("notebooks", nargs="*", type=Path, metavar="NOTEBOOK")
@@ -321,8 +326,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"llmfs check: {error}", file=sys.stderr)
             failed += 1
     if args.json:
-        data = [{**asdict(chapter), "totals": chapter.totals} for chapter in chapters]
-        print(json.dumps({"chapters": data}, indent=1))
+        print(json.dumps(as_json(chapters), indent=1))
     else:
         print(render(chapters), end="")
     return 1 if failed else 0
