@@ -115,16 +115,14 @@ def test_the_text_report_is_a_table_per_chapter(on_blank: tuple[str, dict[str, A
 
 def test_hints_used_come_from_the_learners_log(tmp_path: Path) -> None:
     log = tmp_path / "attempts.jsonl"
-    log.write_text(
-        "\n".join(
-            [
-                json.dumps({"exercise": "ch01.q1", "hints": 1}),
-                json.dumps({"exercise": "ch01.q1", "hints": 2}),
-                json.dumps({"exercise": "ch01.q2", "kind": "hint"}),
-                "not json",
-            ]
-        )
-    )
+    lines = [
+        {"event": "hint", "exercise": "ch01.q1", "number": 1},
+        {"event": "hint", "exercise": "ch01.q1", "number": 2},
+        {"event": "hint", "exercise": "ch01.q1", "number": 2},
+        {"exercise": "ch01.q2", "attempt": 1, "hints": 1, "fields": {"shape": False}},
+        {"event": "reveal", "exercise": "ch01.q2", "fields": ["shape"]},
+    ]
+    log.write_text("\n".join([*map(json.dumps, lines), "not json"]), encoding="utf-8")
     assert hints_used(log, "ch01.q1") == 2
     assert hints_used(log, "ch01.q2") == 1
     assert hints_used(log, "ch01.q3") == 0

@@ -121,14 +121,15 @@ def _function_of(exercise: Exercise, blank_source: str) -> str | None:
 def hints_used(log: Path, exercise_id: str) -> int:
     """How many hints the learner's attempts log says were shown for the exercise (0 if none).
 
-    Reads the log leniently: a record may carry a ``hints`` count or be a ``hint`` record.
+    The log's ``{"event": "hint", "number": N}`` lines say hint N was shown, and each attempt
+    carries ``hints``, how many had been seen before it; the largest of these is the answer.
+    Unreadable lines are skipped (the log is the learner's file).
     """
     try:
         lines = log.read_text(encoding="utf-8").splitlines()
     except OSError:
         return 0
     used = 0
-    counted = 0
     for line in lines:
         try:
             record = json.loads(line)
@@ -136,12 +137,13 @@ def hints_used(log: Path, exercise_id: str) -> int:
             continue
         if not isinstance(record, dict) or record.get("exercise") != exercise_id:
             continue
-        hints = record.get("hints", record.get("hints_used"))
-        if isinstance(hints, int) and not isinstance(hints, bool):
-            used = max(used, hints)
-        elif record.get("kind") == "hint" or record.get("event") == "hint" or "hint" in record:
-            counted += 1
-    return max(used, counted)
+        for key in ("hints", "number") if record.get("event") == "hint" else ("hints",):
+            value = record.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                used = max(used, value)
+        if record.get("event") == "hint" and not isinstance(record.get("number"), int):
+            used += 1
+    return used
 
 
 def _attempts(path: Path) -> dict[str, dict[str, bool]]:
