@@ -262,3 +262,27 @@ def test_the_progress_bar_draws_on_a_terminal_and_logs_lines_elsewhere() -> None
     drawn = terminal.getvalue()
     assert "\r[###############...............] 1/2" in drawn
     assert "\r[##############################] 2/2" in drawn and drawn.endswith("\n")
+
+
+def test_a_rerun_skips_what_is_graded_unless_the_file_or_the_settings_change(
+    tmp_path: Path,
+) -> None:
+    chapter = kit.MANIFEST.published_chapters[0]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ada.ipynb").write_text(json.dumps(kit.correct_notebook(chapter)), encoding="utf-8")
+    common = [str(subs), "--chapter", chapter.id, "--no-execute", "--out", str(tmp_path / "out")]
+
+    def grade(*extra: str) -> str:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            assert llmfs_main(["grade", *common, *extra]) == 0
+        return out.getvalue()
+
+    assert "graded 1, skipped 0" in grade("--cases", "5")
+    assert "graded 0, skipped 1" in grade("--cases", "5")
+    assert "graded 1, skipped 0" in grade("--cases", "6")
+    assert "graded 1, skipped 0" in grade("--cases", "6", "--regrade")
+    (subs / "ada.ipynb").write_text(json.dumps(kit.student_notebook(chapter)), encoding="utf-8")
+    assert "graded 1, skipped 0" in grade("--cases", "6")
+    assert "ada: 0 of" in grade("--cases", "6", "--regrade")

@@ -37,7 +37,12 @@ from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
 from llmfs.course.grading.key import ChapterKey, find_chapter, load_chapter_key
 from llmfs.course.grading.limits import Limits
 from llmfs.course.grading.sandbox import RunOutcome, kill_all
-from llmfs.course.grading.score import SubmissionResult, grade_submission, unreadable_results
+from llmfs.course.grading.score import (
+    SubmissionResult,
+    checks_fingerprint,
+    grade_submission,
+    unreadable_results,
+)
 from llmfs.course.manifest import Chapter, Manifest, load_manifest
 
 GRADEBOOK_FILE = "gradebook.sqlite"
@@ -161,6 +166,7 @@ def grade_all(
     running sandboxes are killed and the interrupt propagates; what was committed stays.
     """
     chapter = key.chapter.id
+    checks = checks_fingerprint(key, limits, execute=execute, cases=cases)
     todo: list[tuple[Submission, bytes]] = []
     skipped = 0
     for item in submissions:
@@ -171,7 +177,7 @@ def grade_all(
             data = b""
         if not item.problem and not regrade:
             digest = hashlib.sha256(data).hexdigest()
-            if book.is_graded(item.student, chapter, digest, seed, key.checks_id):
+            if book.is_graded(item.student, chapter, digest, seed, checks):
                 skipped += 1
                 continue
         todo.append((item, data))
@@ -185,7 +191,7 @@ def grade_all(
                 str(item.path),
                 hashlib.sha256(b"").hexdigest(),
                 seed,
-                key.checks_id,
+                checks,
                 RunOutcome("not run", None, "no notebook to run"),
                 unreadable_results(key, item.problem),
             )

@@ -113,7 +113,11 @@ def run_notebook(
             "result_file": str(scratch / "result.json"),
         }
         (scratch / "job.json").write_text(json.dumps(job), encoding="utf-8")
-        extra = {"LLMFS_ATTEMPTS": str(workdir / ".llmfs" / "attempts.jsonl")}
+        extra = {
+            "LLMFS_ATTEMPTS": str(workdir / ".llmfs" / "attempts.jsonl"),
+            # Connection files of a killed kernel go away with the temporary folder.
+            "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
+        }
         extra.update(env or {})
         process = _start(
             [sys.executable, "-m", "llmfs.course.grading.runner", str(scratch / "job.json")],

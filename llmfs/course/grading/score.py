@@ -346,6 +346,16 @@ def grade_notebook(
     return tuple(results)
 
 
+def checks_fingerprint(
+    key: ChapterKey, limits: Limits, *, execute: bool = True, cases: int | None = None
+) -> str:
+    """What, besides the submission and the seed, a grade depends on: the chapter's checks
+    (:attr:`ChapterKey.checks_id`), the limits, the number of hidden cases and whether the
+    notebook runs. A gradebook regrades a submission graded under another fingerprint."""
+    settings = json.dumps([sorted(vars(limits).items()), cases, execute])
+    return f"{key.checks_id}-{hashlib.sha256(settings.encode()).hexdigest()[:8]}"
+
+
 def unreadable_results(key: ChapterKey, why: str) -> tuple[ExerciseResult, ...]:
     """Every exercise scored 0 with the same reason (a file that is not a notebook)."""
     return tuple(
@@ -367,22 +377,20 @@ def grade_submission(
 ) -> SubmissionResult:
     """Grades one submission's bytes; the same arguments always give the same result.
 
-    ``execute=False`` skips the kernel run (its outcome is then ``not run``).
+    ``execute=False`` skips the kernel run (its outcome is then ``not run``). The result's
+    ``checks`` is :func:`checks_fingerprint` of the key and these settings.
     """
     digest = hashlib.sha256(data).hexdigest()
+    checks = checks_fingerprint(key, limits, execute=execute, cases=cases)
     try:
         notebook = extract.parse_notebook(data, path)
     except CourseError as error:
         run = RunOutcome("not run", None, "the file is not a readable notebook")
         results = unreadable_results(key, str(error))
-        return SubmissionResult(
-            student, key.chapter.id, path, digest, seed, key.checks_id, run, results
-        )
+        return SubmissionResult(student, key.chapter.id, path, digest, seed, checks, run, results)
     results = grade_notebook(notebook, key, seed, limits, cases=cases)
     if execute:
         run = run_notebook(notebook, limits)
     else:
         run = RunOutcome("not run", None, "not executed (--no-execute)")
-    return SubmissionResult(
-        student, key.chapter.id, path, digest, seed, key.checks_id, run, results
-    )
+    return SubmissionResult(student, key.chapter.id, path, digest, seed, checks, run, results)
