@@ -15,6 +15,13 @@ checks and a seed, so the same inputs always give the same gradebook rows):
 4. :mod:`~llmfs.course.grading.score` compares everything in the grader's own process and
    :mod:`~llmfs.course.grading.gradebook` stores one row per student and exercise in SQLite.
 
+:mod:`~llmfs.course.grading.reports` writes ``gradebook.csv``, the feedback files and the explain
+review sheets; :mod:`~llmfs.course.grading.grade`, :mod:`~llmfs.course.grading.selfcheck` and
+:mod:`~llmfs.course.grading.key` are the ``llmfs grade``, ``llmfs check`` and ``llmfs key``
+commands. The sandboxed children are :mod:`~llmfs.course.grading.runner` (a notebook),
+:mod:`~llmfs.course.grading.kernel` (its limited kernel) and :mod:`~llmfs.course.grading.worker`
+(implement functions).
+
 Importing this package is cheap: the kernel machinery is imported only when a notebook runs.
 """
 
