@@ -23,12 +23,12 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmfs.course import CourseError
-from llmfs.course.manifest import EXERCISE_TAG_PREFIX, Chapter, Exercise
+from llmfs.course.manifest import EXERCISE_TAG_PREFIX, Exercise
 
 Notebook = dict[str, Any]
 
@@ -406,10 +406,3 @@ def plain(value: Any) -> Any:
     if isinstance(value, (bytes, complex)):
         return repr(value)
     return value
-
-
-def chapter_cells(notebook: Notebook, chapter: Chapter) -> Iterable[tuple[Exercise, list[int]]]:
-    """(exercise, tagged positions) for every exercise of the chapter, in manifest order."""
-    tagged = tagged_cells(notebook)
-    for exercise in chapter.exercises:
-        yield exercise, tagged.get(exercise.id, [])
