@@ -158,3 +158,15 @@ def test_the_key_reads_a_literal_answer_for_every_predict_field_of_the_solutions
             assert all(v is not None for v in item.answers.values())
         if item.exercise.kind == "explain":
             assert item.model_answer and "BEGIN SOLUTION" not in item.model_answer
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["q = predict(\x00)", "x = " + "[" * 5000 + "]" * 5000, "predict(shape=" + "-" * 100000 + "1)"],
+    ids=["null-byte", "deep-nesting", "long-unary-chain"],
+)
+def test_sources_python_cannot_parse_are_reported_not_raised(source: str) -> None:
+    found = extract.find_exercise(_nb(_code(source, "ch09.q1")), PREDICT)
+    assert found.answer is None
+    assert found.problem.startswith("the exercise cell is not valid Python (")
+    assert "None" not in found.problem

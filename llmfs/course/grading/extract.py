@@ -130,6 +130,22 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class NotPython(Exception):
+    """A cell's source that Python cannot parse; the message says where and why."""
+
+
+def parse_source(source: str) -> ast.Module:
+    """The cell's source parsed by Python; :class:`NotPython` (with the line) when it cannot be:
+    a syntax error, a null byte, or nesting too deep for the parser."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as error:
+        where = f"line {error.lineno}: " if error.lineno else ""
+        raise NotPython(f"{where}{error.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise NotPython(f"{type(error).__name__}: {error}") from None
+
+
 # --------------------------------------------------------------------------------------------
 # predict
 # --------------------------------------------------------------------------------------------
@@ -167,9 +183,9 @@ def predict_call(source: str, exercise_id: str) -> tuple[ast.Call | None, str]:
     With several ``predict`` calls, the one whose ``exercise_id`` keyword is this exercise wins.
     """
     try:
-        tree = ast.parse(source)
-    except SyntaxError as error:
-        return None, f"the exercise cell is not valid Python (line {error.lineno}: {error.msg})"
+        tree = parse_source(source)
+    except NotPython as error:
+        return None, f"the exercise cell is not valid Python ({error})"
     calls = _calls(tree, "predict")
     for call in calls:
         if _keyword_text(call, "exercise_id") == exercise_id:
@@ -205,8 +221,8 @@ def _untagged_predict_cell(notebook: Notebook, exercise_id: str) -> int | None:
         if exercise_id not in source:
             continue
         try:
-            tree = ast.parse(source)
-        except SyntaxError:
+            tree = parse_source(source)
+        except NotPython:
             continue
         if any(_keyword_text(c, "exercise_id") == exercise_id for c in _calls(tree, "predict")):
             return position
@@ -259,8 +275,8 @@ def _guarded(statement: ast.stmt) -> ast.stmt:
 def function_definition(source: str, name: str) -> ast.FunctionDef | None:
     """The last top-level ``def name`` of a cell's source (None if absent or not Python)."""
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = parse_source(source)
+    except NotPython:
         return None
     found = None
     for node in tree.body:
@@ -302,12 +318,10 @@ def implement_module(notebook: Notebook, position: int, name: str) -> tuple[str 
         if cell.get("cell_type") != "code":
             continue
         try:
-            tree = ast.parse(source_of(cell))
-        except SyntaxError as error:
+            tree = parse_source(source_of(cell))
+        except NotPython as error:
             if index == position:
-                return None, (
-                    f"the exercise cell is not valid Python (line {error.lineno}: {error.msg})"
-                )
+                return None, f"the exercise cell is not valid Python ({error})"
             continue
         for node in tree.body:
             if _bound_names(node):
@@ -382,14 +396,18 @@ def find_exercise(
     name = function or ""
     if cell.get("cell_type") != "code":
         return Found(exercise, position, positions, None, "the exercise cell is not code")
-    module, problem = implement_module(notebook, position, name)
-    if module is None:
+    try:
+        module, problem = implement_module(notebook, position, name)
+        if module is None:
+            return Found(exercise, position, positions, None, problem, tuple(notes))
+        stub = function_definition(blank_source, name)
+        mine = function_definition(source, name)
+        if stub is not None and mine is not None:
+            if function_fingerprint(stub) == function_fingerprint(mine):
+                return Found(exercise, position, positions, None, "", tuple(notes))
+    except (RecursionError, MemoryError):
+        problem = "the exercise cell is nested too deeply to read"
         return Found(exercise, position, positions, None, problem, tuple(notes))
-    stub = function_definition(blank_source, name)
-    mine = function_definition(source, name)
-    if stub is not None and mine is not None:
-        if function_fingerprint(stub) == function_fingerprint(mine):
-            return Found(exercise, position, positions, None, "", tuple(notes))
     return Found(exercise, position, positions, module, "", tuple(notes))
 
 

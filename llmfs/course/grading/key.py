@@ -130,8 +130,8 @@ def _solution_code(source: str) -> str:
 
 def _single_function(source: str) -> str | None:
     try:
-        tree = ast.parse(source)
-    except SyntaxError:
+        tree = extract.parse_source(source)
+    except extract.NotPython:
         return None
     names = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)]
     return names[0] if len(names) == 1 else None

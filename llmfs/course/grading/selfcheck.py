@@ -111,8 +111,8 @@ def _function_of(exercise: Exercise, blank_source: str) -> str | None:
     if exercise.id in SPECS:
         return SPECS[exercise.id].function
     try:
-        tree = ast.parse(blank_source)
-    except SyntaxError:
+        tree = extract.parse_source(blank_source)
+    except extract.NotPython:
         return None
     names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
     return names[0] if len(names) == 1 else None
