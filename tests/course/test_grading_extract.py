@@ -170,3 +170,21 @@ def test_sources_python_cannot_parse_are_reported_not_raised(source: str) -> Non
     assert found.answer is None
     assert found.problem.startswith("the exercise cell is not valid Python (")
     assert "None" not in found.problem
+
+
+def test_an_implement_function_that_imports_the_course_checks_is_not_read() -> None:
+    notebook = _nb(
+        _code("from llmfs.course.exercise_checks.spec import SPECS"),
+        _code("def f(shape):\n    return SPECS['ch01.compute_strides'].reference(shape)", "ch09.f"),
+    )
+    found = extract.find_exercise(notebook, IMPLEMENT, function="f")
+    assert found.answer is None and "imports the course's own tooling" in found.problem
+    inside = _nb(
+        _code("def f(shape):\n    import llmfs.course.exercise_checks\n    return 1", "ch09.f")
+    )
+    assert "llmfs.course" in extract.find_exercise(inside, IMPLEMENT, function="f").problem
+    library = _nb(
+        _code("from llmfs.tensor import layout"),
+        _code("def f(shape):\n    return list(layout.row_major_strides(shape))", "ch09.f"),
+    )
+    assert extract.find_exercise(library, IMPLEMENT, function="f").answer is not None

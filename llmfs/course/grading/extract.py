@@ -13,7 +13,8 @@ its ``predict(...)`` call. What a cell holds becomes:
 * **implement**: a small module with the function the manifest names, as defined in the exercise
   cell, preceded by the top-level imports, definitions and assignments of earlier cells that it
   needs (transitively, by name). Each needed statement is wrapped in ``try``/``except Exception``
-  so that a broken helper leaves the function itself defined.
+  so that a broken helper leaves the function itself defined. A function that imports from the
+  course's own tooling (``llmfs.course``: the checks and their reference answers) is not read.
 
 Duplicated cells (two cells tagged with one exercise) are reported; the first is graded.
 """
@@ -33,6 +34,8 @@ from llmfs.course.manifest import EXERCISE_TAG_PREFIX, Exercise
 Notebook = dict[str, Any]
 
 ANSWER_PLACEHOLDER = "_Your answer here._"
+#: An implement function may use the tensor library, not the course's checks and their answers.
+COURSE_PACKAGE = "llmfs.course"
 _IGNORED_KEYWORDS = frozenset({"exercise_id", "label"})
 
 
@@ -343,6 +346,20 @@ def implement_module(notebook: Notebook, position: int, name: str) -> tuple[str 
             needed -= bound
             needed |= _used_names(node)
     chosen.reverse()
+    for node in [*chosen, target]:
+        for inner in ast.walk(node):
+            modules = (
+                [inner.module or ""]
+                if isinstance(inner, ast.ImportFrom)
+                else [alias.name for alias in inner.names]
+                if isinstance(inner, ast.Import)
+                else []
+            )
+            if any(m == COURSE_PACKAGE or m.startswith(COURSE_PACKAGE + ".") for m in modules):
+                return None, (
+                    f"{name}(...) imports the course's own tooling ({COURSE_PACKAGE}), which "
+                    "holds the checks' answers; write the function from the chapter's ideas"
+                )
     module = ast.Module(body=[*(_guarded(node) for node in chosen), target], type_ignores=[])
     return ast.unparse(ast.fix_missing_locations(module)), ""
 
