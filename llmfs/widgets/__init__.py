@@ -9,9 +9,13 @@ Notebook API (all importable from ``llmfs.widgets``):
   002's trace table (refused requests become ``×`` rows);
 * ``offset_table(view)`` -> text; ``OffsetTable(view)``, ``TraceTable(trace_or_steps)``,
   ``PredictThenRun(expression, fields=[...], exercise_id=...)``: live widgets;
-* ``predict(expression, shape=..., ...)`` then ``check(prediction)``: the same exercise as text.
+* ``predict(expression, shape=..., ...)`` then ``check(prediction)``: the same exercise as text;
+* ``StorageDiagram(view)`` or ``StorageDiagram(base, ["sliced = base.slice(1, 1, 3)",
+  "sliced.materialize()"])``: the drawn storage diagram (logical cells, one strip per owner, a
+  line from every cell to the offset it reads), live; ``storage_diagram(...)`` is its pure model
+  (text ``repr``, static SVG in notebooks).
 
-ipywidgets and matplotlib are imported only when a widget or figure is made; importing this
+ipywidgets, anywidget and matplotlib are imported only when a widget or figure is made; importing this
 package needs only :mod:`llmfs.tensor`.
 """
 
@@ -19,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmfs.widgets.diagram import Diagram, build
+from llmfs.widgets.diagram import diagram as storage_diagram
 from llmfs.widgets.model import (
     ExpressionError,
     OwnerNames,
@@ -49,7 +55,11 @@ _LIVE = ("OffsetTable", "PredictThenRun", "TraceTable")
 
 
 def __getattr__(name: str) -> Any:
-    # The widget classes pull in ipywidgets, so they load on first use only.
+    # The widget classes pull in ipywidgets/anywidget, so they load on first use only.
+    if name == "StorageDiagram":
+        from llmfs.widgets import storage
+
+        return storage.StorageDiagram
     if name in _LIVE:
         from llmfs.widgets import live
 
@@ -60,6 +70,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "FIELDS",
     "Comparison",
+    "Diagram",
     "ExpressionError",
     "OffsetTable",
     "Outcome",
@@ -69,10 +80,12 @@ __all__ = [
     "PredictionError",
     "Sampled",
     "Step",
+    "StorageDiagram",
     "Trace",
     "TraceRow",
     "TraceTable",
     "Verdict",
+    "build",
     "check",
     "compare",
     "describe",
@@ -81,5 +94,6 @@ __all__ = [
     "offset_table",
     "predict",
     "run",
+    "storage_diagram",
     "trace",
 ]
