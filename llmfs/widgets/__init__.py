@@ -15,8 +15,8 @@ Notebook API (all importable from ``llmfs.widgets``):
   line from every cell to the offset it reads), live; ``storage_diagram(...)`` is its pure model
   (text ``repr``, static SVG in notebooks).
 
-ipywidgets, anywidget and matplotlib are imported only when a widget or figure is made; importing this
-package needs only :mod:`llmfs.tensor`.
+ipywidgets, anywidget and matplotlib are imported only when a widget or figure is made; importing
+this package needs only :mod:`llmfs.tensor`.
 """
 
 from __future__ import annotations

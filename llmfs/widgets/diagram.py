@@ -423,7 +423,7 @@ class _Builder:
         self.order: list[str] = []
 
     def _owner(self, owner: Tensor, made_by: str, copied_from: TensorView | None) -> str:
-        name, first_seen = self.names.name(owner)
+        name, _ = self.names.name(owner)
         if name not in self.owners:
             kind: OwnerKind = "shared" if self.names.is_given(name) else "copy"
             self.owners[name] = (owner, kind, made_by if kind == "copy" else "", copied_from)

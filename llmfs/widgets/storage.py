@@ -60,7 +60,8 @@ function render({ model, el }) {
     const line = scroll.querySelector(`line[data-line="l-${key}"]`);
     if (line) line.classList.add("llmfs-on");
     for (const slot of scroll.querySelectorAll("g.llmfs-slot")) {
-      if (slot.dataset.strip === cell.dataset.strip && slot.dataset.offset === cell.dataset.offset) {
+      const same = slot.dataset.strip === cell.dataset.strip;
+      if (same && slot.dataset.offset === cell.dataset.offset) {
         slot.classList.add("llmfs-on");
       }
     }
@@ -104,10 +105,17 @@ function render({ model, el }) {
       cell.setAttribute("aria-label", describe(cell));
       cell.addEventListener("click", () => choose(cell.dataset.cell));
       cell.addEventListener("keydown", (event) => {
-        if (event.key === "Enter" || event.key === " ") { event.preventDefault(); choose(cell.dataset.cell); }
+        if (event.key === "Enter" || event.key === " ") {
+          event.preventDefault();
+          choose(cell.dataset.cell);
+        }
       });
-      cell.addEventListener("mouseenter", () => { mark(cell.dataset.cell); status.textContent = describe(cell); });
-      cell.addEventListener("focus", () => { mark(cell.dataset.cell); status.textContent = describe(cell); });
+      const preview = () => {
+        mark(cell.dataset.cell);
+        status.textContent = describe(cell);
+      };
+      cell.addEventListener("mouseenter", preview);
+      cell.addEventListener("focus", preview);
       cell.addEventListener("mouseleave", show);
     }
     controls.innerHTML = "";
@@ -125,7 +133,8 @@ function render({ model, el }) {
         button.dataset.action = action;
         button.dataset.panel = panel;
         button.className = `llmfs-step-${action}`;
-        button.setAttribute("aria-label", `${text.replace(/[◀▶↺] ?/g, "").trim()}: cursor of ${labels[panel]}`);
+        const words = text.replace(/[◀▶↺] ?/g, "").trim();
+        button.setAttribute("aria-label", `${words}: cursor of ${labels[panel]}`);
         button.addEventListener("click", () => {
           const steps = model.get("steps")[panel];
           const current = String(model.get("step_panel")) === panel ? model.get("step") : -1;

@@ -98,7 +98,8 @@ svg.llmfs-diagram text.llmfs-gap-text{fill:var(--llmfs-accent)}
 svg.llmfs-diagram .llmfs-cell{cursor:pointer}
 svg.llmfs-diagram .llmfs-cell:focus{outline:none}
 svg.llmfs-diagram .llmfs-cell:focus-visible rect{stroke:var(--llmfs-focus);stroke-width:3}
-svg.llmfs-diagram .llmfs-on rect{stroke:var(--llmfs-accent);stroke-width:3;fill:var(--llmfs-accent-bg)}
+svg.llmfs-diagram .llmfs-on rect{stroke:var(--llmfs-accent);stroke-width:3;
+fill:var(--llmfs-accent-bg)}
 svg.llmfs-diagram .llmfs-on text{font-weight:bold}
 svg.llmfs-diagram .llmfs-line.llmfs-on{stroke:var(--llmfs-accent);stroke-width:3;opacity:1}
 svg.llmfs-diagram .llmfs-mark{visibility:hidden}

@@ -311,7 +311,7 @@ def _draw_strip(box: _StripBox) -> str:
     for slot, (x, w) in zip(strip.slots, box.slots):
         if slot.status == "elided":
             parts.append(
-                f'<g class="llmfs-elided">'
+                '<g class="llmfs-elided">'
                 + _text(
                     x + w / 2,
                     box.y + SLOT_H / 2 + 4,
