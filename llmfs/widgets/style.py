@@ -69,7 +69,7 @@ vertical-align:top;white-space:nowrap}
 .llmfs thead th,.llmfs th[scope=row]{background:var(--llmfs-head)}
 .llmfs td.llmfs-wrap{white-space:normal;min-width:24em}
 .llmfs code{white-space:nowrap;font-family:var(--jp-code-font-family,monospace)}
-.llmfs .llmfs-on,.llmfs tr.llmfs-on>*{font-weight:bold;background:var(--llmfs-accent-bg);
+.llmfs td.llmfs-on,.llmfs th.llmfs-on,.llmfs tr.llmfs-on>*{font-weight:bold;background:var(--llmfs-accent-bg);
 outline:2px solid var(--llmfs-accent);outline-offset:-2px}
 .llmfs tr[data-row]{cursor:pointer}
 .llmfs tr[data-row]:focus-visible,.llmfs button:focus-visible,.llmfs [tabindex]:focus-visible,
@@ -79,7 +79,8 @@ outline:2px solid var(--llmfs-accent);outline-offset:-2px}
 .llmfs .llmfs-legend{font-size:12px;margin:2px 0}
 .llmfs .llmfs-verdict[data-status=right]{background:var(--llmfs-right)}
 .llmfs .llmfs-verdict[data-status=wrong]{background:var(--llmfs-wrong)}
-.llmfs .llmfs-controls{display:flex;gap:6px;align-items:center;flex-wrap:wrap;margin:4px 0}
+.llmfs .llmfs-controls{display:flex;flex-direction:column;gap:4px;margin:4px 0}
+.llmfs .llmfs-step-group{display:inline-flex;gap:6px;align-items:center;flex-wrap:wrap}
 .llmfs button{font:inherit;color:var(--llmfs-fg);background:var(--llmfs-head);
 border:1px solid var(--llmfs-border);border-radius:3px;padding:2px 10px;cursor:pointer}
 .llmfs button[aria-pressed=true]{font-weight:bold;outline:2px solid var(--llmfs-accent)}

@@ -41,7 +41,7 @@ MARGIN = 16
 TEXT_H = 18
 CHAR_W = 7.8  # width of one 13 px monospace character
 NOTE_GAP = 18
-WRAP = 110
+WRAP = 96
 
 FG = "#1a1a1a"
 MUTED = "#3d3d3d"
@@ -336,7 +336,7 @@ def _draw_strip(box: _StripBox) -> str:
             f"<title>{escape(words)}</title>" + _rect(x, box.y, w, SLOT_H, fill)
         )
         if kind == "copy":
-            parts.append(_hatch(x, box.y, 12, 12, 6))
+            parts.append(_hatch(x + w - 14, box.y, 14, 14, 5))
         if slot.status in ("skipped", "unread"):
             parts.append(_hatch(x, box.y, w, SLOT_H))
         parts.append(_text(x + 4, box.y + 12, str(slot.offset), "llmfs-small", 11))
