@@ -122,7 +122,9 @@ def legend_html() -> str:
     return f'<p class="llmfs-legend">{" &nbsp; ".join(items)}</p>'
 
 
-def render_trace_html(trace: Trace, chosen: int | None = None, *, rows_clickable: bool = False) -> str:
+def render_trace_html(
+    trace: Trace, chosen: int | None = None, *, rows_clickable: bool = False
+) -> str:
     """The trace table, its legend and one mapping table per copy, as one HTML fragment.
 
     ``rows_clickable`` gives every row ``data-row`` and ``tabindex`` (the live table's script
@@ -289,9 +291,8 @@ def render_comparison_html(comparison: Any) -> str:
 
 __all__ = [
     "legend_html",
-    "pointer",
-    "wrap",
     "mark",
+    "pointer",
     "render_comparison_html",
     "render_mapping_html",
     "render_offsets_html",
@@ -299,4 +300,5 @@ __all__ = [
     "render_trace_html",
     "render_verdicts_html",
     "trace_row_html",
+    "wrap",
 ]

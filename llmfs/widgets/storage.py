@@ -8,6 +8,8 @@ line from the ``data-*`` attributes the SVG already carries:
 * click, hover or focus (Tab, then Enter) a logical cell: the cell, its line and the storage
   offset it reads are highlighted (thick outline, bold text and a ``▶`` glyph, not only colour)
   and the status line (``aria-live``) says ``[1, 0] reads offset 4: 1 + 1·3 + 0·1 = 4``;
+* click or focus a storage offset: every cell that reads it is highlighted with its line (a
+  zero stride lights several), and the status says what the offset holds and who reads it;
 * the step buttons walk the offset cursor of a view one offset at a time, in the order of
   ``view.logical_offsets()`` (the steps come from :func:`~llmfs.widgets.diagram.cursor_steps`),
   saying how each step advanced or carried.
@@ -68,6 +70,26 @@ function render({ model, el }) {
     return cell;
   }
 
+  function markSlot(strip, offset) {
+    mark(null);
+    let found = null;
+    for (const slot of scroll.querySelectorAll("g.llmfs-slot")) {
+      if (slot.dataset.strip === strip && slot.dataset.offset === String(offset)) found = slot;
+    }
+    if (!found) return null;
+    found.classList.add("llmfs-on");
+    for (const key of (found.dataset.readers || "").split(" ").filter(Boolean)) {
+      const cell = cellOf(key);
+      if (cell) {
+        cell.classList.add("llmfs-on");
+        cell.setAttribute("aria-pressed", "true");
+      }
+      const line = scroll.querySelector(`line[data-line="l-${key}"]`);
+      if (line) line.classList.add("llmfs-on");
+    }
+    return found;
+  }
+
   function stepText(panel, k) {
     const steps = (model.get("steps")[String(panel)] || []);
     if (k < 0 || k >= steps.length) return null;
@@ -80,10 +102,19 @@ function render({ model, el }) {
     const panel = model.get("step_panel");
     const step = stepText(panel, k);
     const key = step ? step.key : model.get("selected");
+    const chosenSlot = model.get("selected_slot");
+    if (!key && chosenSlot) {
+      const cut = chosenSlot.lastIndexOf(":");
+      const slot = markSlot(chosenSlot.slice(0, cut), chosenSlot.slice(cut + 1));
+      if (slot) {
+        status.textContent = slot.querySelector("title").textContent;
+        return;
+      }
+    }
     const cell = mark(key);
     if (step && cell) status.textContent = `${step.text} (${describe(cell)})`;
     else if (cell) status.textContent = describe(cell);
-    else status.textContent = "Click or focus a cell to see the offset it reads.";
+    else status.textContent = "Click or focus a cell (or a storage offset) to see what it reads.";
     for (const button of controls.querySelectorAll("button[data-action]")) {
       const pressed = button.dataset.action === "next" && step !== null &&
         String(panel) === button.dataset.panel;
@@ -93,7 +124,16 @@ function render({ model, el }) {
 
   function choose(key) {
     model.set("step", -1);
+    model.set("selected_slot", "");
     model.set("selected", key);
+    model.save_changes();
+    show();
+  }
+
+  function chooseSlot(slot) {
+    model.set("step", -1);
+    model.set("selected", "");
+    model.set("selected_slot", `${slot.dataset.strip}:${slot.dataset.offset}`);
     model.save_changes();
     show();
   }
@@ -117,6 +157,18 @@ function render({ model, el }) {
       cell.addEventListener("mouseenter", preview);
       cell.addEventListener("focus", preview);
       cell.addEventListener("mouseleave", show);
+    }
+    for (const slot of scroll.querySelectorAll("g.llmfs-slot")) {
+      slot.setAttribute("tabindex", "0");
+      slot.setAttribute("role", "button");
+      slot.setAttribute("aria-label", slot.querySelector("title").textContent);
+      slot.addEventListener("click", () => chooseSlot(slot));
+      slot.addEventListener("keydown", (event) => {
+        if (event.key === "Enter" || event.key === " ") {
+          event.preventDefault();
+          chooseSlot(slot);
+        }
+      });
     }
     controls.innerHTML = "";
     const labels = model.get("labels");
@@ -145,6 +197,7 @@ function render({ model, el }) {
           model.set("step_panel", Number(panel));
           model.set("step", k);
           model.set("selected", k >= 0 ? steps[k][0] : "");
+          model.set("selected_slot", "");
           model.save_changes();
           show();
         });
@@ -157,6 +210,7 @@ function render({ model, el }) {
 
   model.on("change:svg", draw);
   model.on("change:selected", show);
+  model.on("change:selected_slot", show);
   model.on("change:step", show);
   draw();
 }
@@ -185,6 +239,8 @@ class StorageDiagram(anywidget.AnyWidget):  # type: ignore[misc]
     steps = traitlets.Dict().tag(sync=True)
     labels = traitlets.Dict().tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
+    #: ``"owner:offset"`` of a chosen storage offset (``""`` when a cell or nothing is chosen).
+    selected_slot = traitlets.Unicode("").tag(sync=True)
     step = traitlets.Int(-1).tag(sync=True)
     step_panel = traitlets.Int(0).tag(sync=True)
 
@@ -213,13 +269,28 @@ class StorageDiagram(anywidget.AnyWidget):  # type: ignore[misc]
 
     def select(self, key: str | None) -> str:
         """Selects the cell ``key`` (``"p0c3"``; ``None`` clears) and returns the status text."""
+        self.step, self.selected_slot = -1, ""
         if key is None:
-            self.step, self.selected = -1, ""
+            self.selected = ""
             return ""
         cell = self.diagram.cell(key)
-        self.step = -1
         self.selected = key
         return status_text(self.diagram, cell.key)
+
+    def select_offset(self, offset: int | None, strip: str | None = None) -> tuple[str, ...]:
+        """Chooses storage ``offset`` of ``strip`` (default: the first strip); every cell that
+        reads it is highlighted. Returns the keys of those cells (none for unread storage)."""
+        self.step, self.selected = -1, ""
+        if offset is None:
+            self.selected_slot = ""
+            return ()
+        name = strip if strip is not None else self.diagram.strips[0].name
+        found = self.diagram.strip(name)
+        position = found.slot_of(offset)
+        if position is None:
+            raise CourseError(f"offset {offset} of {name} is not drawn (storage of {found.size})")
+        self.selected_slot = f"{name}:{offset}"
+        return found.slots[position].readers
 
     def step_forward(self, panel: int = 0) -> str:
         """Moves the offset cursor of ``panel`` one step; returns the step's words."""

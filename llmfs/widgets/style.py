@@ -69,7 +69,8 @@ vertical-align:top;white-space:nowrap}
 .llmfs thead th,.llmfs th[scope=row]{background:var(--llmfs-head)}
 .llmfs td.llmfs-wrap{white-space:normal;min-width:24em}
 .llmfs code{white-space:nowrap;font-family:var(--jp-code-font-family,monospace)}
-.llmfs td.llmfs-on,.llmfs th.llmfs-on,.llmfs tr.llmfs-on>*{font-weight:bold;background:var(--llmfs-accent-bg);
+.llmfs td.llmfs-on,.llmfs th.llmfs-on,.llmfs tr.llmfs-on>*{font-weight:bold;
+background:var(--llmfs-accent-bg);
 outline:2px solid var(--llmfs-accent);outline-offset:-2px}
 .llmfs tr[data-row]{cursor:pointer}
 .llmfs tr[data-row]:focus-visible,.llmfs button:focus-visible,.llmfs [tabindex]:focus-visible,

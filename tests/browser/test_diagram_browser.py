@@ -114,9 +114,7 @@ def test_the_diagram_draws_selects_steps_and_copies(open_lab_notebook) -> None:
         "() => window.jupyterapp.commands.execute('apputils:change-theme', "
         "{theme: 'JupyterLab Dark'})"
     )
-    page.wait_for_function(
-        "() => document.body.dataset.jpThemeLight === 'false'", timeout=20_000
-    )
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=20_000)
     page.wait_for_timeout(500)
     fill = first.locator("svg.llmfs-diagram text").first.evaluate(
         "(node) => getComputedStyle(node).fill"
@@ -128,4 +126,3 @@ def test_the_diagram_draws_selects_steps_and_copies(open_lab_notebook) -> None:
         "() => window.jupyterapp.commands.execute('apputils:change-theme', "
         "{theme: 'JupyterLab Light'})"
     )
-
