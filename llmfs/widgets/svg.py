@@ -383,7 +383,7 @@ def _draw_panel(box: _PanelBox) -> str:
             + _rect(x, y, CELL_W, CELL_H, "#ffffff")
             + _text(x + CELL_W / 2, y + 20, value, "llmfs-value", 15, text_anchor="middle")
             + _text(x + CELL_W / 2, y + 38, coordinate, "llmfs-small", 11, text_anchor="middle")
-            + _text(x + 3, y + 12, "▶", "llmfs-mark", 10)
+            + _text(x + 3, y + 12, "▶", "llmfs-mark", 10, visibility="hidden")
             + "</g>"
         )
     if panel.summarised:
