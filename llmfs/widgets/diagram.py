@@ -388,7 +388,7 @@ def diagram(
             entries.append(Item(label, result, source=_request_source(label, scope)))
         else:
             entries.append(Item(label, result, copied_from=copied_from))
-    names = OwnerNames({owner or name: source})
+    names = OwnerNames({owner or name: _view(source).owner})
     return _Builder(names, title).run(entries)
 
 
@@ -762,17 +762,16 @@ def _mark_unread(
     out = []
     runs: list[tuple[int, int, bool]] = []
     for slot in slots:
-        if slot.status != "unread" or slot.offset is None:
+        offset = slot.offset
+        if slot.status != "unread" or offset is None:
             out.append(slot)
             continue
-        inside = low < slot.offset < high
-        if inside:
-            slot = StorageSlot(slot.offset, slot.value, (), "skipped")
-        out.append(slot)
-        if runs and runs[-1][1] == slot.offset - 1 and runs[-1][2] == inside:
-            runs[-1] = (runs[-1][0], slot.offset, inside)
+        inside = low < offset < high
+        out.append(StorageSlot(offset, slot.value, (), "skipped") if inside else slot)
+        if runs and runs[-1][1] == offset - 1 and runs[-1][2] == inside:
+            runs[-1] = (runs[-1][0], offset, inside)
         else:
-            runs.append((slot.offset, slot.offset, inside))
+            runs.append((offset, offset, inside))
     notes = []
     for start, end, inside in runs:
         what = f"offset {start}" if start == end else f"offsets {start}-{end}"

@@ -283,6 +283,8 @@ class TraceTable(_TextRepr, widgets.VBox):
 
         row = self.trace.rows[index]
         view = self.trace.views[index]
+        if view is None:
+            raise CourseError(f"row {index} of the trace has no view to draw")
         sources = self.trace.copied_from
         source = sources[index] if index < len(sources) else None
         if source is not None and row.mapping_source:

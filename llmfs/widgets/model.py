@@ -334,16 +334,18 @@ class Trace:
 
         ``owners`` names the source owners (default: the first owner met is ``base``).
         """
-        steps = [s if isinstance(s, Step) else Step(*s) for s in steps]
+        prepared = [s if isinstance(s, Step) else Step(*s) for s in steps]
         given = dict(owners or {})
         if not given:
-            first = next((s.result for s in steps if not isinstance(s.result, TensorError)), None)
+            first = next(
+                (s.result for s in prepared if not isinstance(s.result, TensorError)), None
+            )
             if first is not None:
                 given = {"base": first}
         names = OwnerNames(given)  # type: ignore[arg-type]
-        rows = tuple(describe(s.label, s.result, names, s.copied_from) for s in steps)
-        views = tuple(_view_or_none(s.result) for s in steps)
-        sources = tuple(s.copied_from for s in steps)
+        rows = tuple(describe(s.label, s.result, names, s.copied_from) for s in prepared)
+        views = tuple(_view_or_none(s.result) for s in prepared)
+        sources = tuple(s.copied_from for s in prepared)
         return cls(rows, title, tuple(sorted(given)), views, sources)
 
     @property
@@ -478,7 +480,7 @@ def trace(
     scope = _default_namespace()
     scope.update(namespace or {})
     scope[name] = source
-    owners = OwnerNames({name: source})
+    owners = OwnerNames({name: _as_view(source).owner})
     rows = []
     views = []
     sources: list[TensorView | None] = []

@@ -309,8 +309,8 @@ class StorageDiagram(anywidget.AnyWidget):  # type: ignore[misc]
     def __repr__(self) -> str:
         return render_diagram_text(self.diagram)
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        bundle = super()._repr_mimebundle_(**kwargs) or {}
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle: Any = super()._repr_mimebundle_(**kwargs) or {}
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)
         data = dict(data)
         data["text/plain"] = render_diagram_text(self.diagram)

@@ -187,10 +187,10 @@ class _StripBox:
 
 
 def _layout_strip(strip: Strip, x: float, y: float) -> _StripBox:
-    slots = []
+    slots: list[tuple[float, float]] = []
     cursor = x
     for slot in strip.slots:
-        w = ELIDED_W if slot.status == "elided" else SLOT_W
+        w: float = ELIDED_W if slot.status == "elided" else SLOT_W
         slots.append((cursor, w))
         cursor += w
     lines = 1 + len(strip.notes) + (1 if strip.source else 0)
@@ -349,8 +349,8 @@ def _draw_strip(box: _StripBox) -> str:
         parts.append("</g>")
     for k, text in enumerate(_strip_texts(strip)):
         cls = "llmfs-label" if k == 0 else "llmfs-small"
-        weight = {"font_weight": "bold"} if k == 0 else {}
-        parts.append(_text(box.text_x, box.y + 14 + k * TEXT_H, text, cls, **weight))
+        weight = "bold" if k == 0 else "normal"
+        parts.append(_text(box.text_x, box.y + 14 + k * TEXT_H, text, cls, font_weight=weight))
     parts.append("</g>")
     return "".join(parts)
 
@@ -359,8 +359,8 @@ def _draw_panel(box: _PanelBox) -> str:
     panel = box.panel
     parts = [f'<g class="llmfs-panel" data-panel="{panel.number}">']
     for k, (cls, text) in enumerate(box.header):
-        weight = {"font_weight": "bold"} if k == 0 else {}
-        parts.append(_text(box.x, box.header_y + 14 + k * TEXT_H, text, cls, **weight))
+        weight = "bold" if k == 0 else "normal"
+        parts.append(_text(box.x, box.header_y + 14 + k * TEXT_H, text, cls, font_weight=weight))
     if panel.blocks:
         _, _, rows, cols = _grid_shape(panel)
         block_w = cols * (CELL_W + CELL_GAP) - CELL_GAP
@@ -426,13 +426,14 @@ def _lines(
             )
         else:
             source = strips[line.source]
-            sx = source.centre(line.source_offset)
-            if sx is None:
+            source_x = source.centre(line.source_offset)
+            if source_x is None:
                 continue
             out.append(
                 f'<line class="llmfs-line llmfs-copy-line" data-line="{line.key}" '
                 f'data-offset="{line.offset}" data-source-offset="{line.source_offset}" '
-                f'x1="{_n(tx)}" y1="{_n(target.y)}" x2="{_n(sx)}" y2="{_n(source.y + SLOT_H)}" '
+                f'x1="{_n(tx)}" y1="{_n(target.y)}" x2="{_n(source_x)}" '
+                f'y2="{_n(source.y + SLOT_H)}" '
                 f'stroke="{LINE}" stroke-width="1.5" stroke-dasharray="6 4"/>'
             )
     return out
