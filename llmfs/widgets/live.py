@@ -89,11 +89,7 @@ class OffsetTable(_TextRepr, widgets.VBox):
         self.selected_offset: int | None = None
         entries = offset_entries(view)
         self._entries = [*entries.head, *entries.tail]
-        label = (
-            f"logical cells of shape {format_ints(view.shape)}, strides "
-            f"{format_ints(view.strides)}, base offset {view.base_offset}"
-        )
-        self.diagram = StorageDiagram([(label, view)], owners={owner: view})
+        self.diagram = StorageDiagram([("logical cells", view)], owners={owner: view})
         self._status = widgets.HTML()
         self._status.add_class("llmfs-selection")
         self._table = widgets.HTML()

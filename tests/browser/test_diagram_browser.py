@@ -80,7 +80,7 @@ def test_the_diagram_draws_selects_steps_and_copies(open_lab_notebook) -> None:
     notebook.screenshot("diagram_light")
 
     # Step walks the cursor in the order logical_offsets() gives, saying the carry.
-    step = first.get_by_role("button", name="step: cursor of view")
+    step = first.get_by_role("button", name="step: cursor of view", exact=True)
     walked, said = [], []
     for _ in range(6):
         step.click()
