@@ -455,19 +455,18 @@ def _rejections(
         if a is None or b is None:
             continue
         y = box.y + SLOT_H + 10
+        label = f"{REJECTED_MARK} gap {rejection.gap[0]}→{rejection.gap[1]}: no single stride"
+        middle = (a + b) / 2
+        half = _width(label, 12) / 2 + 4
         parts.append(
             f'<g class="llmfs-gap-mark" data-gap="{rejection.gap[0]} {rejection.gap[1]}">'
             f'<path class="llmfs-gap" d="M{_n(a)} {_n(y - 6)}L{_n(a)} {_n(y)}L{_n(b)} {_n(y)}'
             f'L{_n(b)} {_n(y - 6)}" fill="none" stroke="{ACCENT}" stroke-width="2.5" '
             f'stroke-dasharray="5 3"/>'
-            + _text(
-                (a + b) / 2,
-                y + 15,
-                f"{REJECTED_MARK} gap {rejection.gap[0]}→{rejection.gap[1]}: no single stride",
-                "llmfs-gap-text",
-                12,
-                text_anchor="middle",
-            )
+            # A backing box keeps the words readable where dashed copy lines pass behind them.
+            f'<rect class="llmfs-bg" x="{_n(middle - half)}" y="{_n(y + 3)}" '
+            f'width="{_n(2 * half)}" height="16" fill="#ffffff"/>'
+            + _text(middle, y + 15, label, "llmfs-gap-text", 12, text_anchor="middle")
             + "</g>"
         )
     return parts, lines
