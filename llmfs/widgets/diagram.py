@@ -630,6 +630,8 @@ def make_panel(number: int, label: str, owner: str, view: TensorView) -> Panel:
                 seen.add(key)
                 blocks.append((key, _block_label(cell.coordinate, rank)))
     notes = []
+    if total == 0:
+        notes.append("no values: an axis has size 0, so nothing is read and no line is drawn")
     for axis, (size, stride) in enumerate(zip(shape, strides)):
         if stride == 0 and size > 1:
             notes.append(

@@ -199,3 +199,12 @@ def test_bad_items_are_course_errors() -> None:
         build([42])  # type: ignore[list-item]
     with pytest.raises(CourseError, match="no cell"):
         reshape_vs_transpose().cell("p9c0")
+
+
+def test_empty_views_and_scalars_are_drawn_in_words() -> None:
+    empty = build([Tensor.zeros([0, 3])])
+    assert empty.panels[0].cells == () and empty.read_lines() == ()
+    assert empty.panels[0].notes[0].startswith("no values")
+    scalar = build([Tensor.arange(6).view().slice(0, 2, 3).reshape([])])
+    [cell] = scalar.panels[0].cells
+    assert (cell.coordinate, cell.offset, cell.formula) == ((), 2, "2 = 2")
