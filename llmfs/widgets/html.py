@@ -118,7 +118,10 @@ def trace_row_html(row: TraceRow, index: int | None = None, chosen: bool = False
 
 def legend_html() -> str:
     """The legend under a trace table: each glyph with its words."""
-    items = [f"{mark(s)} {MARK_WORDS[s]}" for s in ("shared", "copy", "rejected")]
+    items = [
+        f'<span class="llmfs-nowrap">{mark(s)} {MARK_WORDS[s]}</span>'
+        for s in ("shared", "copy", "rejected")
+    ]
     return f'<p class="llmfs-legend">{" &nbsp; ".join(items)}</p>'
 
 

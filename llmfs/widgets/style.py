@@ -81,7 +81,9 @@ outline:2px solid var(--llmfs-accent);outline-offset:-2px}
 .llmfs .llmfs-verdict[data-status=right]{background:var(--llmfs-right)}
 .llmfs .llmfs-verdict[data-status=wrong]{background:var(--llmfs-wrong)}
 .llmfs .llmfs-controls{display:flex;flex-direction:column;gap:4px;margin:4px 0}
-.llmfs .llmfs-step-group{display:inline-flex;gap:6px;align-items:center;flex-wrap:wrap}
+.llmfs .llmfs-step-group{display:flex;gap:6px;align-items:center;flex-wrap:nowrap}
+.llmfs .llmfs-step-group>button{flex:none;white-space:nowrap}
+.llmfs .llmfs-nowrap{white-space:nowrap}
 .llmfs button{font:inherit;color:var(--llmfs-fg);background:var(--llmfs-head);
 border:1px solid var(--llmfs-border);border-radius:3px;padding:2px 10px;cursor:pointer}
 .llmfs button[aria-pressed=true]{font-weight:bold;outline:2px solid var(--llmfs-accent)}

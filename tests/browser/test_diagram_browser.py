@@ -43,6 +43,12 @@ NOTEBOOK = {
             "'sliced.materialize()', 'sliced.reshape([4])'])",
         ),
         _code("state", "print(transposed.selected, transposed.step)"),
+        _code(
+            "trace",
+            "from llmfs.widgets import TraceTable, trace\n"
+            "from llmfs.widgets.examples import SEED_OPERATIONS\n"
+            "TraceTable(trace(seed_fixture(), SEED_OPERATIONS))",
+        ),
     ],
     "metadata": {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -109,6 +115,13 @@ def test_the_diagram_draws_selects_steps_and_copies(open_lab_notebook) -> None:
     assert second.locator('g.llmfs-gap-mark[data-gap="2 4"]').count() == 1
     assert "offset 3 is skipped: not contiguous" in second.inner_text()
 
+    # Keyboard: Tab to a cell and press Enter.
+    target = first.locator('g.llmfs-cell[data-cell="p0c4"]')
+    target.focus()
+    page.keyboard.press("Enter")
+    assert target.get_attribute("aria-pressed") == "true"
+    assert "[2,0] reads offset 2 of base" in status.inner_text()
+
     # The dark theme: the same widgets with the theme's colours.
     page.evaluate(
         "() => window.jupyterapp.commands.execute('apputils:change-theme', "
@@ -126,3 +139,31 @@ def test_the_diagram_draws_selects_steps_and_copies(open_lab_notebook) -> None:
         "() => window.jupyterapp.commands.execute('apputils:change-theme', "
         "{theme: 'JupyterLab Light'})"
     )
+
+
+def test_the_trace_table_scrolls_sideways_and_opens_rows(open_lab_notebook) -> None:
+    notebook = open_lab_notebook("llmfs_trace_rows.ipynb", NOTEBOOK)
+    page = notebook.page
+    page.set_viewport_size({"width": 900, "height": 1600})
+    state = notebook.run_all()
+    assert state["errors"] == []
+    table = notebook.cell_output("trace").locator(".llmfs-trace-table")
+    table.locator("table.llmfs-trace").wait_for(timeout=30_000)
+    # At 900 px the wide table scrolls inside its own box; the page itself does not overflow.
+    box = table.locator(".llmfs-trace-figure")
+    assert box.evaluate("(node) => node.scrollWidth > node.clientWidth")
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 900
+    # A rejected row opens to its explanation; the chosen row is marked in words and glyph.
+    row = table.locator('tr[data-row="6"]')
+    row.click()
+    chosen = table.locator('tr[data-row="6"][aria-selected="true"]')
+    chosen.wait_for(timeout=10_000)
+    assert "▶" in chosen.inner_text()
+    assert chosen.locator("details").get_attribute("open") is not None
+    table.get_by_text("not adjacent in storage").first.wait_for(timeout=10_000)
+    # A copy row opens its diagram: its own strip with dashed lines back to the source.
+    table.locator('tr[data-row="4"]').click()
+    opened = table.locator(".llmfs-storage-diagram")
+    opened.locator("line.llmfs-copy-line").first.wait_for(timeout=10_000)
+    assert opened.locator("g.llmfs-strip").count() == 2
+    notebook.screenshot("trace_rows_900px")
