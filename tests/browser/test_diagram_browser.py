@@ -61,6 +61,8 @@ NOTEBOOK = {
 def test_the_diagram_draws_selects_steps_and_copies(open_lab_notebook) -> None:
     notebook = open_lab_notebook("llmfs_diagram.ipynb", NOTEBOOK)
     page = notebook.page
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
     page.set_viewport_size({"width": 1280, "height": 1800})
     state = notebook.run_all()
     assert state["errors"] == [] and state["executed"] == state["code_cells"]
@@ -99,6 +101,10 @@ def test_the_diagram_draws_selects_steps_and_copies(open_lab_notebook) -> None:
         "step 3 of 6: column 1→0 wraps (−3), carry into row 0→1 (+1): offset 3 − 3 + 1 = 1"
     )
     assert step.get_attribute("aria-pressed") == "true"
+
+    # Offline: the widget's script came with the package, nothing was fetched from elsewhere.
+    local = (notebook.server.url, "data:", "blob:", "ws://127.0.0.1")
+    assert [url for url in requested if not url.startswith(local)] == []
 
     # The kernel saw the widget's state (synced both ways).
     notebook.run_cell("state")
