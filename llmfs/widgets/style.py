@@ -78,8 +78,10 @@ outline:2px solid var(--llmfs-accent);outline-offset:-2px}
 .llmfs details>summary{cursor:pointer}
 .llmfs .llmfs-status{min-height:1.4em;font-size:13px;margin:4px 0;white-space:normal}
 .llmfs .llmfs-legend{font-size:12px;margin:2px 0}
-.llmfs .llmfs-verdict[data-status=right]{background:var(--llmfs-right)}
-.llmfs .llmfs-verdict[data-status=wrong]{background:var(--llmfs-wrong)}
+.llmfs .llmfs-verdict[data-status=right],.llmfs tr[data-status=right]>td:last-child{
+background:var(--llmfs-right)}
+.llmfs .llmfs-verdict[data-status=wrong],.llmfs tr[data-status=wrong]>td:last-child{
+background:var(--llmfs-wrong)}
 .llmfs .llmfs-controls{display:flex;flex-direction:column;gap:4px;margin:4px 0}
 .llmfs .llmfs-step-group{display:flex;gap:6px;align-items:center;flex-wrap:nowrap}
 .llmfs .llmfs-step-group>button{flex:none;white-space:nowrap}
