@@ -15,13 +15,20 @@ line from the ``data-*`` attributes the SVG already carries:
   saying how each step advanced or carried.
 
 ``selected`` (a cell key such as ``"p0c3"``) and ``step`` are synced both ways, so Python can
-drive the widget and tests can read it. Outside a browser the widget's output still carries the
+drive the widget and tests can read it.
+
+A diagram that shows an exercise's answer takes ``after="ch02.q2"``: until that predict exercise
+is finished (every field right, or its answer shown) the output is one sentence saying so, never
+the drawing; the live widget draws itself as soon as the exercise's check finishes it.
+
+Outside a browser the widget's output still carries the
 deterministic text form (``text/plain``) and the static SVG (``text/html``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from html import escape
 from typing import Any
 
 import anywidget
@@ -30,6 +37,7 @@ import traitlets
 from llmfs.course import CourseError
 from llmfs.tensor import Tensor, TensorView
 from llmfs.widgets.diagram import Diagram, ItemLike, build, diagram, render_diagram_text
+from llmfs.widgets.html import wrap
 from llmfs.widgets.style import STYLESHEET
 from llmfs.widgets.svg import render_diagram_html, render_diagram_svg
 
@@ -114,6 +122,7 @@ function render({ model, el }) {
     const cell = mark(key);
     if (step && cell) status.textContent = `${step.text} (${describe(cell)})`;
     else if (cell) status.textContent = describe(cell);
+    else if (!svg()) status.textContent = "";
     else status.textContent = "Click or focus a cell (or a storage offset) to see what it reads.";
     for (const button of controls.querySelectorAll("button[data-action]")) {
       const pressed = button.dataset.action === "next" && step !== null &&
@@ -254,21 +263,53 @@ class StorageDiagram(anywidget.AnyWidget):  # type: ignore[misc]
         owners: Mapping[str, Tensor | TensorView] | None = None,
         namespace: Mapping[str, Any] | None = None,
         title: str = "",
+        after: str | None = None,
         **kwargs: Any,
     ) -> None:
         self.diagram = _diagram_of(source, operations, name, owner, owners, namespace, title)
-        steps = {
+        super().__init__(**kwargs)
+        self.after = after
+        if after is not None and not exercise_finished(after):
+            self.svg = f'<p class="llmfs-locked">{escape(self._locked_text())}</p>'
+            from llmfs.widgets.predict import exercise_state
+
+            state = exercise_state(after)
+            if state.listeners is None:
+                state.listeners = []
+            state.listeners.append(self._unlock)
+        else:
+            self._draw()
+
+    def _draw(self) -> None:
+        self.steps = {
             str(p.number): [[f"p{p.number}c{s.position}", s.offset, s.carry] for s in p.steps]
             for p in self.diagram.panels
             if p.steps
         }
-        labels = {str(p.number): p.label for p in self.diagram.panels}
-        super().__init__(svg=render_diagram_svg(self.diagram), steps=steps, labels=labels, **kwargs)
+        self.labels = {str(p.number): p.label for p in self.diagram.panels}
+        self.svg = render_diagram_svg(self.diagram)
+
+    def _unlock(self, _state: Any) -> None:
+        if self.locked and self.after is not None and exercise_finished(self.after):
+            self._draw()
+
+    @property
+    def locked(self) -> bool:
+        """True while the exercise named by ``after`` is not finished (nothing is drawn)."""
+        return not self.svg.startswith("<svg")
+
+    def _locked_text(self) -> str:
+        return (
+            f"This diagram shows the answer to {self.after}: it is drawn once that exercise is "
+            f"finished (every field right, or its answer shown). Run its check, then this cell."
+        )
 
     # -- driving it from Python (the same state the buttons change) ---------------------------
 
     def select(self, key: str | None) -> str:
-        """Selects the cell ``key`` (``"p0c3"``; ``None`` clears) and returns the status text."""
+        """Selects the cell ``key`` (``"p0c3"``; ``None`` clears) and returns the status text.
+        Raises :class:`CourseError` while the diagram is locked."""
+        self._check_unlocked()
         self.step, self.selected_slot = -1, ""
         if key is None:
             self.selected = ""
@@ -294,6 +335,7 @@ class StorageDiagram(anywidget.AnyWidget):  # type: ignore[misc]
 
     def step_forward(self, panel: int = 0) -> str:
         """Moves the offset cursor of ``panel`` one step; returns the step's words."""
+        self._check_unlocked()
         steps = self.steps.get(str(panel))
         if not steps:
             raise CourseError(f"panel {panel} has no cursor steps (missing or summarised)")
@@ -304,18 +346,47 @@ class StorageDiagram(anywidget.AnyWidget):  # type: ignore[misc]
         self.selected = steps[k][0]
         return f"step {k + 1} of {len(steps)}: {steps[k][2]}"
 
+    def _check_unlocked(self) -> None:
+        if self.locked:
+            raise CourseError(self._locked_text())
+
     # -- output ----------------------------------------------------------------------------
 
     def __repr__(self) -> str:
+        if self.locked:
+            return self._locked_text()
         return render_diagram_text(self.diagram)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         bundle: Any = super()._repr_mimebundle_(**kwargs) or {}
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)
         data = dict(data)
-        data["text/plain"] = render_diagram_text(self.diagram)
-        data["text/html"] = render_diagram_html(self.diagram)
+        data["text/plain"] = repr(self)
+        data["text/html"] = (
+            wrap("llmfs-locked", f"<p>{escape(self._locked_text())}</p>")
+            if self.locked
+            else render_diagram_html(self.diagram)
+        )
         return (data, metadata) if metadata is not None else data
+
+
+def exercise_finished(exercise_id: str) -> bool:
+    """True when the predict exercise ``exercise_id`` is finished in the current attempts log:
+    every field was right in some attempt or its answer was shown. Raises :class:`CourseError`
+    for an unknown exercise or a malformed log."""
+    from llmfs.course.attempts import attempts_path, load_attempts
+    from llmfs.widgets.predict import exercise_state, predict_exercise
+
+    state = exercise_state(exercise_id)
+    if state.last is not None and state.last.finished:
+        return True
+    fields = set(predict_exercise(exercise_id).fields)
+    done = set(state.revealed)
+    for attempt in load_attempts(attempts_path()):
+        if attempt.exercise == exercise_id:
+            done.update(name for name, right in attempt.fields.items() if right)
+            done.update(attempt.revealed)
+    return fields <= done
 
 
 def status_text(diagram_: Diagram, key: str) -> str:
@@ -360,4 +431,4 @@ def _diagram_of(
     return build(list(source), owners=owners, title=title)
 
 
-__all__ = ["ESM", "StorageDiagram", "status_text"]
+__all__ = ["ESM", "StorageDiagram", "exercise_finished", "status_text"]

@@ -76,3 +76,46 @@ def test_a_diagram_a_list_of_items_and_bad_input() -> None:
 def test_status_text_matches_the_svg_title() -> None:
     d = storage_diagram(seed_fixture(), ["base.view().transpose(0, 1)"])
     assert status_text(d, "p0c1") == "[0,1] reads offset 3 of base: 0 + 0·1 + 1·3 = 3 (value 20)"
+
+
+def test_a_diagram_after_an_exercise_stays_words_until_the_exercise_is_finished(
+    attempts_log,
+) -> None:
+    from llmfs.widgets import check, predict
+
+    base = seed_fixture()
+    widget = StorageDiagram(base, ["base.view().transpose(0, 1)"], after="ch02.q1")
+    assert widget.locked and "<svg" not in widget.svg and widget.steps == {}
+    text = repr(widget)
+    assert text.startswith("This diagram shows the answer to ch02.q1")
+    bundle = widget._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert "<svg" not in data["text/html"] and "[0, 1] 20 → 3" not in data["text/plain"]
+    with pytest.raises(CourseError, match="answer to ch02.q1"):
+        widget.select("p0c1")
+    # A wrong complete attempt does not open it; the right one does, live.
+    check(
+        predict(
+            "base.transpose(0, 1)",
+            exercise_id="ch02.q1",
+            shape=[3, 2],
+            strides=[2, 1],
+            offsets=[0, 3, 1, 4, 2, 5],
+        ),
+        {"base": base},
+    )
+    assert widget.locked
+    check(
+        predict(
+            "base.transpose(0, 1)",
+            exercise_id="ch02.q1",
+            shape=[3, 2],
+            strides=[1, 3],
+            offsets=[0, 3, 1, 4, 2, 5],
+        ),
+        {"base": base},
+    )
+    assert not widget.locked and widget.svg.startswith("<svg")
+    assert "[0, 1] 20 → 3" in repr(widget)
+    # A diagram made after the exercise is finished is drawn at once.
+    assert not StorageDiagram(base, ["base.view()"], after="ch02.q1").locked
