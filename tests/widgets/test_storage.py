@@ -91,7 +91,7 @@ def test_a_diagram_after_an_exercise_stays_words_until_the_exercise_is_finished(
     bundle = widget._repr_mimebundle_()
     data = bundle[0] if isinstance(bundle, tuple) else bundle
     assert "<svg" not in data["text/html"] and "[0, 1] 20 → 3" not in data["text/plain"]
-    with pytest.raises(CourseError, match="answer to ch02.q1"):
+    with pytest.raises(CourseError, match=r"answer to ch02\.q1"):
         widget.select("p0c1")
     # A wrong complete attempt does not open it; the right one does, live.
     check(
