@@ -94,6 +94,13 @@ def _split_heads() -> tuple[str, str]:
     return render_diagram_svg(drawn), render_diagram_text(drawn)
 
 
+def _capstone_loss() -> tuple[object, str]:
+    # Drawn from the training record shipped with the weights, not by retraining.
+    from llmfs.gpt.plot import loss_figure, shipped_record
+
+    return loss_figure(shipped_record())
+
+
 #: name -> builder of (figure, text version): a matplotlib figure (written as .png and .svg) or
 #: the SVG markup of a storage diagram (written as .svg). The order is the order of the index.
 FIGURES: dict[str, Callable[[], tuple[object, str]]] = {
@@ -102,6 +109,7 @@ FIGURES: dict[str, Callable[[], tuple[object, str]]] = {
     "slice_materialize": _slice_materialize,
     "broadcast_zero_strides": _broadcast_zero_strides,
     "split_heads": _split_heads,
+    "capstone_loss": _capstone_loss,
 }
 
 
@@ -112,7 +120,7 @@ def suffixes(name: str) -> tuple[str, ...]:
 
 
 #: The figures drawn by matplotlib (the others are storage diagrams drawn as SVG text).
-MATPLOTLIB = ("trace_table",)
+MATPLOTLIB = ("trace_table", "capstone_loss")
 
 
 def generate(folder: Path) -> list[Path]:
