@@ -173,3 +173,46 @@ def test_the_trace_table_scrolls_sideways_and_opens_rows(open_lab_notebook) -> N
     opened.locator("line.llmfs-copy-line").first.wait_for(timeout=10_000)
     assert opened.locator("g.llmfs-strip").count() == 2
     notebook.screenshot("trace_rows_900px")
+
+
+LOCKED = {
+    "cells": [
+        _code(
+            "setup",
+            "from llmfs.widgets import StorageDiagram, check, predict\n"
+            "from llmfs.widgets.examples import seed_fixture\n"
+            "base = seed_fixture()\n"
+            "view = base.view()",
+        ),
+        _code(
+            "diagram",
+            'StorageDiagram(view, ["view.reshape([3, 2])"], name="view", owner="base", '
+            'after="ch02.q1")',
+        ),
+        _code(
+            "answer",
+            'check(predict("view.reshape([3, 2])", exercise_id="ch02.q1", shape=[3, 2], '
+            "strides=[2, 1], offsets=[0, 1, 2, 3, 4, 5], values=[[10, 11], [12, 20], [21, 22]]))",
+        ),
+    ],
+    "metadata": NOTEBOOK["metadata"],
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
+
+
+def test_a_diagram_after_an_exercise_draws_itself_when_the_exercise_is_finished(
+    open_lab_notebook,
+) -> None:
+    notebook = open_lab_notebook("llmfs_locked.ipynb", LOCKED)
+    page = notebook.page
+    for tag in ("setup", "diagram"):
+        assert notebook.run_cell(tag)["errors"] == []
+    widget = notebook.cell_output("diagram").locator(".llmfs-storage-diagram")
+    widget.get_by_text("This diagram shows the answer to ch02.q1").wait_for(timeout=30_000)
+    assert widget.locator("svg.llmfs-diagram").count() == 0
+    # The learner answers in the check cell below: the diagram above draws itself.
+    assert notebook.run_cell("answer")["errors"] == []
+    widget.locator("svg.llmfs-diagram").wait_for(timeout=20_000)
+    assert widget.locator("line.llmfs-read").count() == 6
+    assert page.get_by_text("Error displaying widget").count() == 0
