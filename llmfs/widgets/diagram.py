@@ -739,7 +739,7 @@ def make_strip(
         slots, notes = _mark_unread(slots, panels)
     mapping: tuple[tuple[int, int], ...] = ()
     if copied_from is not None and source_name is not None:
-        mapping = _copy_mapping(owner, copied_from, {s.offset for s in slots})
+        mapping = _copy_mapping(copied_from, {s.offset for s in slots})
     return Strip(
         name=name,
         kind=kind,
@@ -787,9 +787,7 @@ def _mark_unread(
     return out, notes
 
 
-def _copy_mapping(
-    copy: Tensor, source: TensorView, drawn: set[int | None]
-) -> tuple[tuple[int, int], ...]:
+def _copy_mapping(source: TensorView, drawn: set[int | None]) -> tuple[tuple[int, int], ...]:
     """``(new offset, source offset)``: the copy holds the source's values in logical order, so
     its k-th offset came from the k-th offset of the source's cursor."""
     total = layout.element_count(tuple(source.shape))
@@ -810,7 +808,6 @@ def _copy_mapping(
             next(cursor)
         pairs.append((new, next(cursor)))
         position = new + 1
-    del copy
     return tuple(pairs)
 
 
