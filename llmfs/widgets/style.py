@@ -90,6 +90,7 @@ background:var(--llmfs-wrong)}
 border:1px solid var(--llmfs-border);border-radius:3px;padding:2px 10px;cursor:pointer}
 .llmfs button[aria-pressed=true]{font-weight:bold;outline:2px solid var(--llmfs-accent)}
 .llmfs-diagram-scroll{overflow-x:auto;max-width:100%}
+.llmfs-diagram-scroll img.llmfs-diagram-image{max-width:none;display:block}
 svg.llmfs-diagram{display:block;font-family:var(--jp-code-font-family,monospace)}
 svg.llmfs-diagram .llmfs-bg{fill:var(--llmfs-bg)}
 svg.llmfs-diagram text{fill:var(--llmfs-fg)}

@@ -19,6 +19,7 @@ presentation attributes (light) overridden by the shared stylesheet's theme vari
 
 from __future__ import annotations
 
+import base64
 import textwrap
 from dataclasses import dataclass
 from html import escape
@@ -473,17 +474,43 @@ def _rejections(
 
 
 def render_diagram_html(diagram: Diagram) -> str:
-    """The diagram as an HTML fragment: stylesheet, the SVG in a sideways-scrolling box, and
-    the strips' notes and refusals as text (so a screen reader gets them in words too)."""
+    """The diagram as an HTML fragment: the SVG as an image in a sideways-scrolling box, its
+    description as the image's ``alt`` text, and the strips' notes and refusals as a list (so a
+    screen reader gets them in words too).
+
+    The SVG travels as a ``data:`` image, not inline markup: an untrusted notebook's sanitizer
+    removes inline SVG (leaving its text run together) but keeps images, and a static HTML
+    export shows the image as it is. The live widget draws the inline, interactive SVG.
+    """
+    svg = render_diagram_svg(diagram)
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    width, height = _size(svg)
     notes = [note for strip in diagram.strips for note in strip.notes]
     notes.extend(f"{REJECTED_MARK} {r.label}: {r.words}" for r in diagram.rejections)
     listing = "".join(f"<li>{escape(n)}</li>" for n in notes)
+    image = (
+        f'<img class="llmfs-diagram-image" src="data:image/svg+xml;base64,{data}" '
+        f'width="{width}" height="{height}" alt="{escape(_aria_label(diagram))}">'
+    )
     return (
         f'<div class="llmfs llmfs-diagram-static">{style_tag()}'
-        f'<div class="llmfs-diagram-scroll">{render_diagram_svg(diagram)}</div>'
+        f'<div class="llmfs-diagram-scroll">{image}</div>'
         + (f'<ul class="llmfs-notes">{listing}</ul>' if listing else "")
         + "</div>"
     )
 
 
-__all__ = ["render_diagram_html", "render_diagram_svg"]
+def _size(svg: str) -> tuple[str, str]:
+    head = svg[: svg.index(">")]
+    width = head.split(' width="', 1)[1].split('"', 1)[0]
+    height = head.split(' height="', 1)[1].split('"', 1)[0]
+    return width, height
+
+
+def svg_of_html(html: str) -> str:
+    """The SVG markup inside :func:`render_diagram_html`'s image (for tests and tools)."""
+    encoded = html.split("data:image/svg+xml;base64,", 1)[1].split('"', 1)[0]
+    return base64.b64decode(encoded).decode("utf-8")
+
+
+__all__ = ["render_diagram_html", "render_diagram_svg", "svg_of_html"]

@@ -19,6 +19,7 @@ pytest.importorskip("anywidget", reason="the storage diagram widget needs anywid
 
 from llmfs.widgets import StorageDiagram  # noqa: E402
 from llmfs.widgets.examples import seed_fixture  # noqa: E402
+from llmfs.widgets.svg import svg_of_html  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 CHAPTER_2 = REPO / "solutions" / "ch02_shared_storage_views.ipynb"
@@ -31,9 +32,10 @@ def export(notebook: dict) -> str:
 
 
 def svg_outside_scripts(html: str) -> list[str]:
-    """The storage-diagram SVGs of the page that are markup, not text inside a script."""
+    """The storage-diagram SVGs of the page: the images outside any script, decoded."""
     without_scripts = re.sub(r"<script\b.*?</script>", "", html, flags=re.S)
-    return re.findall(r'<svg[^>]*class="llmfs-diagram".*?</svg>', without_scripts, flags=re.S)
+    images = re.findall(r"<img[^>]*llmfs-diagram-image[^>]*>", without_scripts)
+    return [svg_of_html(image) for image in images]
 
 
 def test_a_diagram_output_exports_as_its_static_svg() -> None:

@@ -10,7 +10,7 @@ from llmfs.course import CourseError
 from llmfs.widgets import StorageDiagram, storage_diagram
 from llmfs.widgets.examples import seed_fixture
 from llmfs.widgets.storage import ESM, status_text
-from llmfs.widgets.svg import render_diagram_svg
+from llmfs.widgets.svg import render_diagram_svg, svg_of_html
 
 
 def test_the_widget_script_is_bundled_and_imports_nothing() -> None:
@@ -57,7 +57,7 @@ def test_the_output_carries_text_and_static_svg_besides_the_widget() -> None:
     bundle = widget._repr_mimebundle_()
     data = bundle[0] if isinstance(bundle, tuple) else bundle
     assert data["text/plain"] == repr(widget) == repr(widget.diagram)
-    assert '<svg class="llmfs-diagram"' in data["text/html"]
+    assert svg_of_html(data["text/html"]) == widget.svg
     assert "application/vnd.jupyter.widget-view+json" in data
 
 
@@ -90,7 +90,11 @@ def test_a_diagram_after_an_exercise_stays_words_until_the_exercise_is_finished(
     assert text.startswith("This diagram shows the answer to ch02.q1")
     bundle = widget._repr_mimebundle_()
     data = bundle[0] if isinstance(bundle, tuple) else bundle
-    assert "<svg" not in data["text/html"] and "[0, 1] 20 → 3" not in data["text/plain"]
+    assert (
+        "<svg" not in data["text/html"]
+        and "data:image" not in data["text/html"]
+        and "[0, 1] 20 → 3" not in data["text/plain"]
+    )
     with pytest.raises(CourseError, match=r"answer to ch02\.q1"):
         widget.select("p0c1")
     # A wrong complete attempt does not open it; the right one does, live.

@@ -9,7 +9,7 @@ from llmfs.tensor import Tensor
 from llmfs.widgets.diagram import build, diagram
 from llmfs.widgets.examples import seed_fixture
 from llmfs.widgets.style import DARK, LIGHT, STYLESHEET, contrast, fallback
-from llmfs.widgets.svg import render_diagram_html, render_diagram_svg
+from llmfs.widgets.svg import render_diagram_html, render_diagram_svg, svg_of_html
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -98,6 +98,9 @@ def test_large_views_draw_a_bounded_number_of_elements() -> None:
 def test_the_html_form_carries_the_stylesheet_and_the_notes_in_words() -> None:
     html = render_diagram_html(slice_diagram())
     assert html.startswith('<div class="llmfs llmfs-diagram-static"><style>')
+    # The SVG is an image (a sanitizer keeps it), described by its alt text.
+    assert "<svg" not in html and svg_of_html(html) == render_diagram_svg(slice_diagram())
+    assert 'alt="◇ base: storage, 6 values; ◆ copy 1: new owner' in html
     assert "<li>offset 3 is skipped: not contiguous</li>" in html
     assert re.search(r"<li>× sliced\.reshape\(\[4\]\): reshape to \[4\]", html)
 
