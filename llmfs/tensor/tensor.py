@@ -72,10 +72,10 @@ class Tensor(OperatorMixin):
 
     __slots__ = ("_shape", "_storage", "_strides", "_version", "_window_open")
 
-    def __init__(self, shape: Sequence[int], values: object, dtype: object = DEFAULT_DTYPE) -> None:
+    def __init__(self, shape: Sequence[int], values: object, dtype: object | None = None) -> None:
         dims, strides, count = checked_row_major_layout(shape)
-        resolved = resolve_dtype(dtype)
-        array = _float_values(values, resolved)
+        array = _float_values(values, np.dtype(DEFAULT_DTYPE))
+        resolved = storage_dtype_for(array, dtype)
         if array.ndim != 1:
             raise InvalidShapeError(
                 list(array.shape),
@@ -95,10 +95,11 @@ class Tensor(OperatorMixin):
     # -- constructors ------------------------------------------------------------------------
 
     @classmethod
-    def from_vec(
-        cls, shape: Sequence[int], values: object, dtype: object = DEFAULT_DTYPE
-    ) -> Tensor:
+    def from_vec(cls, shape: Sequence[int], values: object, dtype: object | None = None) -> Tensor:
         """A new owner of ``shape`` holding a copy of the flat ``values`` in row-major order.
+
+        Without ``dtype`` the values keep their kind, as ``np.array`` does: Python floats give
+        float64, Python ints int64, Python bools bool (:func:`~llmfs.tensor.dtypes.inferred_dtype`).
 
         Raises :class:`InvalidShapeError` for a negative size, :class:`ShapeOverflowError` when the
         sizes overflow 64 bits, :class:`ElementCountMismatchError` when ``len(values)`` is not the
@@ -110,7 +111,8 @@ class Tensor(OperatorMixin):
     def from_numpy(cls, array: object, dtype: object | None = None) -> Tensor:
         """A new owner holding a row-major copy of any array-like (nested lists too).
 
-        Integer and boolean data become float64 unless ``dtype`` says otherwise.
+        Without ``dtype`` the values keep their kind, as ``np.array`` does: float arrays keep
+        their dtype, integers stay integers (int64 from Python ints) and bools stay bools.
         """
         source = _float_values(array, np.dtype(DEFAULT_DTYPE))
         resolved = storage_dtype_for(source, dtype)
@@ -175,7 +177,7 @@ class Tensor(OperatorMixin):
 
     @property
     def dtype(self) -> np.dtype:
-        """The storage dtype (float16, float32 or float64)."""
+        """The storage dtype (one of :data:`~llmfs.tensor.dtypes.SUPPORTED_DTYPES`)."""
         return self._storage.dtype
 
     @property
@@ -194,13 +196,13 @@ class Tensor(OperatorMixin):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def get(self, coordinate: Sequence[int]) -> float:
-        """The value at one coordinate, as a Python float.
+    def get(self, coordinate: Sequence[int]) -> float | int | bool:
+        """The value at one coordinate, as a Python number (float, int or bool by dtype).
 
         Raises :class:`RankMismatchError` or :class:`IndexOutOfBoundsError` for a bad coordinate.
         """
         offset = storage_offset(self._shape, self._strides, 0, coordinate)
-        return float(self._storage[offset])
+        return self._storage[offset].item()  # type: ignore[no-any-return]
 
     def as_slice(self) -> np.ndarray:
         """The storage as a read-only 1-D array (no copy; it reflects later mutations).
@@ -211,7 +213,7 @@ class Tensor(OperatorMixin):
         return np.frombuffer(memoryview(self._storage).toreadonly(), dtype=self._storage.dtype)
 
     def tolist(self) -> Any:
-        """Nested lists of Python floats (a bare float for a scalar), like ``ndarray.tolist``."""
+        """Nested lists of Python numbers (a bare number for a scalar), like ``ndarray.tolist``."""
         return self._storage.reshape(self._shape).tolist()
 
     def to_numpy(self) -> np.ndarray:
@@ -357,7 +359,7 @@ class MutableStorage:
 
     def __getitem__(self, key: object) -> Any:
         value = self._owner._storage[self._checked_key(key)]
-        return float(value) if np.ndim(value) == 0 else np.array(value)
+        return value.item() if np.ndim(value) == 0 else np.array(value)
 
     def __setitem__(self, key: object, value: object) -> None:
         if self._closed:

@@ -24,7 +24,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from llmfs.tensor.backends.base import (
+    ALL_BINARY_OPS,
+    ALL_REDUCE_OPS,
+    ALL_UNARY_OPS,
     BINARY_OPS,
+    COMPARISON_OPS,
+    LOGICAL_OPS,
+    LOGICAL_REDUCE_OPS,
     PRIMITIVES,
     REDUCE_OPS,
     UNARY_OPS,
@@ -176,7 +182,13 @@ register_backend(
 )
 
 __all__ = [
+    "ALL_BINARY_OPS",
+    "ALL_REDUCE_OPS",
+    "ALL_UNARY_OPS",
     "BINARY_OPS",
+    "COMPARISON_OPS",
+    "LOGICAL_OPS",
+    "LOGICAL_REDUCE_OPS",
     "PRIMITIVES",
     "REDUCE_OPS",
     "UNARY_OPS",

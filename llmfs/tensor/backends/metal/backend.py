@@ -14,8 +14,10 @@ What runs on the numpy backend instead, explicitly (and is listed by :func:`nump
 * calls whose inputs mix float16 and float32, or whose requested result dtype differs from the
   input dtype (the kernels read and write one dtype; a second rounding would differ from numpy).
 
-float64 is refused, never converted: Metal has no 64-bit float, so any primitive on float64
-input raises :class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` saying to convert.
+float64 and int64 are refused, never converted: Metal has no 64-bit float and the kernels no
+64-bit integers, so any primitive on such input (or with such a result) raises
+:class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` saying to convert. int32 and bool are
+refused the same way for now (no kernel reads them yet); :data:`REFUSED_DTYPES` gives each reason.
 """
 
 from __future__ import annotations
@@ -37,6 +39,15 @@ KERNEL_OPS: dict[str, tuple[str | None, ...]] = {
     "binary": tuple(op for op in BINARY_OPS if op in ops.BINARY_OPS),
     "reduce": ops.REDUCE_OPS,
     "matmul": (None,),
+}
+
+
+#: Dtypes the Metal backends refuse by name before any kernel runs, each with the reason.
+REFUSED_DTYPES: dict[str, str] = {
+    "float64": "Metal has no 64-bit floating point type",
+    "int64": "the Metal kernels have no 64-bit integers",
+    "int32": "no Metal kernel reads int32 yet",
+    "bool": "no Metal kernel reads bool yet",
 }
 
 
@@ -66,17 +77,31 @@ class _KernelBackend(Backend):
     executor: ops.Executor
 
     def supports(self, primitive: str, op: str | None, dtype: np.dtype) -> bool:
-        """True for the kernel ops of :data:`KERNEL_OPS` on float16/float32, and for float64
-        (so that the refusal with its advice comes from here, never a silent numpy run)."""
+        """True for the kernel ops of :data:`KERNEL_OPS` on float16/float32, and for the
+        :data:`REFUSED_DTYPES` (so that the refusal with its advice comes from here, never a
+        silent numpy run)."""
         name = np.dtype(dtype).name
-        if name == "float64":
+        if name in REFUSED_DTYPES:
             return True
         return name in self.dtypes and op in KERNEL_OPS.get(primitive, ())
 
     def _refuse(self, *dtypes: np.dtype) -> None:
         for dtype in dtypes:
-            if np.dtype(dtype).name == "float64":
-                raise MetalDTypeError("float64", where=f"the {self.name} backend")
+            name = np.dtype(dtype).name
+            if name in REFUSED_DTYPES:
+                raise MetalDTypeError(
+                    name, where=f"the {self.name} backend", reason=REFUSED_DTYPES[name]
+                )
+
+    def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
+        """Reached only for a refused dtype (no kernel selects): the refusal."""
+        self._refuse(a.dtype, b.dtype, dtype)
+        return self._numpy().where(cond, a, b, dtype=dtype)
+
+    def take(self, x: TensorView, ids: TensorView, axis: int, *, dtype: np.dtype) -> Tensor:
+        """Reached only for a refused dtype (no kernel gathers rows): the refusal."""
+        self._refuse(x.dtype, dtype)
+        return self._numpy().take(x, ids, axis, dtype=dtype)
 
     @staticmethod
     def _numpy() -> Backend:
@@ -162,4 +187,10 @@ class MetalBackend(_KernelBackend):
         self.executor = device.default_device()
 
 
-__all__ = ["KERNEL_OPS", "MetalBackend", "MetalEmulatorBackend", "numpy_fallbacks"]
+__all__ = [
+    "KERNEL_OPS",
+    "REFUSED_DTYPES",
+    "MetalBackend",
+    "MetalEmulatorBackend",
+    "numpy_fallbacks",
+]

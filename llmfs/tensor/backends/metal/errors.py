@@ -104,13 +104,18 @@ class MetalUnavailableError(MetalError):
 class MetalDTypeError(DTypeError):
     """A dtype Metal kernels do not handle (float64 above all) was sent to a Metal backend."""
 
-    def __init__(self, dtype: object, *, where: str) -> None:
+    def __init__(
+        self,
+        dtype: object,
+        *,
+        where: str,
+        reason: str = "Metal has no 64-bit floating point type",
+    ) -> None:
         super().__init__(dtype, ("float32", "float16"), where=where)
         self.args = (
-            f"{where} does not take {dtype!s}: Metal has no 64-bit floating point type, and "
-            f"llmfs never downcasts silently. Convert first (for example "
-            f"Tensor.from_numpy(t.to_numpy(), dtype='float32')), or use the numpy backend "
-            f"for float64",
+            f"{where} does not take {dtype!s}: {reason}, and llmfs never converts silently. "
+            f"Convert first (for example t.astype('float32')), or use the numpy backend "
+            f"for {dtype!s}",
         )
 
     def __str__(self) -> str:
