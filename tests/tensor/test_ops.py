@@ -151,8 +151,8 @@ def test_float16_storage_is_computed_in_float32(spy: list) -> None:
 
 
 def test_an_unsupported_dtype_argument_is_a_dtype_error() -> None:
-    with pytest.raises(DTypeError, match="int32"):
-        add(f32(1.0), f32(1.0), dtype="int32")
+    with pytest.raises(DTypeError, match="int8"):
+        add(f32(1.0), f32(1.0), dtype="int8")
 
 
 def test_only_tensors_views_and_real_numbers_are_operands() -> None:
