@@ -309,9 +309,10 @@ def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
     left, right = broadcast_operands(a, b, what=f"{op}'s operand")
     dtypes = [left.dtype, right.dtype]
     promoted = widest_dtype(dtypes)
-    compute = compute_dtype(dtypes)
+    compute: np.dtype = compute_dtype(dtypes)
+    natural: np.dtype
     if op in LOGICAL_OPS:
-        natural, compute = np.dtype(np.bool_), np.dtype(np.bool_)
+        natural = compute = np.dtype(np.bool_)
     elif op in COMPARISON_OPS:
         natural = np.dtype(np.bool_)
     elif op == "div" and not is_float(promoted):
@@ -743,8 +744,9 @@ def astype(x: Operand, dtype: object) -> Tensor:
     if is_integer(target) and is_float(view.dtype):
         values = view.numpy_view()
         info = np.iinfo(target)
-        with np.errstate(invalid="ignore"):
-            # float(info.max) + 1 is a power of two, so exact in every float dtype's compute.
+        with np.errstate(invalid="ignore", over="ignore"):
+            # float(info.max) + 1 is a power of two: exact, or +inf in float16 (whose every
+            # finite value fits), so the comparison is exact in the values' own dtype.
             bad = ~((values >= float(info.min)) & (values < float(info.max) + 1.0))
         if bad.any():
             raise TensorError(

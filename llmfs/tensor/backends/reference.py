@@ -283,10 +283,13 @@ class ReferenceBackend(Backend):
             return _new_tensor((*batch_shape, rows, columns), values, dtype)
 
     def copy(self, x: TensorView, *, dtype: np.dtype) -> Tensor:
-        """The values in logical order, one cursor step at a time (converted to ``dtype`` where
-        they are written: floats to integers truncate towards zero, anything non-zero is True)."""
+        """The values in logical order, one cursor step at a time, converted to ``dtype`` as
+        NumPy's ``astype`` does: floats to integers truncate towards zero, integers wrap around to
+        a narrower integer dtype, anything non-zero is True, floats round to the nearest."""
+        kind = np.dtype(dtype).kind
+        convert = _rounding(dtype) if kind in "biu" else (lambda value: value)
         with np.errstate(all="ignore"):
-            return _new_tensor(x.shape, _values(x), dtype)
+            return _new_tensor(x.shape, (convert(v) for v in _values(x)), dtype)
 
     def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
         """Three cursors walk side by side; each step keeps ``a``'s value when ``cond``'s is
