@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmfs.tensor.errors import DTypeError
+from llmfs.tensor.errors import DTypeError, TensorError
 
 #: Floating-point storage dtypes, narrowest first.
 FLOAT_DTYPES: tuple[str, ...] = ("float16", "float32", "float64")
@@ -85,3 +85,23 @@ def storage_dtype_for(array: np.ndarray, dtype: object | None) -> np.dtype:
     if dtype is not None:
         return resolve_dtype(dtype)
     return inferred_dtype(array)
+
+
+def check_integer_cast(values: np.ndarray, target: np.dtype, *, where: str) -> None:
+    """Raises :class:`TensorError` when float ``values`` going to the integer dtype ``target``
+    include one with no integer counterpart (NaN, an infinity, or outside the target's range):
+    NumPy would write an arbitrary number there. Any other conversion passes (floats truncate
+    towards zero; integers wrap around; anything non-zero is True)."""
+    target = np.dtype(target)
+    if values.dtype.kind != "f" or target.kind not in "iu" or values.size == 0:
+        return
+    info = np.iinfo(target)
+    with np.errstate(invalid="ignore", over="ignore"):
+        # float(info.max) + 1 is a power of two: exact, or +inf in float16 (whose every finite
+        # value fits), so the comparison is exact in the values' own dtype.
+        bad = ~((values >= float(info.min)) & (values < float(info.max) + 1.0))
+    if bad.any():
+        raise TensorError(
+            f"{where}: the value {values[bad].flat[0]} has no {target.name} counterpart (NaN, an "
+            f"infinity or outside {info.min} to {info.max})"
+        )

@@ -43,6 +43,7 @@ from llmfs.tensor.backends.base import COMPARISON_OPS, LOGICAL_OPS, Backend
 from llmfs.tensor.dtypes import (
     FLOAT_DTYPES,
     INTEGER_DTYPES,
+    check_integer_cast,
     is_bool,
     is_float,
     is_integer,
@@ -121,16 +122,16 @@ def scalar_view(value: Scalar, dtype: np.dtype) -> TensorView:
     """
     dtype = np.dtype(dtype)
     if not is_float(dtype):
-        number = float(value) if not isinstance(value, numbers.Integral) else int(value)
-        if number != int(number):
+        if not isinstance(value, numbers.Integral) and not float(value).is_integer():
             raise TensorError(f"the number {value!r} is not an integer, so it has no {dtype.name}")
+        number = int(value)
         info = np.iinfo(dtype) if is_integer(dtype) else None
-        if info is not None and not info.min <= int(number) <= info.max:
+        if info is not None and not info.min <= number <= info.max:
             raise TensorError(
                 f"the number {value} does not fit {dtype.name} (its range is {info.min} to "
                 f"{info.max}); cast the tensor first, e.g. t.astype('int64')"
             )
-        return Tensor.full((), int(number), dtype).view()
+        return Tensor.full((), number, dtype).view()
     try:
         as_float = float(value)
     except OverflowError:
@@ -742,17 +743,7 @@ def astype(x: Operand, dtype: object) -> Tensor:
     if view.is_empty:
         return empty_result(view.shape, target)
     if is_integer(target) and is_float(view.dtype):
-        values = view.numpy_view()
-        info = np.iinfo(target)
-        with np.errstate(invalid="ignore", over="ignore"):
-            # float(info.max) + 1 is a power of two: exact, or +inf in float16 (whose every
-            # finite value fits), so the comparison is exact in the values' own dtype.
-            bad = ~((values >= float(info.min)) & (values < float(info.max) + 1.0))
-        if bad.any():
-            raise TensorError(
-                f"astype({target.name}): the value {values[bad][0]} has no {target.name} "
-                f"counterpart (NaN, an infinity or outside {info.min} to {info.max})"
-            )
+        check_integer_cast(view.numpy_view(), target, where=f"astype({target.name})")
     return backend_for("copy", None, view.dtype).copy(view, dtype=target)
 
 

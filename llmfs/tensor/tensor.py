@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmfs.tensor.dtypes import DEFAULT_DTYPE, resolve_dtype, storage_dtype_for
+from llmfs.tensor.dtypes import (
+    DEFAULT_DTYPE,
+    check_integer_cast,
+    resolve_dtype,
+    storage_dtype_for,
+)
 from llmfs.tensor.errors import (
     ClosedMutationError,
     ElementCountMismatchError,
@@ -83,6 +88,7 @@ class Tensor(OperatorMixin):
             )
         if array.size != count:
             raise ElementCountMismatchError(count, array.size)
+        check_integer_cast(array, resolved, where="from_vec")
         self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
 
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
@@ -117,6 +123,7 @@ class Tensor(OperatorMixin):
         source = _float_values(array, np.dtype(DEFAULT_DTYPE))
         resolved = storage_dtype_for(source, dtype)
         dims, strides, _ = checked_row_major_layout(source.shape)
+        check_integer_cast(source, resolved, where="from_numpy")
         storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
         return cls._adopt(storage, dims, strides)
 
@@ -133,6 +140,7 @@ class Tensor(OperatorMixin):
         fill = _float_values(value, resolved)
         if fill.ndim != 0:
             raise TensorError(f"full() takes one real number as its value, got shape {fill.shape}")
+        check_integer_cast(fill, resolved, where="full")
         storage = np.full(count, fill, dtype=resolved)
         return cls._adopt(storage, dims, strides)
 
@@ -375,6 +383,7 @@ class MutableStorage:
             )
         if values.size not in (1, np.size(selected)):
             raise ElementCountMismatchError(np.size(selected), values.size, what="values assigned")
+        check_integer_cast(values, storage.dtype, where="writing to storage")
         storage[index] = values
         if self._bump_each:
             self._owner._bump()

@@ -485,6 +485,22 @@ def test_astype_refuses_floats_with_no_integer_counterpart(bad: float) -> None:
     assert Tensor.from_vec([1], [-(2.0**31)]).astype("int32").tolist() == [-(2**31)]
 
 
+def test_every_way_into_integer_storage_refuses_floats_without_an_integer_counterpart() -> None:
+    ints = Tensor.from_vec([2], [1, 2], dtype="int32")
+    writes: dict[str, Callable[[], object]] = {
+        "from_vec": lambda: Tensor.from_vec([2], [1.0, np.nan], dtype="int32"),
+        "from_numpy": lambda: Tensor.from_numpy([np.inf], dtype="int64"),
+        "full": lambda: Tensor.full([2], -np.inf, dtype="int64"),
+        "writing to storage": lambda: ints.as_mut_slice().__setitem__(0, 2.0**40),
+    }
+    for where, write in writes.items():
+        with pytest.raises(TensorError, match=rf"{re.escape(where)}: the value .* has no int"):
+            write()
+    assert ints.tolist() == [1, 2]  # the refused write changed nothing
+    ints.as_mut_slice()[0] = -7.9  # in range: truncated towards zero, as NumPy does
+    assert ints.tolist() == [-7, 2]
+
+
 def test_integer_and_bool_views_materialize_and_transpose(backend: str) -> None:
     for dtype in EXACT:
         a = values(dtype, (3, 4), 15)
