@@ -94,7 +94,9 @@ def save(figure: Figure, path: Path | str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# eq=False: it holds tensors, whose == is elementwise (and which are unhashable), so two
+# of these are the same only when they are one object.
+@dataclass(frozen=True, eq=False)
 class _Band:
     kind: str  # "storage" or "view"
     label: str

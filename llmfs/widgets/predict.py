@@ -237,7 +237,9 @@ def normalize(field: str, value: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# eq=False: it holds tensors, whose == is elementwise (and which are unhashable), so two
+# of these are the same only when they are one object.
+@dataclass(frozen=True, eq=False)
 class Outcome:
     """What an expression gave: its trace ``row``, and the view (``None`` when rejected)."""
 
