@@ -1,6 +1,6 @@
 """Python operators for tensors and views, with NumPy's meaning, plus ``astype``.
 
-* ``+ - * / ** @`` (and their reversed forms, so a number may stand on either side), unary
+* ``+ - * / // % ** @`` (and their reversed forms, so a number may stand on either side), unary
   ``-`` and ``abs()``: :func:`~llmfs.tensor.ops.add` and friends, with broadcasting.
 * ``== != < <= > >=``: elementwise comparisons that return bool tensors, as in NumPy (so a
   tensor is not hashable: ``__hash__`` is ``None``, and ``in`` or dict lookups with tensors do
@@ -82,6 +82,18 @@ class OperatorMixin:
 
     def __rtruediv__(self, other: Any) -> Any:
         return _ops().div(other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return _ops().floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _ops().floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return _ops().remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return _ops().remainder(other, self)
 
     def __pow__(self, other: Any) -> Any:
         return _ops().power(self, other)

@@ -324,9 +324,9 @@ def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
             raise refuse_dtype(
                 "sub", promoted, (*INTEGER_DTYPES, *FLOAT_DTYPES), "use logical_xor or ^ on bools"
             )
-        if is_bool(promoted) and op == "power":
+        if is_bool(promoted) and op in ("power", "floor_divide", "remainder"):
             raise refuse_dtype(
-                "power",
+                op,
                 promoted,
                 (*INTEGER_DTYPES, *FLOAT_DTYPES),
                 "cast first, e.g. x.astype('int64')",
@@ -376,6 +376,22 @@ def power(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = No
     integer exponent is a :class:`TensorError`, as in NumPy; two bool operands are a
     :class:`DTypeError` (NumPy would make int8, which llmfs does not store)."""
     return _binary("power", a, b, dtype)
+
+
+def floor_divide(
+    a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None
+) -> Tensor:
+    """``a // b`` with broadcasting: the quotient rounded towards -inf (NumPy's
+    ``floor_divide``). Integers stay integers and ``x // 0`` is 0 for them; for floats it is
+    ``x / 0`` (+-inf, or NaN for ``0 // 0``). Two bool operands are a :class:`DTypeError`."""
+    return _binary("floor_divide", a, b, dtype)
+
+
+def remainder(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
+    """``a % b`` with broadcasting: the remainder with the sign of ``b`` (NumPy's
+    ``remainder``, Python's ``%``). ``x % 0`` is 0 for integers and NaN for floats. Two bool
+    operands are a :class:`DTypeError`."""
+    return _binary("remainder", a, b, dtype)
 
 
 def equal(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
@@ -892,6 +908,7 @@ __all__ = [
     "einsum",
     "equal",
     "exp",
+    "floor_divide",
     "greater",
     "greater_equal",
     "isclose",
@@ -916,6 +933,7 @@ __all__ = [
     "reciprocal",
     "reduce",
     "relu",
+    "remainder",
     "scale",
     "sigmoid",
     "sin",

@@ -140,6 +140,8 @@ BINARY: dict[str, Callable[..., Any]] = {
     "minimum": np.minimum,
     "maximum": np.maximum,
     "power": np.power,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
     "equal": np.equal,
     "not_equal": np.not_equal,
     "less": np.less,
@@ -160,7 +162,8 @@ PAIRS = [
 
 
 def _refused_by_numpy(op: str, left: str, right: str) -> bool:
-    return (op == "sub" and left == right == "bool") or (op == "power" and left == right == "bool")
+    """bool - bool is a TypeError in NumPy; bool ** bool, // and % make int8, not stored here."""
+    return left == right == "bool" and op in ("sub", "power", "floor_divide", "remainder")
 
 
 @pytest.mark.parametrize("op", list(BINARY))
@@ -187,7 +190,9 @@ def test_binary_ops_match_numpy_values_and_promotion(
 
 @pytest.mark.parametrize("dtype", ALL)
 @pytest.mark.parametrize("scalar", [2, -3, 2.5, 0.5])
-@pytest.mark.parametrize("op", ["add", "mul", "sub", "div", "less", "equal", "maximum"])
+@pytest.mark.parametrize(
+    "op", ["add", "mul", "sub", "div", "less", "equal", "maximum", "floor_divide", "remainder"]
+)
 def test_python_numbers_are_weak_as_in_numpy_2(
     backend: str, dtype: str, scalar: float, op: str
 ) -> None:
@@ -257,6 +262,22 @@ def test_negative_integer_powers_are_refused_as_in_numpy() -> None:
     with pytest.raises(ValueError, match="negative integer powers"):
         np.array([2, 3]) ** np.array([1, -1])
     assert (ints**-1.0).tolist() == [0.5, 1 / 3]  # a float exponent makes a float result
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32", "int64"])
+def test_floor_divide_and_remainder_by_zero_and_infinities_match_numpy(
+    backend: str, dtype: str
+) -> None:
+    if dtype in INTS:
+        a = np.array([7, -7, 7, -7, 0, 5, np.iinfo(dtype).min], dtype=dtype)
+        b = np.array([2, 2, -2, -2, 0, 0, -1], dtype=dtype)
+    else:
+        a = np.array([7, -7, 7, -7, 0, np.inf, -np.inf, np.nan, 1, 5, -0.0, 3, -5], dtype=dtype)
+        b = np.array([2, 2, -2, -2, 0, 1, 2, 1, np.inf, 0, 3, -np.inf, -0.0], dtype=dtype)
+    with np.errstate(all="ignore"):
+        floors, remainders = np.floor_divide(a, b), np.remainder(a, b)
+    same(Tensor.from_numpy(a) // Tensor.from_numpy(b), floors)
+    same(Tensor.from_numpy(a) % Tensor.from_numpy(b), remainders)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])

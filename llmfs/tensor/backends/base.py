@@ -88,8 +88,18 @@ COMPARISON_OPS: tuple[str, ...] = (
 LOGICAL_OPS: tuple[str, ...] = ("logical_and", "logical_or", "logical_xor")
 
 #: Every ``op`` a ``binary`` call may carry: :data:`BINARY_OPS`, ``power`` (``x ** y``; for
-#: integers the exponents are never negative), the comparisons and the logical ops.
-ALL_BINARY_OPS: tuple[str, ...] = (*BINARY_OPS, "power", *COMPARISON_OPS, *LOGICAL_OPS)
+#: integers the exponents are never negative), ``floor_divide`` and ``remainder`` (NumPy's ``//``
+#: and ``%``: the quotient rounded down and the remainder with the divisor's sign; an integer
+#: division by zero gives 0 for both, a float one ``x / 0`` and NaN), the comparisons and the
+#: logical ops.
+ALL_BINARY_OPS: tuple[str, ...] = (
+    *BINARY_OPS,
+    "power",
+    "floor_divide",
+    "remainder",
+    *COMPARISON_OPS,
+    *LOGICAL_OPS,
+)
 
 #: Every ``op`` a ``unary`` call may carry: :data:`UNARY_OPS` and ``logical_not`` (bool result).
 ALL_UNARY_OPS: tuple[str, ...] = (*UNARY_OPS, "logical_not")

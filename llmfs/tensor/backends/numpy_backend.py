@@ -61,6 +61,8 @@ BINARY: dict[str, np.ufunc] = {
     "minimum": np.minimum,  # propagates NaN (np.fmin would not)
     "maximum": np.maximum,
     "power": np.power,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
 }
 
 #: Ops that compare (or test truth) in ``compute`` and write bools.

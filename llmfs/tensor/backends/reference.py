@@ -105,6 +105,18 @@ def _power(a: Any, b: Any) -> Any:
         return math.nan  # a negative base to a non-integer power has no real value
 
 
+def _floor_divide(a: Any, b: Any) -> Any:
+    if b == 0:  # Python raises; NumPy gives 0 for integers and x / 0 (+-inf or NaN) for floats
+        return 0 if isinstance(a, int) and isinstance(b, int) else _div(a, b)
+    return a // b  # rounds towards -inf, as NumPy's floor_divide
+
+
+def _remainder(a: Any, b: Any) -> Any:
+    if b == 0:  # Python raises; NumPy gives 0 for integers and NaN for floats
+        return 0 if isinstance(a, int) and isinstance(b, int) else math.nan
+    return a % b  # the sign of the divisor, as NumPy's remainder
+
+
 def _minimum(a: float, b: float) -> float:
     if math.isnan(a) or math.isnan(b):
         return math.nan
@@ -140,6 +152,8 @@ BINARY: dict[str, Callable[[float, float], float]] = {
     "minimum": _minimum,
     "maximum": _maximum,
     "power": _power,
+    "floor_divide": _floor_divide,
+    "remainder": _remainder,
 }
 
 #: Ops whose result is a bool, written as it is (never rounded to the compute type).
