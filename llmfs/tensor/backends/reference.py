@@ -171,7 +171,7 @@ BOOL_BINARY: dict[str, Callable[[Any, Any], bool]] = {
 
 
 #: How each reduction combines its running value with the next one (``mean`` sums, then divides).
-FOLD: dict[str, Callable[[float, float], float]] = {
+FOLD: dict[str, Callable[[Any, Any], Any]] = {
     "sum": BINARY["add"],
     "mean": BINARY["add"],
     "prod": BINARY["mul"],
