@@ -5,6 +5,8 @@
   reshape, transpose, permute, slice, flip, merge, split and expand are views.
 * :func:`materialize` and :func:`copying_transpose` copy, explicitly.
 * :mod:`llmfs.tensor.layout` holds all layout arithmetic as pure functions.
+* Storage is bool, int32, int64, float16, float32 or float64 (:data:`SUPPORTED_DTYPES`); ops
+  promote as NumPy 2 does (:mod:`llmfs.tensor.dtypes`).
 * Every refusal is a :class:`TensorError` naming the violated condition.
 """
 
