@@ -726,11 +726,14 @@ def take(x: Operand, ids: Operand, axis: int = 0) -> Tensor:
     table = as_view(x, what="take's operand")
     index = as_view(ids, what="take's ids", hint=" (make ids with Tensor.from_vec)")
     if not is_integer(index.dtype):
+        advice = "ids must be integers, e.g. ids.astype('int64')"
+        if is_bool(index.dtype):  # NumPy's x[mask]: a shape that depends on the values
+            advice += "; boolean-mask selection is not supported, where(mask, x, 0) keeps shapes"
         raise refuse_dtype(
             "take's ids",
             index.dtype,
             INTEGER_DTYPES,
-            "ids must be integers, e.g. ids.astype('int64')",
+            advice,
         )
     ax = normalize_axis(axis, table.rank)
     size = table.shape[ax]

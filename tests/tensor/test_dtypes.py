@@ -472,6 +472,8 @@ def test_take_refuses_ids_that_are_not_integers_and_bad_axes() -> None:
     for ids in (Tensor.from_vec([1], [1.0]), Tensor.from_vec([1], [True])):
         with pytest.raises(DTypeError, match=r"take's ids .*must be integers"):
             lt.take(table, ids)
+    with pytest.raises(DTypeError, match=r"boolean-mask selection is not supported, where\("):
+        table[Tensor.from_vec([5], [True, False, True, False, False])]
     with pytest.raises(AxisOutOfRangeError):
         lt.take(table, Tensor.from_vec([1], [0]), axis=2)
     with pytest.raises(TensorError, match="take's ids must be a Tensor"):
