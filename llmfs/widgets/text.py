@@ -225,26 +225,12 @@ def render_strip(view: TensorView, owner: str, entries: Sampled | None = None) -
 
 
 def render_comparison(comparison: Any) -> str:
-    """A :class:`~llmfs.widgets.predict.Comparison` as text: the expression, one line per field
-    (your prediction, the truth, the verdict in words), a tally, then the offset table of the
-    result or the rejection with its violated condition."""
-    outcome = comparison.outcome
-    rows = [[v.label, v.predicted, v.truth, v.verdict_text] for v in comparison.verdicts]
-    parts = [f"run: {outcome.label}"]
-    if rows:
-        parts.append(table(("field", "your prediction", "truth", "verdict"), rows))
-    parts.append(tally(comparison.verdicts))
-    row = outcome.row
-    if row.rejected:
-        parts.append(f"{REJECTED_MARK} rejected: violated {row.condition} ({row.error})")
-        parts.append(f"  {row.message}")
-    elif outcome.view is not None:
-        parts.append("")
-        parts.append(render_offsets(outcome.view, row.owner or "base"))
-        if row.mapping is not None:
-            parts.append("")
-            parts.append(render_mapping(row))
-    return "\n".join(parts)
+    """A :class:`~llmfs.widgets.predict.Comparison` as text (see
+    :func:`llmfs.widgets.predict.render_comparison_text`: nothing of the truth before a complete
+    attempt, a wrong field's answer only once revealed)."""
+    from llmfs.widgets.predict import render_comparison_text
+
+    return render_comparison_text(comparison)
 
 
 def tally(verdicts: Sequence[Any]) -> str:

@@ -5,7 +5,9 @@ What runs on the kernels (both backends run the same kernels; :data:`KERNEL_OPS`
 
 * ``copy`` (the strided copy), every ``unary`` op, every ``binary`` op (``scale`` reaches the
   backend as ``mul`` with a broadcast scalar), the reductions ``sum`` and ``max``, and
-  ``matmul`` -- for float32 and float16 inputs whose result dtype equals the input dtype.
+  ``matmul`` -- for float32 and float16 inputs whose result dtype equals the input dtype; and
+  for int32 the copy, ``neg``/``abs`` and ``add``/``sub``/``mul``/``minimum``/``maximum``, for
+  bool the copy (:func:`~llmfs.tensor.backends.metal.ops.kernel_dtypes`).
 
 What runs on the numpy backend instead, explicitly (and is listed by :func:`numpy_fallbacks`):
 
@@ -14,10 +16,9 @@ What runs on the numpy backend instead, explicitly (and is listed by :func:`nump
 * calls whose inputs mix float16 and float32, or whose requested result dtype differs from the
   input dtype (the kernels read and write one dtype; a second rounding would differ from numpy).
 
-float64 and int64 are refused, never converted: Metal has no 64-bit float and the kernels no
-64-bit integers, so any primitive on such input (or with such a result) raises
-:class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` saying to convert. int32 and bool are
-refused the same way for now (no kernel reads them yet); :data:`REFUSED_DTYPES` gives each reason.
+float64 and int64 are refused, never converted: Metal has no 64-bit float and the kernels take
+32-bit integers, so any primitive on them raises
+:class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` saying to convert.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from llmfs.tensor.backends import get_backend
 from llmfs.tensor.backends.base import BINARY_OPS, UNARY_OPS, Backend
 from llmfs.tensor.backends.metal import ops
 from llmfs.tensor.backends.metal.errors import MetalDTypeError, MetalUnavailableError
+from llmfs.tensor.dtypes import SUPPORTED_DTYPES
 from llmfs.tensor.errors import BackendUnavailableError
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
@@ -39,15 +41,6 @@ KERNEL_OPS: dict[str, tuple[str | None, ...]] = {
     "binary": tuple(op for op in BINARY_OPS if op in ops.BINARY_OPS),
     "reduce": ops.REDUCE_OPS,
     "matmul": (None,),
-}
-
-
-#: Dtypes the Metal backends refuse by name before any kernel runs, each with the reason.
-REFUSED_DTYPES: dict[str, str] = {
-    "float64": "Metal has no 64-bit floating point type",
-    "int64": "the Metal kernels have no 64-bit integers",
-    "int32": "no Metal kernel reads int32 yet",
-    "bool": "no Metal kernel reads bool yet",
 }
 
 
@@ -65,6 +58,11 @@ def numpy_fallbacks() -> dict[str, str]:
     return fallbacks
 
 
+#: Refused by name rather than handed to numpy: Metal has no 64-bit float, and the kernels take
+#: 32-bit integers (nothing is narrowed silently).
+_REFUSED = ("float64", "int64")
+
+
 def _strided(view: TensorView) -> ops.Strided:
     return ops.Strided(view.owner.as_slice(), view.shape, view.strides, view.base_offset)
 
@@ -72,40 +70,47 @@ def _strided(view: TensorView) -> ops.Strided:
 class _KernelBackend(Backend):
     """The primitives on Metal kernels, through an executor set by the subclass."""
 
-    dtypes = ("float16", "float32")
+    #: The library's dtypes that have kernels (int32 and bool once the library has them).
+    dtypes = tuple(d for d in ("float16", "float32", "int32", "bool") if d in SUPPORTED_DTYPES)
     fallback = "numpy"
     executor: ops.Executor
 
     def supports(self, primitive: str, op: str | None, dtype: np.dtype) -> bool:
-        """True for the kernel ops of :data:`KERNEL_OPS` on float16/float32, and for the
-        :data:`REFUSED_DTYPES` (so that the refusal with its advice comes from here, never a
+        """True for the kernel ops of :data:`KERNEL_OPS` on the dtypes they have kernels for,
+        and for float64 and int64 (so that the refusal with its advice comes from here, never a
         silent numpy run)."""
         name = np.dtype(dtype).name
-        if name in REFUSED_DTYPES:
+        if name in _REFUSED:
             return True
-        return name in self.dtypes and op in KERNEL_OPS.get(primitive, ())
+        if op not in KERNEL_OPS.get(primitive, ()):
+            return False
+        if primitive == "copy":
+            return name in ops.COPY_DTYPES
+        if primitive in ("unary", "binary") and op is not None:
+            return name in ops.kernel_dtypes(op)
+        return name in ops.FLOAT_DTYPES
 
     def _refuse(self, *dtypes: np.dtype) -> None:
         for dtype in dtypes:
             name = np.dtype(dtype).name
-            if name in REFUSED_DTYPES:
-                raise MetalDTypeError(
-                    name, where=f"the {self.name} backend", reason=REFUSED_DTYPES[name]
-                )
-
-    def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
-        """Reached only for a refused dtype (no kernel selects): the refusal."""
-        self._refuse(a.dtype, b.dtype, dtype)
-        return self._numpy().where(cond, a, b, dtype=dtype)
-
-    def take(self, x: TensorView, ids: TensorView, axis: int, *, dtype: np.dtype) -> Tensor:
-        """Reached only for a refused dtype (no kernel gathers rows): the refusal."""
-        self._refuse(x.dtype, dtype)
-        return self._numpy().take(x, ids, axis, dtype=dtype)
+            if name in _REFUSED:
+                raise MetalDTypeError(name, where=f"the {self.name} backend")
 
     @staticmethod
     def _numpy() -> Backend:
         return get_backend("numpy")
+
+    def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
+        """Reached only for a refused dtype (no kernel selects; the others run on numpy): the
+        refusal, by name."""
+        self._refuse(a.dtype, b.dtype, dtype)
+        return self._numpy().where(cond, a, b, dtype=dtype)
+
+    def take(self, x: TensorView, ids: TensorView, axis: int, *, dtype: np.dtype) -> Tensor:
+        """Reached only for a refused dtype (no kernel gathers rows; the others run on numpy):
+        the refusal, by name."""
+        self._refuse(x.dtype, dtype)
+        return self._numpy().take(x, ids, axis, dtype=dtype)
 
     def unary(self, op: str, x: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
         """``op(x)`` on the ``unary`` kernel (numpy when the result dtype differs)."""
@@ -187,10 +192,4 @@ class MetalBackend(_KernelBackend):
         self.executor = device.default_device()
 
 
-__all__ = [
-    "KERNEL_OPS",
-    "REFUSED_DTYPES",
-    "MetalBackend",
-    "MetalEmulatorBackend",
-    "numpy_fallbacks",
-]
+__all__ = ["KERNEL_OPS", "MetalBackend", "MetalEmulatorBackend", "numpy_fallbacks"]
