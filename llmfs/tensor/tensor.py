@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from llmfs.tensor.dtypes import DEFAULT_DTYPE, resolve_dtype, storage_dtype_for
+from llmfs.tensor.dtypes import (
+    DEFAULT_DTYPE,
+    check_integer_cast,
+    resolve_dtype,
+    storage_dtype_for,
+)
 from llmfs.tensor.errors import (
     ClosedMutationError,
     ElementCountMismatchError,
@@ -74,10 +79,10 @@ class Tensor(OperatorMixin):
 
     __slots__ = ("_shape", "_storage", "_strides", "_version", "_window_open")
 
-    def __init__(self, shape: Sequence[int], values: object, dtype: object = DEFAULT_DTYPE) -> None:
+    def __init__(self, shape: Sequence[int], values: object, dtype: object | None = None) -> None:
         dims, strides, count = checked_row_major_layout(shape)
-        resolved = resolve_dtype(dtype)
-        array = _float_values(values, resolved)
+        array = _float_values(values, np.dtype(DEFAULT_DTYPE))
+        resolved = storage_dtype_for(array, dtype)
         if array.ndim != 1:
             raise InvalidShapeError(
                 list(array.shape),
@@ -85,6 +90,7 @@ class Tensor(OperatorMixin):
             )
         if array.size != count:
             raise ElementCountMismatchError(count, array.size)
+        check_integer_cast(array, resolved, where="from_vec")
         self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
 
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
@@ -97,10 +103,11 @@ class Tensor(OperatorMixin):
     # -- constructors ------------------------------------------------------------------------
 
     @classmethod
-    def from_vec(
-        cls, shape: Sequence[int], values: object, dtype: object = DEFAULT_DTYPE
-    ) -> Tensor:
+    def from_vec(cls, shape: Sequence[int], values: object, dtype: object | None = None) -> Tensor:
         """A new owner of ``shape`` holding a copy of the flat ``values`` in row-major order.
+
+        Without ``dtype`` the values keep their kind, as ``np.array`` does: Python floats give
+        float64, Python ints int64, Python bools bool (:func:`~llmfs.tensor.dtypes.inferred_dtype`).
 
         Raises :class:`InvalidShapeError` for a negative size, :class:`ShapeOverflowError` when the
         sizes overflow 64 bits, :class:`ElementCountMismatchError` when ``len(values)`` is not the
@@ -112,11 +119,13 @@ class Tensor(OperatorMixin):
     def from_numpy(cls, array: object, dtype: object | None = None) -> Tensor:
         """A new owner holding a row-major copy of any array-like (nested lists too).
 
-        Integer and boolean data become float64 unless ``dtype`` says otherwise.
+        Without ``dtype`` the values keep their kind, as ``np.array`` does: float arrays keep
+        their dtype, integers stay integers (int64 from Python ints) and bools stay bools.
         """
         source = _float_values(array, np.dtype(DEFAULT_DTYPE))
         resolved = storage_dtype_for(source, dtype)
         dims, strides, count = checked_row_major_layout(source.shape)
+        check_integer_cast(source, resolved, where="from_numpy")
         with allocating(count, resolved):  # a broadcast source may be far larger than its memory
             storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
         return cls._adopt(storage, dims, strides)
@@ -138,6 +147,7 @@ class Tensor(OperatorMixin):
         fill = _float_values(value, resolved)
         if fill.ndim != 0:
             raise TensorError(f"full() takes one real number as its value, got shape {fill.shape}")
+        check_integer_cast(fill, resolved, where="full")
         return cls._adopt(allocate(count, resolved, fill), dims, strides)
 
     @classmethod
@@ -184,7 +194,7 @@ class Tensor(OperatorMixin):
 
     @property
     def dtype(self) -> np.dtype:
-        """The storage dtype (float16, float32 or float64)."""
+        """The storage dtype (one of :data:`~llmfs.tensor.dtypes.SUPPORTED_DTYPES`)."""
         return self._storage.dtype
 
     @property
@@ -203,13 +213,13 @@ class Tensor(OperatorMixin):
 
     # -- reading -----------------------------------------------------------------------------
 
-    def get(self, coordinate: Sequence[int]) -> float:
-        """The value at one coordinate, as a Python float.
+    def get(self, coordinate: Sequence[int]) -> float | int | bool:
+        """The value at one coordinate, as a Python number (float, int or bool by dtype).
 
         Raises :class:`RankMismatchError` or :class:`IndexOutOfBoundsError` for a bad coordinate.
         """
         offset = storage_offset(self._shape, self._strides, 0, coordinate)
-        return float(self._storage[offset])
+        return self._storage[offset].item()  # type: ignore[no-any-return]
 
     def as_slice(self) -> np.ndarray:
         """The storage as a read-only 1-D array (no copy; it reflects later mutations).
@@ -223,7 +233,7 @@ class Tensor(OperatorMixin):
         return read_only(np.frombuffer(buffer, dtype=self._storage.dtype))
 
     def tolist(self) -> Any:
-        """Nested lists of Python floats (a bare float for a scalar), like ``ndarray.tolist``."""
+        """Nested lists of Python numbers (a bare number for a scalar), like ``ndarray.tolist``."""
         return self._storage.reshape(self._shape).tolist()
 
     def to_numpy(self) -> np.ndarray:
@@ -369,7 +379,7 @@ class MutableStorage:
 
     def __getitem__(self, key: object) -> Any:
         value = self._owner._storage[self._checked_key(key)]
-        return float(value) if np.ndim(value) == 0 else np.array(value)
+        return value.item() if np.ndim(value) == 0 else np.array(value)
 
     def __setitem__(self, key: object, value: object) -> None:
         if self._closed:
@@ -385,6 +395,7 @@ class MutableStorage:
             )
         if values.size not in (1, np.size(selected)):
             raise ElementCountMismatchError(np.size(selected), values.size, what="values assigned")
+        check_integer_cast(values, storage.dtype, where="writing to storage")
         storage[index] = values
         if self._bump_each:
             self._owner._bump()

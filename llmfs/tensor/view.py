@@ -166,10 +166,10 @@ class TensorView(OperatorMixin):
         self._check_fresh()
         return layout.storage_offset(self._shape, self._strides, self._base_offset, coordinate)
 
-    def get(self, coordinate: Sequence[int]) -> float:
-        """The value at one checked coordinate, as a Python float."""
+    def get(self, coordinate: Sequence[int]) -> float | int | bool:
+        """The value at one checked coordinate, as a Python number (float, int or bool by dtype)."""
         offset = self.storage_offset(coordinate)
-        return float(self._owner._storage[offset])
+        return self._owner._storage[offset].item()  # type: ignore[no-any-return]
 
     def logical_offsets(self) -> StridedOffsets:
         """The offset cursor: storage offsets in logical row-major order (checked once)."""
@@ -192,7 +192,7 @@ class TensorView(OperatorMixin):
             return backend_for("copy", None, self.dtype).copy(self, dtype=self.dtype)
 
     def tolist(self) -> Any:
-        """Nested lists of Python floats (a bare float for rank 0), like ``ndarray.tolist``."""
+        """Nested lists of Python numbers (a bare number for rank 0), like ``ndarray.tolist``."""
         self._check_fresh()
         return gather(self._owner._storage, self._shape, self._strides, self._base_offset).tolist()
 
@@ -350,7 +350,15 @@ class TensorView(OperatorMixin):
         """NumPy-style indexing that returns a view: ints drop an axis (negative ints count from
         the end), Python slices clamp and accept negative bounds and steps, ``...`` fills the
         remaining axes and ``None`` inserts a size-1 axis. An int out of range is an
-        :class:`IndexOutOfBoundsError`; too many indices an :class:`InvalidIndexError`."""
+        :class:`IndexOutOfBoundsError`; too many indices an :class:`InvalidIndexError`.
+
+        An integer Tensor or TensorView as the key is NumPy's integer-array indexing along axis 0:
+        ``table[ids]`` is ``take(table, ids, axis=0).view()``: the values are copied into a NEW
+        owner (as NumPy copies for integer-array indexing) and this is the whole view of it."""
+        if isinstance(key, (Tensor, TensorView)):
+            from llmfs.tensor.ops import take  # ops builds on views: imported at use
+
+            return take(self, key, axis=0).view()
         self._check_fresh()
         shape, strides, base = layout.index_layout(
             self._shape, self._strides, self._base_offset, key

@@ -201,7 +201,9 @@ class OwnerNames:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# eq=False: it holds tensors, whose == is elementwise (and which are unhashable), so two
+# of these are the same only when they are one object.
+@dataclass(frozen=True, eq=False)
 class Step:
     """One labelled entry of a trace: the ``result`` of a request, or the error it raised.
 

@@ -258,7 +258,9 @@ def normalize(field: str, value: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# eq=False (here and on Outcome): they hold tensors, whose == is elementwise (and which are
+# unhashable), so two of them are the same only when they are one object.
+@dataclass(frozen=True, eq=False)
 class Call:
     """What a string expression asked for, read from its syntax: the method (``slice``,
     ``transpose``, ``getitem`` for ``x[i]``...), its literal arguments (``None`` where an argument
@@ -269,7 +271,7 @@ class Call:
     source: TensorView | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Outcome:
     """What an expression gave: its trace ``row`` and the view (``None`` when rejected), or, for
     an expression that gives a dict of plain values, ``plain`` (and ``row`` is ``None``)."""

@@ -26,7 +26,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from llmfs.tensor.backends.base import (
+    ALL_BINARY_OPS,
+    ALL_REDUCE_OPS,
+    ALL_UNARY_OPS,
     BINARY_OPS,
+    COMPARISON_OPS,
+    LOGICAL_OPS,
+    LOGICAL_REDUCE_OPS,
     PRIMITIVES,
     REDUCE_OPS,
     UNARY_OPS,
@@ -184,7 +190,13 @@ register_backend(
 )
 
 __all__ = [
+    "ALL_BINARY_OPS",
+    "ALL_REDUCE_OPS",
+    "ALL_UNARY_OPS",
     "BINARY_OPS",
+    "COMPARISON_OPS",
+    "LOGICAL_OPS",
+    "LOGICAL_REDUCE_OPS",
     "PRIMITIVES",
     "REDUCE_OPS",
     "UNARY_OPS",

@@ -100,6 +100,18 @@ class _KernelBackend(Backend):
     def _numpy() -> Backend:
         return get_backend("numpy")
 
+    def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
+        """Reached only for a refused dtype (no kernel selects; the others run on numpy): the
+        refusal, by name."""
+        self._refuse(a.dtype, b.dtype, dtype)
+        return self._numpy().where(cond, a, b, dtype=dtype)
+
+    def take(self, x: TensorView, ids: TensorView, axis: int, *, dtype: np.dtype) -> Tensor:
+        """Reached only for a refused dtype (no kernel gathers rows; the others run on numpy):
+        the refusal, by name."""
+        self._refuse(x.dtype, dtype)
+        return self._numpy().take(x, ids, axis, dtype=dtype)
+
     def unary(self, op: str, x: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
         """``op(x)`` on the ``unary`` kernel (numpy when the result dtype differs)."""
         self._refuse(x.dtype, dtype)
