@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import NoReturn
 
 from llmfs.tensor.errors import (
@@ -30,6 +31,7 @@ from llmfs.tensor.errors import (
     DuplicateAxisError,
     IndexOutOfBoundsError,
     InvalidArgumentError,
+    InvalidAxisRangeError,
     InvalidIndexError,
     InvalidLayoutError,
     InvalidShapeError,
@@ -858,3 +860,178 @@ def zero_unused_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides
     if any(size == 0 for size in shape):
         return (0,) * len(shape)
     return tuple(0 if size == 1 else stride for size, stride in zip(shape, strides))
+
+
+# --------------------------------------------------------------------------------------------
+# The layout as one value
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A (shape, strides, offset) triple as one immutable value; its methods are the functions
+    above.
+
+    ``offset`` is the storage offset of the first logical value (coordinate all zeros). Building
+    a ``Layout`` directly trusts its fields; :meth:`row_major` checks a shape and
+    :meth:`checked` checks explicit metadata against a storage (:func:`validate`). Every method
+    that derives a layout (``reshape``, ``permute``, ``slice``...) returns a new ``Layout`` over a
+    subset of the offsets this one reaches, so a layout that was valid for a storage stays valid.
+    Errors are those of the function each method delegates to.
+    """
+
+    shape: Shape
+    strides: Strides
+    offset: int = 0
+
+    # -- making one ---------------------------------------------------------------------------
+
+    @classmethod
+    def row_major(cls, shape: object) -> Layout:
+        """The contiguous layout of ``shape`` at offset 0 (checked: :func:`check_shape`)."""
+        dims, strides, _ = checked_row_major_layout(shape)
+        return cls(dims, strides, 0)
+
+    @classmethod
+    def checked(cls, shape: object, strides: object, offset: object, storage_len: int) -> Layout:
+        """Explicit metadata after :func:`validate` against a storage of ``storage_len`` values.
+
+        Raises :class:`InvalidLayoutError` naming the broken rule (integer metadata included).
+        """
+        try:
+            # Convert once: a one-shot iterable must not be read twice.
+            dims = as_int_tuple(shape, "size")
+            steps = as_int_tuple(strides, "stride")
+            base = as_int(offset, "base offset")
+        except (InvalidShapeError, InvalidArgumentError) as error:
+            raise InvalidLayoutError("integer metadata", str(error)) from None
+        validate(dims, steps, base, storage_len)
+        return cls(dims, steps, base)
+
+    def validate(self, storage_len: int) -> None:
+        """:func:`validate` for this layout against ``storage_len`` values."""
+        validate(self.shape, self.strides, self.offset, storage_len)
+
+    # -- facts --------------------------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes (NumPy's name for :attr:`rank`)."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of logical values (:func:`element_count`)."""
+        return element_count(self.shape)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when some size is 0: the layout reaches no storage at all."""
+        return 0 in self.shape
+
+    def is_contiguous(self) -> bool:
+        """:func:`is_contiguous` (the offset does not matter)."""
+        return is_contiguous(self.shape, self.strides)
+
+    def can_view_as_contiguous(self) -> bool:
+        """:func:`can_view_as_contiguous`: the values fill one gap-free block in some order."""
+        return can_view_as_contiguous(self.shape, self.strides)
+
+    def is_matrix_dense(self) -> bool:
+        """:func:`is_matrix_dense` for the last two axes."""
+        return is_matrix_dense(self.shape, self.strides)
+
+    def offset_bounds(self) -> tuple[int, int] | None:
+        """:func:`offset_bounds`: the smallest and largest reachable offsets, ``None`` if empty."""
+        return offset_bounds(self.shape, self.strides, self.offset)
+
+    def storage_offset(self, coordinate: object) -> int:
+        """:func:`storage_offset` of one checked coordinate."""
+        return storage_offset(self.shape, self.strides, self.offset, coordinate)
+
+    def coalesce(self) -> Layout:
+        """:func:`coalesce`: fewest axes visiting the same offsets in the same order."""
+        return Layout(*coalesce(self.shape, self.strides), self.offset)
+
+    def zero_unused_strides(self) -> Layout:
+        """:func:`zero_unused_strides`: 0 for every stride that is never applied."""
+        return Layout(self.shape, zero_unused_strides(self.shape, self.strides), self.offset)
+
+    # -- deriving layouts ---------------------------------------------------------------------
+
+    def reshape(self, shape: object) -> Layout:
+        """:func:`plan_reshape`: the same offsets in the same order under a new shape, or an
+        error naming the axes that cannot be merged without a copy."""
+        return Layout(*plan_reshape(self.shape, self.strides, shape), self.offset)
+
+    def permute(self, axes: object) -> Layout:
+        """Output axis ``k`` is source axis ``axes[k]`` (:func:`check_permutation`, then
+        :func:`permute_layout`)."""
+        order = check_permutation(axes, self.rank)
+        return Layout(*permute_layout(self.shape, self.strides, order), self.offset)
+
+    def swap_axes(self, first: object, second: object) -> Layout:
+        """Exchanges two axes (negative axes count from the end)."""
+        a = normalize_axis(first, self.rank)
+        b = normalize_axis(second, self.rank)
+        order = list(range(self.rank))
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    def reversed_axes(self) -> Layout:
+        """All axes in reverse order (NumPy's ``transpose()`` without arguments)."""
+        return self.permute(range(self.rank - 1, -1, -1))
+
+    def slice(self, axis: object, start: object, stop: object, step: object = 1) -> Layout:
+        """:func:`slice_layout` of one axis (strict bounds, no clamping)."""
+        ax = normalize_axis(axis, self.rank)
+        return Layout(*slice_layout(self.shape, self.strides, self.offset, ax, start, stop, step))
+
+    def flip(self, axis: object) -> Layout:
+        """:func:`flip_layout`: negated stride, offset moved to the axis's last element."""
+        ax = normalize_axis(axis, self.rank)
+        strides, offset = flip_layout(self.shape, self.strides, self.offset, ax)
+        return Layout(self.shape, strides, offset)
+
+    def merge(self, start: object, end: object) -> Layout:
+        """Fuses axes ``start..=end`` into one (a reshape that must not copy); raises
+        :class:`InvalidAxisRangeError` when ``start > end`` after normalising."""
+        a = normalize_axis(start, self.rank)
+        b = normalize_axis(end, self.rank)
+        if a > b:
+            raise InvalidAxisRangeError(a, b)
+        merged = element_count(self.shape[a : b + 1])
+        return self.reshape((*self.shape[:a], merged, *self.shape[b + 1 :]))
+
+    def split(self, axis: object, sizes: object) -> Layout:
+        """:func:`split_layout`: one axis into ``sizes`` (one may be ``-1``)."""
+        ax = normalize_axis(axis, self.rank)
+        return Layout(*split_layout(self.shape, self.strides, ax, sizes), self.offset)
+
+    def expand(self, shape: object) -> Layout:
+        """:func:`broadcast_layout`: zero strides for new and size-1 axes."""
+        return Layout(*broadcast_layout(self.shape, self.strides, shape), self.offset)
+
+    def unsqueeze(self, axis: object) -> Layout:
+        """:func:`unsqueeze_layout`: a size-1 axis inserted at ``axis``."""
+        return Layout(*unsqueeze_layout(self.shape, self.strides, axis), self.offset)
+
+    def squeeze(self, axes: object = None) -> Layout:
+        """:func:`squeeze_layout`: size-1 axes dropped (all, or the ones named)."""
+        return Layout(*squeeze_layout(self.shape, self.strides, axes), self.offset)
+
+    def index(self, key: object) -> Layout:
+        """:func:`index_layout`: NumPy basic indexing (ints, slices, ``...``, ``None``)."""
+        return Layout(*index_layout(self.shape, self.strides, self.offset, key))
+
+    def diagonal(self, groups: Sequence[Sequence[int]]) -> Layout:
+        """:func:`diagonal_layout`: each group of equal-size axes becomes one diagonal axis."""
+        return Layout(*diagonal_layout(self.shape, self.strides, groups), self.offset)
+
+    def __str__(self) -> str:
+        return f"shape {self.shape}, strides {self.strides}, offset {self.offset}"

@@ -2,7 +2,7 @@
 
 Both functions take a layout that the caller has already validated against the storage (views
 are checked when they are made), so they do no bounds checks of their own; :func:`numpy_view`
-turns (shape, strides, base offset) into an ndarray over the *same* memory, and :func:`gather`
+turns a :class:`~llmfs.tensor.layout.Layout` into an ndarray over the *same* memory, and :func:`gather`
 copies a layout's values into a new contiguous array in logical row-major order.
 
 ``gather`` returns exactly the values the offset cursor (:mod:`llmfs.tensor.traversal`) visits,
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from llmfs.tensor.layout import coalesce, element_count, zero_unused_strides
+from llmfs.tensor.layout import Layout
 
 #: Tile of the cache-blocked copy, in elements: tall and narrow. Each tile reads TILE_COLUMNS
 #: source rows as parallel streams and writes short runs of TILE_ROWS output rows that stay in
@@ -39,40 +39,35 @@ ALIASING_BYTES = 4096
 BLOCKED_MIN_VALUES = 64 * 64
 
 
-def numpy_view(
-    storage: np.ndarray, shape: Sequence[int], strides: Sequence[int], base_offset: int
-) -> np.ndarray:
+def numpy_view(storage: np.ndarray, layout: Layout) -> np.ndarray:
     """A read-only ndarray over ``storage`` with the given layout (strides in elements).
 
     The layout must already be validated against ``storage`` (every reachable offset inside it);
     empty layouts return an empty array that touches nothing.
     """
-    shape = tuple(shape)
-    if element_count(shape) == 0:
+    shape = layout.shape
+    if layout.is_empty:
         return np.empty(shape, dtype=storage.dtype)
     itemsize = storage.itemsize
     # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
     # NumPy only needs a harmless 0 there.
-    byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, strides))
+    byte_strides = tuple(stride * itemsize for stride in layout.zero_unused_strides().strides)
     return np.lib.stride_tricks.as_strided(
-        storage[base_offset:], shape=shape, strides=byte_strides, writeable=False
+        storage[layout.offset :], shape=shape, strides=byte_strides, writeable=False
     )
 
 
-def gather(
-    storage: np.ndarray, shape: Sequence[int], strides: Sequence[int], base_offset: int
-) -> np.ndarray:
-    """Copies a validated layout's values into a new C-contiguous array of ``shape``."""
-    shape = tuple(shape)
-    out = np.empty(shape, dtype=storage.dtype)
+def gather(storage: np.ndarray, layout: Layout) -> np.ndarray:
+    """Copies a validated layout's values into a new C-contiguous array of its shape."""
+    out = np.empty(layout.shape, dtype=storage.dtype)
     count = out.size
     if count == 0:
         return out
-    flat_shape, flat_strides = coalesce(shape, strides)
-    source = numpy_view(storage, flat_shape, flat_strides, base_offset)
-    target = out.reshape(flat_shape)
-    if len(flat_shape) >= 2 and count >= BLOCKED_MIN_VALUES:
-        _blocked_copy(target, source, flat_strides)
+    flat = layout.coalesce()
+    source = numpy_view(storage, flat)
+    target = out.reshape(flat.shape)
+    if flat.rank >= 2 and count >= BLOCKED_MIN_VALUES:
+        _blocked_copy(target, source, flat.strides)
     else:
         target[...] = source
     return out

@@ -4,7 +4,7 @@ Nothing here draws anything: it turns labelled steps (a view, a tensor, or a ref
 its :class:`~llmfs.tensor.TensorError`) into plain, frozen rows that the text, HTML, matplotlib and
 ipywidgets renderers all read. So the four pictures of one trace can never disagree.
 
-Vocabulary (seed 002's figure):
+Vocabulary (the trace table's):
 
 * **owner**: the :class:`~llmfs.tensor.Tensor` whose storage a row reads, named for people
   (``base``, ``copy 1``, ... or names given by the caller), never by a memory address;
@@ -15,9 +15,9 @@ Vocabulary (seed 002's figure):
   violated condition.
 
 Offsets and values come from the library itself (:meth:`TensorView.logical_offsets`, the offset
-cursor, and :func:`llmfs.tensor.layout.storage_offset`), never from arithmetic of our own. Large
-results are *sampled*: only the first and last entries are computed, so a million-value view costs
-a few dozen cursor steps, not a million.
+cursor, and :meth:`llmfs.tensor.layout.Layout.storage_offset`), never from arithmetic of our
+own. Large results are *sampled*: only the first and last entries are computed, so a
+million-value view costs a few dozen cursor steps, not a million.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from typing import Any, Literal
 import numpy as np
 
 from llmfs.course import CourseError
-from llmfs.tensor import Tensor, TensorError, TensorView, layout
+from llmfs.tensor import Tensor, TensorError, TensorView
+from llmfs.tensor.layout import Layout
 
 #: Up to this many logical values a row or an offset table shows everything.
 FULL_LIMIT = 24
@@ -124,7 +125,7 @@ def offset_entries(view: TensorView | Tensor) -> Sampled:
     those offsets. Raises :class:`~llmfs.tensor.StaleViewError` for a stale view.
     """
     view = _as_view(view)
-    total = len(view)
+    total = view.size
     head_range, tail_range = _sample_indices(total)
     storage = view.owner.as_slice()
     cursor = view.logical_offsets()
@@ -135,7 +136,7 @@ def offset_entries(view: TensorView | Tensor) -> Sampled:
     tail = []
     for index in tail_range:
         coordinate = _coordinate(index, view.shape)
-        offset = layout.storage_offset(view.shape, view.strides, view.base_offset, coordinate)
+        offset = view.layout.storage_offset(coordinate)
         tail.append(OffsetEntry(index, coordinate, offset, float(storage[offset])))
     return Sampled(tuple(head), tuple(tail), total)
 
@@ -224,9 +225,7 @@ class TraceRow:
     label: str
     status: Status
     owner: str | None = None
-    shape: tuple[int, ...] | None = None
-    strides: tuple[int, ...] | None = None
-    base_offset: int | None = None
+    layout: Layout | None = None
     contiguous: bool | None = None
     offsets: Sampled | None = None
     values: Sampled | None = None
@@ -236,6 +235,21 @@ class TraceRow:
     error: str | None = None
     condition: str | None = None
     message: str | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...] | None:
+        """The row's shape (``None`` for a rejected request)."""
+        return None if self.layout is None else self.layout.shape
+
+    @property
+    def strides(self) -> tuple[int, ...] | None:
+        """The row's strides (``None`` for a rejected request)."""
+        return None if self.layout is None else self.layout.strides
+
+    @property
+    def base_offset(self) -> int | None:
+        """The row's base offset (``None`` for a rejected request)."""
+        return None if self.layout is None else self.layout.offset
 
     @property
     def rejected(self) -> bool:
@@ -297,9 +311,7 @@ def describe(
         label=label,
         status="copy" if first_seen and not owners.is_given(name) else "shared",
         owner=name,
-        shape=tuple(view.shape),
-        strides=tuple(view.strides),
-        base_offset=view.base_offset,
+        layout=view.layout,
         contiguous=view.is_contiguous(),
         offsets=offsets,
         values=values,

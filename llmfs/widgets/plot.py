@@ -167,7 +167,7 @@ def storage_figure(
     bands = [_Band(b.kind, b.label, -2.0 * k, b.owner, b.view, b.item) for k, b in enumerate(bands)]
     bottom = -2.0 * len(bands) + 1.2
 
-    cells = max(min(len(b.owner), MAX_CELLS) for b in bands) if bands else 1
+    cells = max(min(b.owner.size, MAX_CELLS) for b in bands) if bands else 1
     with figure_style():
         figure = new_figure(2.9 + 0.62 * cells, 0.2 + 0.8 * len(bands) + (0.4 if title else 0))
         ax = figure.add_axes((0, 0, 1, 1))

@@ -137,7 +137,7 @@ class Backend(ABC):
 
         Default: the cache-blocked gather of :mod:`llmfs.tensor.strided`, then one cast.
         """
-        values = gather(x.owner.as_slice(), x.shape, x.strides, x.base_offset).reshape(-1)
+        values = gather(x.owner.as_slice(), x.layout).reshape(-1)
         if values.dtype != dtype:
             with np.errstate(over="ignore"):
                 values = values.astype(dtype)

@@ -55,7 +55,7 @@ def numpy_fallbacks() -> dict[str, str]:
 
 
 def _strided(view: TensorView) -> ops.Strided:
-    return ops.Strided(view.owner.as_slice(), view.shape, view.strides, view.base_offset)
+    return ops.Strided(view.owner.as_slice(), view.layout)
 
 
 class _KernelBackend(Backend):
