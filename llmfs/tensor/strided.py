@@ -2,8 +2,8 @@
 
 Both functions take a layout that the caller has already validated against the storage (views
 are checked when they are made), so they do no bounds checks of their own; :func:`numpy_view`
-turns a :class:`~llmfs.tensor.layout.Layout` into an ndarray over the *same* memory, and :func:`gather`
-copies a layout's values into a new contiguous array in logical row-major order.
+turns a :class:`~llmfs.tensor.layout.Layout` into an ndarray over the *same* memory, and
+:func:`gather` copies a layout's values into a new contiguous array in logical row-major order.
 
 ``gather`` returns exactly the values the offset cursor (:mod:`llmfs.tensor.traversal`) visits,
 but moves whole runs at once instead of one value per Python step:

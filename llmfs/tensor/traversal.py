@@ -1,9 +1,10 @@
 """The offset cursor: a readable walk over a checked layout in logical row-major order.
 
-:class:`StridedOffsets` is the teaching path of the library (a cursor that holds the
-next offset and each axis's position). It is checked once, when it is made: the layout must be well formed and every reachable offset must lie
-inside the storage. After that, ``next`` trusts the plan: it does no per-value rank or bounds
-checks and builds no coordinate lists, it only adds a stride or carries.
+:class:`StridedOffsets` is the teaching path of the library (a cursor that holds the next offset
+and each axis's position). It is checked once, when it is made: the layout must be well formed
+and every reachable offset must lie inside the storage. After that, ``next`` trusts the plan: it
+does no per-value rank or bounds checks and builds no coordinate lists, it only adds a stride or
+carries.
 
 Order of the walk: the base offset first; then advance the last axis; when an axis reaches its
 size, rewind it to 0 and carry into the axis before it. So a scalar yields its base offset once, an

@@ -200,7 +200,9 @@ class ViewMethods(OperatorMixin):
     def __repr__(self) -> str:
         """NumPy's repr of the values, then the layout and who owns the storage."""
         name = type(self).__name__
-        values = self._printed(lambda array: np.array2string(array, separator=", ", prefix=name + "("))
+        values = self._printed(
+            lambda array: np.array2string(array, separator=", ", prefix=name + "(")
+        )
         return f"{name}({values})\n{self._layout_lines()}"
 
     def __str__(self) -> str:

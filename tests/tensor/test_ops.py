@@ -235,7 +235,7 @@ def test_empty_outputs_do_no_work(spy: list) -> None:
 
 def test_a_rank_0_result_holds_one_scalar() -> None:
     total = sum(arange(2, 3))
-    assert total.shape == () and len(total) == 1 and total.tolist() == 15.0
+    assert total.shape == () and total.size == 1 and total.tolist() == 15.0
     scalar = Tensor.from_vec([], [2.0])
     assert (scalar * 3).tolist() == 6.0
 

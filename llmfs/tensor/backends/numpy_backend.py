@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from llmfs.tensor.backends.base import Backend
-from llmfs.tensor.layout import element_count, is_matrix_dense, reduced_shape
+from llmfs.tensor.layout import element_count, reduced_shape
 from llmfs.tensor.strided import gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView

@@ -22,10 +22,10 @@ from typing import Protocol
 import numpy as np
 
 from llmfs.tensor import layout
-from llmfs.tensor.layout import Layout
 from llmfs.tensor.backends.base import BINARY_OPS, UNARY_OPS
 from llmfs.tensor.backends.metal.errors import KernelArgumentError, MetalDTypeError, MetalError
 from llmfs.tensor.errors import RankMismatchError
+from llmfs.tensor.layout import Layout
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
