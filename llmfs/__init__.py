@@ -6,4 +6,12 @@ An interactive course on tensors and transformers, built bottom-up, and the tens
 
 from __future__ import annotations
 
+from llmfs import recording
+from llmfs.course.attempts import record_attempt
+
 __version__ = "0.1.0"
+
+# The widgets report checked attempts to llmfs.recording; the course's log writes them down.
+# Installed here, in the package every llmfs import runs first, so a notebook that imports only
+# the widgets still records its attempts.
+recording.install_recorder(record_attempt)

@@ -11,6 +11,7 @@ from typing import Any
 
 
 def _ops() -> Any:
+    # ops builds on the tensor types that use this mixin, so it is imported on first use.
     from llmfs.tensor import ops
 
     return ops

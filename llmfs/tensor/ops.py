@@ -540,6 +540,7 @@ def einsum(expression: str, *operands: object, dtype: object | None = None) -> T
     list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending
     label or operand.
     """
+    # einsum's plans run the ops of this module, so einsum is imported on use, not at the top.
     from llmfs.tensor.einsum import EinsumPlan
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):

@@ -49,8 +49,8 @@ _LIVE = ("OffsetTable", "PredictThenRun", "TraceTable")
 
 
 def __getattr__(name: str) -> Any:
-    # The widget classes pull in ipywidgets, so they load on first use only.
     if name in _LIVE:
+        # The widget classes pull in ipywidgets, so they load on first use only.
         from llmfs.widgets import live
 
         return getattr(live, name)

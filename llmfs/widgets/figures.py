@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from llmfs.widgets.examples import seed_fixture, seed_trace
+from llmfs.widgets.model import trace
+from llmfs.widgets.plot import save, storage_figure, trace_figure
 from llmfs.widgets.text import render_mapping, render_offsets, render_trace
 
 INDEX = "figures.json"
@@ -31,15 +33,11 @@ def default_folder() -> Path:
 
 
 def _trace_table() -> tuple[object, str]:
-    from llmfs.widgets.plot import trace_figure
-
     trace = seed_trace()
     return trace_figure(trace), render_trace(trace)
 
 
 def _reshape_vs_transpose() -> tuple[object, str]:
-    from llmfs.widgets.plot import storage_figure
-
     base = seed_fixture()
     view = base.view()
     items = [
@@ -56,9 +54,6 @@ def _reshape_vs_transpose() -> tuple[object, str]:
 
 
 def _slice_materialize() -> tuple[object, str]:
-    from llmfs.widgets.model import trace
-    from llmfs.widgets.plot import storage_figure
-
     base = seed_fixture()
     view = base.view()
     sliced = view.slice(1, 1, 3)
@@ -92,8 +87,6 @@ def generate(folder: Path) -> list[Path]:
     Returns the written paths, sorted. Raises ``ModuleNotFoundError`` when matplotlib is absent.
     """
     import matplotlib
-
-    from llmfs.widgets.plot import save
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []

@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmfs.tensor import Tensor, TensorView
-from llmfs.widgets.model import (
+from llmfs.widgets.rows import (
     FULL_LIMIT,
     NEW_OWNER_MARK,
     REJECTED_MARK,
     SHARED_MARK,
-    Trace,
     TraceRow,
     format_number,
     offset_entries,
@@ -36,6 +35,10 @@ from llmfs.widgets.text import (
     tally,
     yes_no,
 )
+
+if TYPE_CHECKING:
+    # model.py shows a Trace through these renderers, so it imports them.
+    from llmfs.widgets.model import Trace
 
 TABLE_STYLE = "border-collapse:collapse;font-family:monospace;font-size:13px;margin:4px 0"
 CELL_STYLE = "border:1px solid #888;padding:2px 8px;text-align:left;vertical-align:top"

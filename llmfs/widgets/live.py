@@ -24,7 +24,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from llmfs.course import CourseError
+from llmfs.errors import CourseError
 from llmfs.tensor import Tensor, TensorError, TensorView
 from llmfs.widgets.html import render_comparison_html, render_offsets_html, render_trace_html
 from llmfs.widgets.model import Step, Trace, format_number, offset_entries

@@ -31,10 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llmfs.course import CourseError
+from llmfs.errors import CourseError
+from llmfs.recording import record_attempt
 from llmfs.tensor import Tensor, TensorError, TensorView
+from llmfs.widgets.html import render_comparison_html
 from llmfs.widgets.model import (
     FULL_LIMIT,
+    ExpressionError,
     OwnerNames,
     TraceRow,
     _default_namespace,
@@ -43,6 +46,7 @@ from llmfs.widgets.model import (
     format_number,
     owners_in,
 )
+from llmfs.widgets.text import render_comparison
 
 FIELDS: tuple[str, ...] = (
     "shape",
@@ -283,8 +287,6 @@ def run(
     run and read as ``shared``; an owner the expression creates reads as ``copy``. Raises
     :class:`~llmfs.widgets.model.ExpressionError` for a Python error in the expression.
     """
-    from llmfs.widgets.model import ExpressionError
-
     if callable(expression):
         scope = dict(getattr(expression, "__globals__", {}))
         for name, cell in zip(
@@ -532,13 +534,9 @@ class Comparison:
         return bool(self.verdicts) and all(v.status == "right" for v in self.verdicts)
 
     def __repr__(self) -> str:
-        from llmfs.widgets.text import render_comparison
-
         return render_comparison(self)
 
     def _repr_html_(self) -> str:
-        from llmfs.widgets.html import render_comparison_html
-
         return render_comparison_html(self)
 
 
@@ -551,13 +549,12 @@ def record(
     manifest: Any = None,
 ) -> bool:
     """Records an attempt (exercise id, each answered field right or wrong, the entries as text)
-    in the course's attempts log (:func:`llmfs.course.attempts.record_attempt`; ``path`` and
-    ``manifest`` are passed on). ``answers`` are the entries as typed (default: the predictions
-    as displayed); unanswered and unreadable fields are not recorded. Returns False when there is
+    in the course's attempts log (through :func:`llmfs.recording.record_attempt`, which the
+    course installs; ``path`` and ``manifest`` are passed on). ``answers`` are the entries as
+    typed (default: the predictions as displayed); unanswered and unreadable fields are not
+    recorded. Returns False when there is
     no exercise id or no answered field. Raises :class:`~llmfs.course.CourseError` for an
     exercise id not in the manifest."""
-    from llmfs.course.attempts import record_attempt
-
     fields = {v.field: v.status == "right" for v in verdicts if v.answered}
     if not exercise_id or not fields:
         return False

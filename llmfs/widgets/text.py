@@ -12,20 +12,23 @@ request is marked ``×`` with the violated condition, and verdicts say ``right``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmfs.tensor import Tensor, TensorView
-from llmfs.widgets.model import (
+from llmfs.widgets.rows import (
     FULL_LIMIT,
     NEW_OWNER_MARK,
     REJECTED_MARK,
     SHARED_MARK,
     Sampled,
-    Trace,
     TraceRow,
     format_number,
     offset_entries,
 )
+
+if TYPE_CHECKING:
+    # model.py shows a Trace through these renderers, so it imports them.
+    from llmfs.widgets.model import Trace
 
 LEGEND = (
     f"{SHARED_MARK} reads the storage of an existing owner   {NEW_OWNER_MARK} new owner (a copy)   "

@@ -23,6 +23,7 @@ import numpy as np
 
 from llmfs.tensor import layout
 from llmfs.tensor.backends.base import BINARY_OPS, UNARY_OPS
+from llmfs.tensor.backends.metal import emulator
 from llmfs.tensor.backends.metal.errors import KernelArgumentError, MetalDTypeError, MetalError
 from llmfs.tensor.errors import RankMismatchError
 from llmfs.tensor.layout import Layout
@@ -126,6 +127,20 @@ class Strided:
     def count(self) -> int:
         """Number of elements the operand holds."""
         return layout.element_count(self.shape)
+
+
+class EmulatorExecutor:
+    """Runs kernels with the CPU emulator; allocations are ordinary numpy arrays."""
+
+    name = "metal-emulator"
+
+    def run(self, source: str, kernel: str, buffers: Sequence[np.ndarray], grid: int) -> None:
+        """Compiles (cached) and runs ``kernel`` over ``grid`` threads."""
+        emulator.load_library(source).run(kernel, buffers, grid)
+
+    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+        """A fresh contiguous array of ``count`` elements."""
+        return np.empty(count, dtype=dtype)
 
 
 def check_dtype(dtype: np.dtype, *, where: str) -> str:
@@ -423,6 +438,7 @@ __all__ = [
     "OP_FAMILY",
     "REDUCE_OPS",
     "UNARY_OPS",
+    "EmulatorExecutor",
     "Executor",
     "Strided",
     "binary",
