@@ -1,10 +1,12 @@
-"""Layout arithmetic: pure functions over (shape, strides, base offset).
+"""Layout arithmetic: pure functions over (shape, strides, base offset), and the ``Layout`` value.
 
 This module is the single home of the library's index maths. Views, every backend, the widgets
 and the tests call these functions; nothing else computes strides, offsets, contiguity, bounds or
 reshape plans. Every function is pure: it takes tuples of Python ints and returns new tuples (or
 raises a :class:`~llmfs.tensor.errors.TensorError`), so each one can be read, tested and taught on
-its own.
+its own. :class:`Layout` bundles the triple into one frozen value whose methods are these
+functions (``layout.reshape(shape)`` is :func:`plan_reshape` plus the unchanged offset), so views,
+backends and widgets pass one value instead of three loose ones.
 
 Conventions
 -----------
@@ -199,7 +201,7 @@ def storage_offset(
 
     Raises :class:`RankMismatchError` if the coordinate has the wrong length and
     :class:`IndexOutOfBoundsError` if a component is outside ``[0, size)`` (negative components
-    are refused, as in the seed's ``usize`` coordinates).
+    are refused: a coordinate counts positions from 0, like an unsigned index).
     """
     coord = as_int_tuple(coordinate, "index")
     if len(coord) != len(shape):
@@ -263,7 +265,7 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """Seed 004's "transpose-contiguous" test: the values fill one gap-free block of storage.
+    """The "transpose-contiguous" test: the values fill one gap-free block of storage.
 
     True when the layout is contiguous; otherwise false if any axis of size != 1 has stride 0
     (broadcast) or a negative stride (a flip); otherwise size-1 axes are dropped, the remaining
@@ -286,7 +288,7 @@ def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool
 
 
 def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
-    """List form of :func:`can_view_as_contiguous` (seed 004's overload).
+    """List form of :func:`can_view_as_contiguous` (one answer for several layouts).
 
     Each item is a view (anything with ``shape`` and ``strides``) or a ``(shape, strides)`` pair.
     True for an empty list; otherwise every item must share the first one's shape and strides,
@@ -576,7 +578,7 @@ def plan_reshape(
     """Plans a reshape without copying: returns ``(new_shape, new_strides)`` over the same
     offsets in the same logical order, or raises.
 
-    Reshape is a sequence of merges and splits (seed 000). Splitting an axis never needs a copy.
+    Reshape is a sequence of merges and splits of axes. Splitting an axis never needs a copy.
     A group of old axes can be merged into one only when, ignoring size-1 axes, each stride equals
     the next axis's size times its stride: ``stride[k] == size[k+1] * stride[k+1]``. This is the
     rule of NumPy's no-copy reshape and PyTorch's ``view``, and the resulting strides agree with
@@ -740,7 +742,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
 
 
 def validate(shape: object, strides: object, base_offset: object, storage_len: object) -> None:
-    """Checks explicit layout metadata against a storage of ``storage_len`` values (seed 004).
+    """Checks explicit layout metadata against a storage of ``storage_len`` values.
 
     Rules, each failure an :class:`InvalidLayoutError` naming the rule and the numbers: shape and
     strides have the same rank; sizes are ``>= 0``; strides, the size product and offsets fit in

@@ -10,7 +10,7 @@ backend happens here, once:
 * **Broadcasting** is NumPy's (right-aligned; sizes equal or 1) and is done with zero-stride
   *views* (:meth:`TensorView.expand`): nothing is copied to make shapes agree. A mismatch is a
   :class:`BroadcastError` naming both shapes and the axis.
-* **Dtypes** (seed 003): the result dtype is the widest input dtype (float16 < float32 <
+* **Dtypes**: the result dtype is the widest input dtype (float16 < float32 <
   float64) unless ``dtype=`` asks for another; the arithmetic runs in float64 when any input is
   float64 and in float32 otherwise (so float16 data is computed in float32 and stored as float16).
 * **Empty outputs do no work**: they are allocated here and no backend is called. ``sum`` and
@@ -108,7 +108,8 @@ def widest_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
 
 
 def compute_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
-    """Seed 003's compute precision: float64 when any input is float64, else float32."""
+    """The compute precision: float64 when any input is float64, else float32 (float16 values
+    are widened to float32 for the arithmetic and rounded once when stored)."""
     wide = any(np.dtype(d) == np.float64 for d in dtypes)
     return np.dtype(np.float64 if wide else np.float32)
 
@@ -277,7 +278,7 @@ def maximum(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = 
 
 
 def scale(x: Operand, alpha: Scalar, *, dtype: object | None = None) -> Tensor:
-    """``alpha * x`` for a real number ``alpha`` (seed 001's ``ut_scale``), in ``x``'s dtype.
+    """``alpha * x`` for a real number ``alpha`` , in ``x``'s dtype.
 
     Raises :class:`TensorError` when ``alpha`` is not a real number.
     """
@@ -426,7 +427,7 @@ def reduce(
     *,
     dtype: object | None = None,
 ) -> Tensor:
-    """Seed 003's mode-label reduction: ``modes_in`` names each axis of ``x`` (a string such as
+    """Reduction by mode labels: ``modes_in`` names each axis of ``x`` (a string such as
     ``"ijk"`` or a list of labels, e.g. ints); the labels absent from ``modes_out`` are reduced
     with ``op`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, ``"mean"``, any case), and the output
     axes follow ``modes_out``'s order. ``reduce(a, [0, 1], [0], "sum")`` sums each row.
@@ -534,7 +535,7 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
 
 
 def einsum(expression: str, *operands: object, dtype: object | None = None) -> Tensor:
-    """Einstein summation over labelled axes, by seed 003's rules (see :mod:`llmfs.tensor.einsum`).
+    """Einstein summation over labelled axes (see :mod:`llmfs.tensor.einsum` for the rules).
 
     ``einsum("ik,kj->ij", a, b)`` is a matrix product; the operands may also be passed as one
     list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending

@@ -149,8 +149,7 @@ class ViewMethods(OperatorMixin):
         """Views of ``self[0]``, ``self[1]``, ... along axis 0 (nothing is copied)."""
         if self.rank == 0:
             raise TensorError("a rank-0 tensor cannot be iterated; use .item() for its value")
-        for index in range(self.shape[0]):
-            yield self[index]
+        return (self[index] for index in range(self.shape[0]))
 
     def item(self) -> Any:
         """The one value as a Python number; any shape holding exactly one value is accepted.

@@ -4,7 +4,7 @@
   a logical cell marks the storage cell it reads, selecting a storage cell marks every logical
   cell that reads it (``▶`` in the label and bold text, not only a colour), and the offset table
   underneath follows the selection.
-* :class:`TraceTable`: seed 002's trace table, with a chooser that opens any row's offset table.
+* :class:`TraceTable`: the trace table, with a chooser that opens any row's offset table.
 * :class:`PredictThenRun`: one input box per predicted field and a Run button; Run evaluates the
   expression and shows, field by field, the prediction, the truth and ``✓ right``/``✗ wrong``,
   then the offset table; the attempt is recorded when the widget has an exercise id.
@@ -197,7 +197,7 @@ class OffsetTable(_TextRepr, widgets.VBox):
 
 
 class TraceTable(_TextRepr, widgets.VBox):
-    """Seed 002's trace table, live: ``TraceTable(trace(base, [...]))`` or
+    """The trace table, live: ``TraceTable(trace(base, [...]))`` or
     ``TraceTable(steps)`` with :class:`~llmfs.widgets.model.Step` objects or ``(label, result)``
     pairs. A chooser under the table opens the offset table of any accepted row."""
 

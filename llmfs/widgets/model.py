@@ -313,7 +313,7 @@ def trace(
     namespace: Mapping[str, Any] | None = None,
     title: str = "",
 ) -> Trace:
-    """Seed 002's trace table: one row per operation, refused requests kept as rows.
+    """The trace table: one row per operation, refused requests kept as rows.
 
     ``source`` is bound to ``name`` (default ``base``), which also names its owner. Each
     operation is a Python expression string, optionally ``alias = expression`` to use the result

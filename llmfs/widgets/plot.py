@@ -7,7 +7,7 @@ Two figures from the same model as the text and HTML renderers:
   Shared storage is drawn once; a copy is drawn as a separate strip (filled diamond, "new owner")
   with dashed lines back to the values it was copied from and its new-offset <- source-offset
   mapping written under it.
-* :func:`trace_figure`: seed 002's trace table, drawn as a grid.
+* :func:`trace_figure`: the trace table, drawn as a grid.
 
 Deterministic output: the object-oriented API only (no pyplot, no global backend), fonts fixed to
 DejaVu Sans / DejaVu Sans Mono (shipped with matplotlib), and :func:`save` strips dates and
@@ -297,7 +297,7 @@ def _line(ax: Any, start: tuple[float, float], end: tuple[float, float], *, dash
 
 
 def trace_figure(trace: Trace) -> Figure:
-    """Seed 002's trace table drawn as a grid: same cells as the text table, header in bold,
+    """The trace table drawn as a grid: same cells as the text table, header in bold,
     rejected rows spanning, the legend underneath."""
     rows = [trace_cells(row) for row in trace.rows]
     widths = [len(h) for h in TRACE_HEADERS]

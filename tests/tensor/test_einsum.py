@@ -1,4 +1,5 @@
-"""Einsum by seed 003's rules, its errors (each pointing at the label or operand), and plans.
+"""Einsum (labels shared by operands multiply, labels absent from the output are summed), its
+errors (each pointing at the label or operand), and plans.
 
 Random expressions on random views, on every backend, are checked against ``np.einsum`` in
 ``tests/tensor/backends/test_backend_conformance.py``; this file pins each rule down by name.

@@ -1,4 +1,4 @@
-"""The layout module's pure functions, with the seeds' numbers."""
+"""The layout module's pure functions and the ``Layout`` value, on the course's worked numbers."""
 
 from __future__ import annotations
 
@@ -106,14 +106,14 @@ def test_merge_and_split_examples_of_seed_000() -> None:
 
 
 def test_split_then_merge_reshapes() -> None:
-    # Seed 000 names "[6,8] -> [2,3,4,4]" as its split-then-merge example, but those shapes hold
-    # 48 and 96 values: the honest answer is an element-count error.
+    # "[6,8] -> [2,3,4,4]" looks like a split-then-merge, but those shapes hold 48 and 96 values:
+    # the honest answer is an element-count error.
     source = Tensor.zeros([6, 8]).view()
     with pytest.raises(
         ReshapeElementCountMismatchError, match="48 values into shape \\[2, 3, 4, 4\\]"
     ):
         source.reshape([2, 3, 4, 4])
-    # The rule the seed describes, on shapes that agree: split 6 -> 3x2, merge 2 with 8 -> 16...
+    # Split-then-merge on shapes that agree: split 6 -> 3x2, merge 2 with 8 -> 16...
     assert source.reshape([3, 16]).strides == (16, 1)
     # ...split both axes, and split 6 -> 2x3 then merge 3 with 8 -> 24.
     assert source.reshape([2, 3, 4, 2]).strides == (24, 8, 2, 1)

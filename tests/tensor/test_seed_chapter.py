@@ -1,4 +1,4 @@
-"""Seed 002's worked example, with the seed's own numbers.
+"""The course's worked example of views over one owner, with its own numbers.
 
 Fixture: shape [2, 3], strides [3, 1], storage [10, 11, 12, 20, 21, 22].
 """

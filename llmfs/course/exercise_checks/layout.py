@@ -12,7 +12,8 @@ from typing import Any
 from llmfs.course.exercise_checks.report import CaseResult, CheckReport, record, run_cases, show
 from llmfs.tensor import Tensor, TensorError, TensorView, layout
 
-# Shapes that cover the seed's example, scalars, size-1 and size-0 axes and a rank-5 shape.
+# Shapes that cover the course's (10, 9, 5, 13) example, scalars, size-1 and size-0 axes and a
+# rank-5 shape.
 STRIDE_SHAPES: tuple[tuple[int, ...], ...] = (
     (10, 9, 5, 13),
     (2, 3, 4),
@@ -23,7 +24,7 @@ STRIDE_SHAPES: tuple[tuple[int, ...], ...] = (
     (3, 1, 2, 4, 5),
 )
 
-# (shape, coordinate): the seed's [1][2][3] in [2, 3, 4], corners, a scalar, and bad coordinates.
+# (shape, coordinate): the course's [1][2][3] in [2, 3, 4], corners, a scalar, and bad coordinates.
 FLAT_INDEX_CASES: tuple[tuple[tuple[int, ...], tuple[int, ...]], ...] = (
     ((2, 3, 4), (1, 2, 3)),
     ((2, 3, 4), (0, 0, 0)),

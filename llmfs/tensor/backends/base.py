@@ -27,7 +27,7 @@ Contract of every primitive
 * The result is a NEW owning :class:`~llmfs.tensor.tensor.Tensor` with row-major strides and dtype
   ``dtype``, computed in the precision ``compute`` (float32 or float64): inputs are converted to
   ``compute`` when read, every operation and accumulation happens in ``compute``, and the result is
-  rounded to ``dtype`` once, when it is written (seed 003's precision rule; float16 storage is
+  rounded to ``dtype`` once, when it is written (store narrow, compute wide: float16 storage is
   computed in float32).
 * IEEE behaviour as NumPy: ``exp`` overflow gives inf, ``log(0)`` -inf, ``x/0`` +-inf, ``sqrt`` of a
   negative number NaN, NaN propagates, and ``minimum``/``maximum``/``max``/``min`` propagate NaN.
@@ -51,7 +51,7 @@ from llmfs.tensor.strided import gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
-#: Elementwise functions of one argument (seed 003's unary transforms, plus sigmoid of seed 001).
+#: Elementwise functions of one argument (each reads one value and writes one).
 UNARY_OPS: tuple[str, ...] = (
     "neg",
     "abs",
