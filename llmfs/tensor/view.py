@@ -31,8 +31,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from llmfs.tensor.errors import RankMismatchError, StaleViewError, TensorError
-from llmfs.tensor.layout import Layout, Shape, Strides
+from llmfs.tensor.errors import (
+    IndexOutOfBoundsError,
+    RankMismatchError,
+    StaleViewError,
+    TensorError,
+)
+from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import gather, numpy_view
 from llmfs.tensor.traversal import StridedOffsets
@@ -151,16 +156,27 @@ class ViewMethods(OperatorMixin):
             raise TensorError("a rank-0 tensor cannot be iterated; use .item() for its value")
         return (self[index] for index in range(self.shape[0]))
 
-    def item(self) -> Any:
-        """The one value as a Python number; any shape holding exactly one value is accepted.
+    def item(self, *index: int) -> Any:
+        """One value as a Python number, as NumPy's ``item``.
 
-        Raises :class:`TensorError` naming the shape when there are 0 or several values.
+        ``item()`` needs exactly one value (any shape holding one); ``item(i, j, ...)`` reads the
+        value at that coordinate (same as :meth:`get`); ``item(k)`` on a rank other than 1 reads
+        the ``k``-th value in row-major order. Raises :class:`TensorError` naming the shape when
+        ``item()`` finds 0 or several values, and the errors of :meth:`get` for a bad index.
         """
-        if self.size != 1:
-            raise TensorError(
-                f"item() needs exactly one value, but shape {list(self.shape)} holds {self.size}"
-            )
-        return self.get((0,) * self.rank)
+        if not index:
+            if self.size != 1:
+                raise TensorError(
+                    f"item() needs exactly one value, but shape {list(self.shape)} holds "
+                    f"{self.size}"
+                )
+            return self.get((0,) * self.rank)
+        if len(index) == 1 and self.rank != 1:
+            flat = as_int(index[0], "index")
+            if not 0 <= flat < self.size:
+                raise IndexOutOfBoundsError(0, flat, self.size, what="flat index")
+            return self.get(tuple(int(c) for c in np.unravel_index(flat, self.shape)))
+        return self.get(index)
 
     def __float__(self) -> float:
         """``float(t)`` of a tensor holding exactly one value (else :class:`TensorError`)."""
@@ -272,6 +288,14 @@ class ViewMethods(OperatorMixin):
 
         return backend_for("copy", None, self.dtype).copy(self, dtype=self.dtype)
 
+    def copy(self) -> Tensor:
+        """NumPy's name for :meth:`materialize` (always a new owner)."""
+        return self.materialize()
+
+    def clone(self) -> Tensor:
+        """PyTorch's name for :meth:`materialize` (always a new owner)."""
+        return self.materialize()
+
     def tolist(self) -> Any:
         """Nested lists of Python numbers (a bare number for rank 0), like ``ndarray.tolist``."""
         return self.to_numpy().tolist()
@@ -365,6 +389,10 @@ class ViewMethods(OperatorMixin):
             )
         return self._derive(self.layout.swap_axes(axes[0], axes[1]))
 
+    def swapaxes(self, first: int, second: int) -> TensorView:
+        """NumPy's name for ``transpose(first, second)``: the two axes exchanged."""
+        return self._derive(self.layout.swap_axes(first, second))
+
     @property
     def T(self) -> TensorView:
         """All axes reversed (the matrix transpose for rank 2)."""
@@ -402,6 +430,10 @@ class ViewMethods(OperatorMixin):
         axis size.
         """
         return self._derive(self.layout.split(axis, sizes))
+
+    def unflatten(self, axis: int, sizes: Sequence[int]) -> TensorView:
+        """PyTorch's name for :meth:`split` (one axis into several; never a copy)."""
+        return self.split(axis, sizes)
 
     def expand(self, *shape: Any) -> TensorView:
         """Broadcasts to ``shape`` with zero strides (new leading axes allowed, ``-1`` keeps a

@@ -163,3 +163,23 @@ def test_a_stale_view_prints_without_reading() -> None:
     view = tensor.view()
     tensor.as_mut_slice()[0] = 1.0
     assert "stale" in repr(view)
+
+
+# -- NumPy and PyTorch spellings of the course's names -----------------------------------------
+
+
+def test_item_takes_a_coordinate_or_a_flat_index_as_numpy() -> None:
+    tensor = owner()
+    array = np.array([[10.0, 11.0, 12.0], [20.0, 21.0, 22.0]])
+    assert tensor.item(1, 2) == array.item(1, 2) == 22.0
+    assert tensor.view().T.item(4) == array.T.item(4) == 12.0
+    with pytest.raises(TensorError, match="flat index"):
+        tensor.item(6)
+
+
+def test_numpy_and_pytorch_names_do_what_the_course_names_do(t) -> None:
+    assert t.copy().tolist() == t.clone().tolist() == t.materialize().tolist()
+    assert not t.copy().shares_storage(t)
+    assert t.swapaxes(0, 1).layout == t.transpose(0, 1).layout
+    assert t.unflatten(1, [3, 1]).layout == t.split(1, [3, 1]).layout
+    assert t.broadcast_to([4, 2, 3]).layout == t.expand(4, 2, 3).layout
