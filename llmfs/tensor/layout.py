@@ -67,7 +67,8 @@ def as_int(value: object, what: str) -> int:
     if isinstance(value, bool) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
         _refuse(what, value, "not a bool")
     try:
-        return operator.index(value)  # accepts int, numpy integers and 0-d integer arrays
+        # Accepts int, numpy integers and 0-d integer arrays; anything else raises TypeError.
+        return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         _refuse(what, value, "")
 
@@ -828,9 +829,9 @@ def diagonal_layout(
     for axis, (size, stride) in enumerate(zip(shape, strides)):
         if axis in absorbed:
             continue
-        group = first_of.get(axis)
+        members = first_of.get(axis)
         out_shape.append(size)
-        out_strides.append(sum(strides[k] for k in group) if group else stride)
+        out_strides.append(stride if members is None else sum(strides[k] for k in members))
     return tuple(out_shape), tuple(out_strides)
 
 

@@ -190,7 +190,7 @@ class Tensor(ViewMethods):
         It is made over a read-only buffer, so it cannot be switched back to writable: writes go
         through :meth:`as_mut_slice` or :meth:`mutate`, which keep views honest.
         """
-        return np.frombuffer(memoryview(self._storage).toreadonly(), dtype=self._storage.dtype)
+        return np.frombuffer(self._storage.data.toreadonly(), dtype=self._storage.dtype)
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -271,7 +271,7 @@ class MutableStorage:
         """Sets every value of the storage to ``value``."""
         self[:] = value
 
-    def _checked_key(self, key: object) -> object:
+    def _checked_key(self, key: object) -> Any:
         size = self._owner._storage.size
         if isinstance(key, slice):
             for part in (key.start, key.stop, key.step):

@@ -286,7 +286,8 @@ class ViewMethods(OperatorMixin):
         # The compute layer (ops, then backends) is built on top of the views: imported on use.
         from llmfs.tensor.ops import backend_for
 
-        return backend_for("copy", None, self.dtype).copy(self, dtype=self.dtype)
+        view = self if isinstance(self, TensorView) else self.view()
+        return backend_for("copy", None, self.dtype).copy(view, dtype=self.dtype)
 
     def copy(self) -> Tensor:
         """NumPy's name for :meth:`materialize` (always a new owner)."""
@@ -313,7 +314,7 @@ class ViewMethods(OperatorMixin):
         self._check_fresh()
         return numpy_view(self.owner._storage, self.layout)
 
-    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
             raise TensorError(
                 f"a {type(self).__name__} is exported to NumPy only as a copy (writes go through "
