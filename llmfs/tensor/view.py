@@ -228,19 +228,17 @@ class ViewMethods(OperatorMixin):
         # Printing reads the values in place (numpy_view), so a huge or broadcast view is
         # summarised by NumPy's printing rules without copying it.
         if self._is_stale():
-            return "<stale: the owner was mutated after this view was made>"
+            return "<stale: the owner was written to after this view was made, or is being written>"
         return str(show(numpy_view(self.owner._storage, self.layout)))
 
     def _layout_lines(self) -> str:
         layout = f"layout: {self.layout}; dtype {self.dtype.name}"
         owner = self.owner
         count = owner._storage.size
+        values = f"{count} value{'' if count == 1 else 's'} of storage"
         if owner is self:
-            return f"{layout}\nowner: itself ({count} values of storage)"
-        return (
-            f"{layout}\nowner: a Tensor of shape {owner.shape} ({count} values of storage), "
-            "shared, not copied"
-        )
+            return f"{layout}\nowner: itself ({values})"
+        return f"{layout}\nowner: a Tensor of shape {owner.shape} ({values}), shared, not copied"
 
     def _is_stale(self) -> bool:
         try:
