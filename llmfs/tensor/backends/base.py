@@ -18,10 +18,12 @@ small and uniform:
 
 Contract of every primitive
 ---------------------------
-* Inputs are :class:`~llmfs.tensor.view.TensorView` objects: (owner storage, shape, signed strides,
-  base offset). They may be non-contiguous, flipped (negative strides) or broadcast (zero
-  strides); a backend reads them in place (``view.numpy_view()``, ``view.logical_offsets()``,
-  ``view.owner.as_slice()``) and must not copy an input that it can read as it is.
+* Inputs are :class:`~llmfs.tensor.view.TensorView` objects: the owner's storage read through a
+  :class:`~llmfs.tensor.layout.Layout` (``view.layout``: shape, signed strides, offset). They may
+  be non-contiguous, flipped (negative strides) or broadcast (zero strides); a backend reads them
+  in place (``view.numpy_view()``, ``view.logical_offsets()``, or ``(view.owner.as_slice(),
+  view.layout)`` for the gather and the kernels) and must not copy an input that it can read as
+  it is.
 * Inputs are never empty, and ``reduce`` always has at least one axis: the caller answers those
   cases itself, so a backend never launches work for nothing.
 * The result is a NEW owning :class:`~llmfs.tensor.tensor.Tensor` with row-major strides and dtype
