@@ -61,6 +61,14 @@ def test_iteration_yields_views_along_axis_0(t) -> None:
 
 
 def test_a_tensor_and_its_view_share_one_implementation() -> None:
+    from llmfs.tensor.view import ViewMethods
+
+    shared = {name for name in vars(ViewMethods) if not name.startswith("__")}
+    # Each class supplies only what ViewMethods reads: its layout, its owner, its freshness.
+    required = {"layout", "owner", "_check_fresh", "_owns_storage"}
+    for cls in (Tensor, TensorView):
+        overridden = shared & set(vars(cls))
+        assert overridden <= required, f"{cls.__name__} repeats {sorted(overridden - required)}"
     tensor = owner()
     for name in ("reshape", "permute", "transpose", "slice", "flip", "expand", "__len__"):
         assert getattr(Tensor, name) is getattr(TensorView, name)
