@@ -887,6 +887,13 @@ class Layout:
     strides: Strides
     offset: int = 0
 
+    def __post_init__(self) -> None:
+        # Lists become tuples, so layouts compare equal and hash whatever sequence made them.
+        if type(self.shape) is not tuple:
+            object.__setattr__(self, "shape", tuple(self.shape))
+        if type(self.strides) is not tuple:
+            object.__setattr__(self, "strides", tuple(self.strides))
+
     # -- making one ---------------------------------------------------------------------------
 
     @classmethod

@@ -190,3 +190,9 @@ def test_layout_checked_and_row_major_validate_their_input() -> None:
         layout.Layout((2, 3), (1, 2), 0).reshape([6])
     with pytest.raises(InvalidAxisRangeError):
         layout.Layout((2, 3), (3, 1), 0).merge(1, 0)
+
+
+def test_a_layout_made_from_lists_equals_one_made_from_tuples() -> None:
+    made = layout.Layout([2, 3], [3, 1], 0)  # type: ignore[arg-type]
+    assert made == layout.Layout((2, 3), (3, 1), 0)
+    assert hash(made) == hash(layout.Layout((2, 3), (3, 1), 0))
