@@ -96,6 +96,8 @@ def run_kernel(
     *,
     backend: str | None = None,
     sanitize: bool | None = None,
+    shuffle: int | None = None,
+    timeout: float = emulator.DEFAULT_TIMEOUT_S,
 ) -> None:
     """Compiles MSL ``source`` and runs kernel ``name`` over ``grid`` threads.
 
@@ -110,7 +112,13 @@ def run_kernel(
     (``sanitize=None``) it runs in a subprocess on copies of the buffers, under AddressSanitizer
     when the compiler supports it, otherwise between guard regions, and an access outside a
     buffer raises :class:`KernelMemoryError` naming the kernel. ``sanitize=True`` insists on
-    AddressSanitizer (its report says which line and which buffer).
+    AddressSanitizer (its report says which line and which buffer). ``timeout`` (seconds,
+    default 30) stops an isolated launch that runs longer (an endless loop).
+
+    The emulator also refuses to hide what a GPU does not promise: threadgroup memory starts
+    out as junk (NaN floats) in every launch, ``shuffle=<seed>`` runs the threads in a shuffled
+    order (a kernel whose result depends on thread order then changes), and threads of a group
+    that cannot all meet at a ``threadgroup_barrier`` fail the launch instead of hanging.
     ``sanitize=False`` runs in this process: much faster, but UNSAFE -- a missing bounds guard
     then silently overwrites other memory or kills Python. Use it only for kernels that guard
     every access (as the library's own kernels, which always run that way, do). On a Mac
@@ -121,15 +129,29 @@ def run_kernel(
     :class:`KernelArgumentError`, :class:`KernelMemoryError`, :class:`KernelLaunchError`,
     :class:`MetalUnavailableError`.
     """
+    if not isinstance(source, str):
+        raise KernelArgumentError(
+            f"source must be the kernel's MSL text (a str), got {type(source).__name__}"
+        )
+    if not isinstance(name, str):
+        raise KernelArgumentError(
+            f"name must be the kernel function's name (a str), got {type(name).__name__}"
+        )
+    if buffers is None:
+        raise KernelArgumentError(
+            "buffers is None: pass a list of numpy arrays (buffers[i] binds [[buffer(i)]])"
+        )
     chosen = backend or ("metal" if is_available() else "metal-emulator")
     if chosen == "metal-emulator":
-        emulator.load_library(source).run(name, buffers, grid, threadgroup, sanitize=sanitize)
+        emulator.load_library(source).run(
+            name, buffers, grid, threadgroup, sanitize=sanitize, shuffle=shuffle, timeout=timeout
+        )
         return
     if chosen == "metal":
-        if sanitize:
+        if sanitize or shuffle is not None:
             raise KernelArgumentError(
-                "sanitize=True needs the emulator (backend='metal-emulator'); on a Mac, Xcode's "
-                "Metal validation layer plays that role"
+                "sanitize=True and shuffle need the emulator (backend='metal-emulator'); on a "
+                "Mac, Xcode's Metal validation layer plays that role"
             )
         device.default_device().run_kernel(source, name, buffers, grid, threadgroup)
         return

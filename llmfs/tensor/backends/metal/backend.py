@@ -5,7 +5,9 @@ What runs on the kernels (both backends run the same kernels; :data:`KERNEL_OPS`
 
 * ``copy`` (the strided copy), every ``unary`` op, every ``binary`` op (``scale`` reaches the
   backend as ``mul`` with a broadcast scalar), the reductions ``sum`` and ``max``, and
-  ``matmul`` -- for float32 and float16 inputs whose result dtype equals the input dtype.
+  ``matmul`` -- for float32 and float16 inputs whose result dtype equals the input dtype; and
+  for int32 the copy, ``neg``/``abs`` and ``add``/``sub``/``mul``/``minimum``/``maximum``, for
+  bool the copy (:func:`~llmfs.tensor.backends.metal.ops.kernel_dtypes`).
 
 What runs on the numpy backend instead, explicitly (and is listed by :func:`numpy_fallbacks`):
 
@@ -14,8 +16,9 @@ What runs on the numpy backend instead, explicitly (and is listed by :func:`nump
 * calls whose inputs mix float16 and float32, or whose requested result dtype differs from the
   input dtype (the kernels read and write one dtype; a second rounding would differ from numpy).
 
-float64 is refused, never converted: Metal has no 64-bit float, so any primitive on float64
-input raises :class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` saying to convert.
+float64 and int64 are refused, never converted: Metal has no 64-bit float and the kernels take
+32-bit integers, so any primitive on them raises
+:class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` saying to convert.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from llmfs.tensor.backends import get_backend
 from llmfs.tensor.backends.base import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Backend
 from llmfs.tensor.backends.metal import device, ops, toolchain
 from llmfs.tensor.backends.metal.errors import MetalDTypeError, MetalUnavailableError
+from llmfs.tensor.dtypes import SUPPORTED_DTYPES
 from llmfs.tensor.errors import BackendUnavailableError
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
@@ -52,6 +56,11 @@ def numpy_fallbacks() -> dict[str, str]:
     return fallbacks
 
 
+#: Refused by name rather than handed to numpy: Metal has no 64-bit float, and the kernels take
+#: 32-bit integers (nothing is narrowed silently).
+_REFUSED = ("float64", "int64")
+
+
 def _strided(view: TensorView) -> ops.Strided:
     return ops.Strided(view.owner.as_slice(), view.layout)
 
@@ -59,22 +68,31 @@ def _strided(view: TensorView) -> ops.Strided:
 class _KernelBackend(Backend):
     """The primitives on Metal kernels, through an executor set by the subclass."""
 
-    dtypes = ("float16", "float32")
+    #: The library's dtypes that have kernels (int32 and bool once the library has them).
+    dtypes = tuple(d for d in ("float16", "float32", "int32", "bool") if d in SUPPORTED_DTYPES)
     fallback = "numpy"
     executor: ops.Executor
 
     def supports(self, primitive: str, op: str | None, dtype: np.dtype) -> bool:
-        """True for the kernel ops of :data:`KERNEL_OPS` on float16/float32, and for float64
-        (so that the refusal with its advice comes from here, never a silent numpy run)."""
+        """True for the kernel ops of :data:`KERNEL_OPS` on the dtypes they have kernels for,
+        and for float64 and int64 (so that the refusal with its advice comes from here, never a
+        silent numpy run)."""
         name = np.dtype(dtype).name
-        if name == "float64":
+        if name in _REFUSED:
             return True
-        return name in self.dtypes and op in KERNEL_OPS.get(primitive, ())
+        if op not in KERNEL_OPS.get(primitive, ()):
+            return False
+        if primitive == "copy":
+            return name in ops.COPY_DTYPES
+        if primitive in ("unary", "binary") and op is not None:
+            return name in ops.kernel_dtypes(op)
+        return name in ops.FLOAT_DTYPES
 
     def _refuse(self, *dtypes: np.dtype) -> None:
         for dtype in dtypes:
-            if np.dtype(dtype).name == "float64":
-                raise MetalDTypeError("float64", where=f"the {self.name} backend")
+            name = np.dtype(dtype).name
+            if name in _REFUSED:
+                raise MetalDTypeError(name, where=f"the {self.name} backend")
 
     @staticmethod
     def _numpy() -> Backend:

@@ -13,14 +13,32 @@ of these buffers; otherwise it is wrapped without a copy when its address and le
 page-aligned (16 KiB), and copied once when not. Small read-only parameters go by
 ``setBytes``.
 
+Ownership. Metal's creation methods (``-[MTLDevice newBufferWithLength:options:]``,
+``newCommandQueue``, ``newLibraryWithSource:options:error:``, ...) are instance methods of the
+``new`` family: the caller owns the object they return. pyobjc-core applies that rule by name only
+to class methods and Metal's bridge metadata does not state it, so PyObjC would retain each result
+once more and never release it: every buffer would leak. :func:`register_ownership_metadata`
+restates PyObjC's own metadata for those selectors (types and argument rules unchanged) with
+``already_retained`` added on the result; it runs once, after ``import Metal`` (whose own
+registration it must replace) and before the first call.
+
 Dispatch follows ``dispatchThreads`` with the threadgroup sized from the pipeline's
-``threadExecutionWidth`` and ``maxTotalThreadsPerThreadgroup``. Every launch commits its command
-buffer and waits for it (``waitUntilCompleted``) before returning, so the CPU never reads a buffer
-the GPU is still writing; a failed command buffer raises with Metal's error text.
+``threadExecutionWidth`` and ``maxTotalThreadsPerThreadgroup`` when the device supports
+non-uniform threadgroups (Apple4 and later, Mac2); otherwise ``dispatchThreadgroups`` over the
+grid rounded up to whole threadgroups, which the library's kernels allow for with their
+``gid >= count`` guards. Every launch commits its command buffer and waits for it
+(``waitUntilCompleted``) before returning, so the CPU never reads a buffer the GPU is still
+writing; a failed command buffer raises with Metal's error text.
+
+Math. Kernels are compiled with fast math off and, where the SDK has the setting (macOS 15 and
+later), ``mathFloatingPointFunctions`` set to precise: on macOS 15 ``MTLMathModeSafe`` alone
+leaves ``exp``/``log``/``sin``/``cos``/``tanh`` on their fast variants. The library's kernels also
+spell those functions ``precise::``, so they are precise whatever the options.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import sys
@@ -54,27 +72,130 @@ PAGE_SIZE = 16384
 #: Largest parameter passed with setBytes instead of a buffer (Metal's documented limit is 4 KiB).
 SET_BYTES_LIMIT = 4096
 
+#: Smallest buffer the device path allocates (Metal refuses zero-length buffers).
+MIN_BUFFER_BYTES = 16
+
 #: MTLCommandBufferStatusError.
 _STATUS_ERROR = 5
 
-#: Part of the library cache key: the compile options used below.
-_OPTIONS_TAG = "mathMode=safe"
+#: Enum values from Metal's headers, used when the bindings predate the names.
+_MATH_MODE_SAFE = 0  # MTLMathModeSafe
+_MATH_FUNCTIONS_PRECISE = 1  # MTLMathFloatingPointFunctionsPrecise
+_GPU_FAMILY_APPLE4 = 1004  # MTLGPUFamilyApple4: first Apple GPU with non-uniform threadgroups
+_GPU_FAMILY_MAC2 = 2002  # MTLGPUFamilyMac2
+
+#: Loaded before the first device query: a command-line process (no AppKit) otherwise may get
+#: no device from MTLCreateSystemDefaultDevice().
+COREGRAPHICS_PATH = "/System/Library/Frameworks/CoreGraphics.framework/CoreGraphics"
+
+#: The ``new``-family instance methods this module calls, with PyObjC's own argument metadata
+#: (pyobjc-framework-Metal's ``_metadata.py``). Registering metadata for a selector replaces what
+#: was registered before for the same class, so the argument rules are restated unchanged and
+#: only ``already_retained`` is added to the result.
+OWNED_RESULT_SELECTORS: dict[bytes, dict[int, dict[str, object]]] = {
+    b"newCommandQueue": {},
+    b"newBufferWithLength:options:": {2: {"type": b"Q"}, 3: {"type": b"Q"}},
+    b"newBufferWithBytes:length:options:": {
+        2: {"type": b"^v", "type_modifier": b"n", "c_array_length_in_arg": 3},
+        3: {"type": b"Q"},
+        4: {"type": b"Q"},
+    },
+    b"newBufferWithBytesNoCopy:length:options:deallocator:": {
+        2: {"type": b"^v", "type_modifier": b"n", "c_array_length_in_arg": 3},
+        3: {"type": b"Q"},
+        4: {"type": b"Q"},
+        5: {
+            "callable": {
+                "retval": {"type": b"v"},
+                "arguments": {0: {"type": b"^v"}, 1: {"type": b"n^v"}, 2: {"type": b"Q"}},
+            },
+            "type": b"@?",
+        },
+    },
+    b"newLibraryWithSource:options:error:": {
+        2: {"type": b"@"},
+        3: {"type": b"@"},
+        4: {"type": b"^@", "type_modifier": b"o"},
+    },
+    b"newFunctionWithName:": {2: {"type": b"@"}},
+    b"newComputePipelineStateWithFunction:error:": {
+        2: {"type": b"@"},
+        3: {"type": b"^@", "type_modifier": b"o"},
+    },
+}
+
+_REGISTERED: list[bool] = []  # one entry once the metadata is registered in this process
+_REGISTER_LOCK = threading.Lock()
+
+
+def register_ownership_metadata(objc: Any) -> None:
+    """Tells PyObjC that the results of :data:`OWNED_RESULT_SELECTORS` are owned by the caller.
+
+    Idempotent; must run after ``import Metal`` (which registers the metadata this replaces).
+    Without it, each of those calls leaks the object it returns.
+    """
+    with _REGISTER_LOCK:
+        if _REGISTERED:
+            return
+        for selector, arguments in OWNED_RESULT_SELECTORS.items():
+            metadata: dict[str, object] = {
+                "required": True,
+                "retval": {"type": b"@", "already_retained": True},
+            }
+            if arguments:
+                metadata["arguments"] = arguments
+            objc.registerMetaDataForSelector(b"NSObject", selector, metadata)
+        _REGISTERED.append(True)
 
 
 def _import_metal() -> Any:
-    """The PyObjC ``Metal`` module, or ``None`` off macOS or without pyobjc-framework-Metal."""
-    if sys.platform != "darwin":
+    """The PyObjC ``Metal`` module, or ``None`` off macOS or without pyobjc-framework-Metal.
+
+    Loads CoreGraphics first and registers the ownership metadata (both once).
+    """
+    if not _on_macos():
         return None
+    _load_coregraphics()
     try:
         import Metal  # type: ignore[import-not-found]
+        import objc  # type: ignore[import-not-found]
     except ImportError:
         return None
+    register_ownership_metadata(objc)
     return Metal
+
+
+def _on_macos() -> bool:
+    return sys.platform == "darwin"
+
+
+#: How a system framework is loaded (a seam for the host tests).
+_dlopen = ctypes.CDLL
+
+
+@functools.lru_cache(maxsize=1)
+def _load_coregraphics() -> bool:
+    """Loads CoreGraphics (what AppKit would have loaded); False when it cannot be loaded."""
+    try:
+        _dlopen(COREGRAPHICS_PATH)
+    except OSError:
+        return False
+    return True
+
+
+def _system_device(metal: Any) -> Any:
+    """The default Metal device, else the first of ``MTLCopyAllDevices()``, else ``None``."""
+    device = metal.MTLCreateSystemDefaultDevice()
+    if device is not None:
+        return device
+    copy_all = getattr(metal, "MTLCopyAllDevices", None)
+    devices = copy_all() if copy_all is not None else None
+    return devices[0] if devices is not None and len(devices) > 0 else None
 
 
 def unavailable_reason() -> str | None:
     """Why the ``metal`` backend cannot run here, or ``None`` when it can."""
-    if sys.platform != "darwin":
+    if not _on_macos():
         return f"Metal needs macOS; this is {sys.platform}"
     metal = _import_metal()
     if metal is None:
@@ -82,8 +203,8 @@ def unavailable_reason() -> str | None:
             "PyObjC's Metal bindings are not installed (pip install 'llmfs[metal]' installs "
             "pyobjc-framework-Metal)"
         )
-    if metal.MTLCreateSystemDefaultDevice() is None:
-        return "MTLCreateSystemDefaultDevice() found no Metal device"
+    if _system_device(metal) is None:
+        return "neither MTLCreateSystemDefaultDevice() nor MTLCopyAllDevices() found a Metal device"
     return None
 
 
@@ -141,8 +262,11 @@ class MetalDevice:
         if reason is not None:
             raise MetalUnavailableError(f"the metal backend is unavailable: {reason}")
         self._metal = _import_metal()
-        self.device = self._metal.MTLCreateSystemDefaultDevice()
+        self.device = _system_device(self._metal)
         self.queue = self.device.newCommandQueue()
+        self.nonuniform_threadgroups = _supports_nonuniform_threadgroups(self._metal, self.device)
+        self._options_tag = ""
+        self._options = self._compile_options()
         self._libraries: dict[str, Any] = {}
         self._pipelines: dict[tuple[str, str], Any] = {}
         self._kernels: dict[str, dict[str, Kernel]] = {}
@@ -151,12 +275,27 @@ class MetalDevice:
     # -- compilation -----------------------------------------------------------------------------
 
     def _compile_options(self) -> Any:
-        options = self._metal.MTLCompileOptions.alloc().init()
+        """Fast math off and precise math functions, with whatever this macOS offers; records
+        what was set in ``_options_tag`` (part of the library cache key)."""
+        metal = self._metal
+        options = metal.MTLCompileOptions.alloc().init()
+        tags = []
         if hasattr(options, "setMathMode_"):  # macOS 15 and later
-            options.setMathMode_(getattr(self._metal, "MTLMathModeSafe", 0))
-        else:  # before macOS 15
+            options.setMathMode_(getattr(metal, "MTLMathModeSafe", _MATH_MODE_SAFE))
+            tags.append("mathMode=safe")
+        else:  # before macOS 15: fast math off also selects the precise math functions
             options.setFastMathEnabled_(False)
+            tags.append("fastMath=off")
+        if hasattr(options, "setMathFloatingPointFunctions_"):  # macOS 15 and later
+            options.setMathFloatingPointFunctions_(
+                getattr(metal, "MTLMathFloatingPointFunctionsPrecise", _MATH_FUNCTIONS_PRECISE)
+            )
+            tags.append("functions=precise")
+        self._options_tag = ",".join(tags)
         return options
+
+    def _key(self, source: str) -> str:
+        return hashlib.sha256((self._options_tag + "\0" + source).encode()).hexdigest()
 
     def pipeline(self, source: str, name: str) -> Any:
         """The compute pipeline for kernel ``name`` of ``source``, compiled once per source hash.
@@ -164,7 +303,7 @@ class MetalDevice:
         Raises :class:`KernelCompileError` with Metal's compiler text, or
         :class:`KernelNotFoundError`.
         """
-        key = hashlib.sha256((_OPTIONS_TAG + "\0" + source).encode()).hexdigest()
+        key = self._key(source)
         with self._lock:
             cached = self._pipelines.get((key, name))
             if cached is not None:
@@ -173,7 +312,7 @@ class MetalDevice:
             if library is None:
                 check_msl(source)
                 library, error = self.device.newLibraryWithSource_options_error_(
-                    source, self._compile_options(), None
+                    source, self._options, None
                 )
                 if library is None:
                     text = error.localizedDescription() if error is not None else "no error text"
@@ -191,15 +330,14 @@ class MetalDevice:
             return pipeline
 
     def _kernel(self, source: str, name: str) -> Kernel:
-        key = hashlib.sha256((_OPTIONS_TAG + "\0" + source).encode()).hexdigest()
-        return self._kernels[key][name]
+        return self._kernels[self._key(source)][name]
 
     # -- memory ----------------------------------------------------------------------------------
 
     def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
         """A writeable 1-D numpy array of ``count`` elements over a new shared MTLBuffer."""
         dtype = np.dtype(dtype)
-        nbytes = max(count * dtype.itemsize, 16)  # Metal refuses zero-length buffers
+        nbytes = max(count * dtype.itemsize, MIN_BUFFER_BYTES)  # Metal refuses zero length
         buffer = self.device.newBufferWithLength_options_(
             nbytes, self._metal.MTLResourceStorageModeShared
         )
@@ -219,17 +357,22 @@ class MetalDevice:
         if nbytes and address % PAGE_SIZE == 0 and nbytes % PAGE_SIZE == 0:
             try:
                 buffer = self.device.newBufferWithBytesNoCopy_length_options_deallocator_(
-                    memoryview(array).cast("B"), nbytes, shared, None
+                    array.data.cast("B"), nbytes, shared, None
                 )
             except (TypeError, ValueError):  # e.g. a read-only array the bridge will not lend
                 buffer = None
             # Trust "no copy" only if Metal's buffer really starts at the array's memory.
             if buffer is not None and _contents_address(buffer, nbytes) == address:
                 return buffer, 0, False
+        data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        if nbytes < MIN_BUFFER_BYTES:
+            # PyObjC checks the Python buffer against the length asked for ("Requesting buffer
+            # of 16, have buffer of 4"), so a short array is padded to the minimum first.
+            padded = np.zeros(MIN_BUFFER_BYTES, dtype=np.uint8)
+            padded[:nbytes] = data
+            data = padded
         buffer = self.device.newBufferWithBytes_length_options_(
-            memoryview(np.ascontiguousarray(array)).cast("B") if nbytes else b"\0" * 16,
-            max(nbytes, 16),
-            shared,
+            data.data, max(nbytes, MIN_BUFFER_BYTES), shared
         )
         if buffer is None:
             raise KernelLaunchError(f"Metal could not allocate a {nbytes}-byte buffer")
@@ -301,7 +444,13 @@ class MetalDevice:
             if copied and written:
                 copies.append((array, buffer))
         size = self._metal.MTLSizeMake
-        encoder.dispatchThreads_threadsPerThreadgroup_(size(*dims), size(*group))
+        if self.nonuniform_threadgroups:
+            encoder.dispatchThreads_threadsPerThreadgroup_(size(*dims), size(*group))
+        else:
+            # Whole threadgroups only: the grid is rounded up and the extra threads run too,
+            # so this path needs kernels that guard their accesses (the library's all do).
+            groups = tuple(-(-d // g) for d, g in zip(dims, group, strict=True))
+            encoder.dispatchThreadgroups_threadsPerThreadgroup_(size(*groups), size(*group))
         encoder.endEncoding()
         command_buffer.commit()
         command_buffer.waitUntilCompleted()
@@ -319,6 +468,17 @@ class MetalDevice:
         self.run_kernel(source, kernel, buffers, grid)
 
 
+def _supports_nonuniform_threadgroups(metal: Any, device: Any) -> bool:
+    """True when ``dispatchThreads`` (partial edge threadgroups) is available on ``device``."""
+    if not hasattr(device, "supportsFamily_"):
+        return False
+    families = (
+        getattr(metal, "MTLGPUFamilyApple4", _GPU_FAMILY_APPLE4),
+        getattr(metal, "MTLGPUFamilyMac2", _GPU_FAMILY_MAC2),
+    )
+    return any(bool(device.supportsFamily_(family)) for family in families)
+
+
 @functools.lru_cache(maxsize=1)
 def default_device() -> MetalDevice:
     """The process-wide :class:`MetalDevice` (created on first use)."""
@@ -326,10 +486,14 @@ def default_device() -> MetalDevice:
 
 
 __all__ = [
+    "COREGRAPHICS_PATH",
+    "MIN_BUFFER_BYTES",
+    "OWNED_RESULT_SELECTORS",
     "PAGE_SIZE",
     "SET_BYTES_LIMIT",
     "MetalDevice",
     "default_device",
     "is_available",
+    "register_ownership_metadata",
     "unavailable_reason",
 ]

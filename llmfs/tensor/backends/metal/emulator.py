@@ -13,6 +13,14 @@ How it works, in the order a launch happens:
    pointers taken from the same ``[[buffer(n)]]`` indices the Metal path binds. A kernel that
    uses ``threadgroup_barrier`` gets one OS thread per GPU thread of a group, meeting at a real
    barrier; other kernels run their threads one after another.
+
+   What a GPU does not promise, the emulator does not give either: every ``threadgroup``
+   variable of a kernel body is rewritten into a reference to a block of its group's memory that
+   starts out filled with junk (0xFF bytes: NaN for floats, -1 for integers) on every launch and
+   in every group; ``shuffle=<seed>`` runs the groups and the threads inside each group in a
+   seeded random order, so a kernel whose result depends on thread order shows it; a thread
+   that returns while the rest of its group waits at a barrier fails the launch
+   (:class:`KernelLaunchError`) instead of hanging.
 4. The text is compiled once per hash into the cache folder (see
    :mod:`~llmfs.tensor.backends.metal.toolchain`) and loaded with :mod:`ctypes`.
 
@@ -28,12 +36,15 @@ process through :mod:`ctypes`, fast and unchecked.
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
+import re
 import subprocess
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,6 +62,24 @@ from llmfs.tensor.backends.metal.toolchain import build, find_compiler, sanitize
 #: What the emulator reports as its device limits (those of current Apple GPUs).
 MAX_THREADS_PER_THREADGROUP = 1024
 THREAD_EXECUTION_WIDTH = 32
+
+#: How long an isolated launch may run before it is stopped (seconds).
+DEFAULT_TIMEOUT_S = 30.0
+
+#: The numpy dtype of each MSL scalar type (and of its 2/3/4-vectors' elements).
+ELEMENT_DTYPES = {
+    "float": np.dtype(np.float32),
+    "half": np.dtype(np.float16),
+    "int": np.dtype(np.int32),
+    "uint": np.dtype(np.uint32),
+    "short": np.dtype(np.int16),
+    "ushort": np.dtype(np.uint16),
+    "char": np.dtype(np.int8),
+    "uchar": np.dtype(np.uint8),
+    "bool": np.dtype(np.bool_),
+    "long": np.dtype(np.int64),
+    "ulong": np.dtype(np.uint64),
+}
 
 #: Element sizes of the MSL scalar types a buffer may hold, for argument checks.
 TYPE_SIZES = {
@@ -81,11 +110,18 @@ def as_grid(grid: object, what: str = "grid") -> Grid:
 
     Raises :class:`KernelArgumentError` for anything else or for sizes above 2**32 - 1.
     """
-    values = (grid,) if isinstance(grid, (int, np.integer)) else grid
+    if isinstance(grid, int | np.integer):
+        values: object = (grid,)
+    else:
+        values = grid
     try:
-        dims = tuple(int(v) for v in values)  # type: ignore[union-attr]
+        if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+            raise TypeError
+        dims = tuple(operator.index(v) for v in values)
     except TypeError:
-        raise KernelArgumentError(f"{what} must be an int or a tuple of 1 to 3 ints") from None
+        raise KernelArgumentError(
+            f"{what} must be an int or a tuple of 1 to 3 ints, got {grid!r}"
+        ) from None
     if not 1 <= len(dims) <= 3:
         raise KernelArgumentError(f"{what} must have 1 to 3 dimensions, got {len(dims)}")
     for value in dims:
@@ -129,9 +165,22 @@ def normalize_buffers(buffers: BufferArgs) -> dict[int, np.ndarray]:
     Python and numpy scalars are not accepted (their size would be a guess): pass
     ``np.array([v], dtype=np.int32)`` or a numpy scalar such as ``np.float32(2.0)``.
     """
-    items = buffers.items() if isinstance(buffers, Mapping) else enumerate(buffers)
+    if isinstance(buffers, Mapping):
+        items: Iterable[tuple[object, object]] = buffers.items()
+    elif isinstance(buffers, Sequence) and not isinstance(buffers, str | bytes):
+        items = enumerate(buffers)
+    else:
+        raise KernelArgumentError(
+            f"buffers must be a list of numpy arrays (buffers[i] binds [[buffer(i)]]) or a dict "
+            f"{{index: array}}, got {type(buffers).__name__}"
+        )
     bound: dict[int, np.ndarray] = {}
     for index, value in items:
+        if isinstance(index, bool) or not isinstance(index, int | np.integer):
+            raise KernelArgumentError(
+                f"buffer keys are [[buffer(n)]] indices (ints), got {index!r}; bind by index, "
+                f"for example {{0: values, 1: out}}"
+            )
         if value is None:
             continue
         if isinstance(value, np.generic):
@@ -148,11 +197,20 @@ def normalize_buffers(buffers: BufferArgs) -> dict[int, np.ndarray]:
 def check_buffers(kernel: Kernel, bound: Mapping[int, np.ndarray]) -> None:
     """Checks the bound arrays against the kernel's declared buffers.
 
-    Every declared index needs a C-contiguous array; its element size must equal the declared
-    type's (for known scalar types); a buffer the kernel may write (``device`` without
-    ``const``) must be writeable; a ``T&`` argument needs at least one element. Raises
+    Every declared index needs a C-contiguous array; its dtype must be the declared element
+    type's (``float`` holds float32, ``half`` float16, ``int`` int32, ``uint`` uint32, ...; a
+    vector type such as ``float4`` holds its element type); a buffer the kernel may write
+    (``device`` without ``const``) must be writeable; a ``T&`` argument needs at least one
+    element. A bound index the kernel does not declare is refused too. Raises
     :class:`KernelArgumentError` naming the parameter.
     """
+    for index in sorted(bound):
+        if index not in kernel.buffers:
+            declared = ", ".join(str(i) for i in sorted(kernel.buffers)) or "none"
+            raise KernelArgumentError(
+                f"kernel {kernel.name}: buffer {index} is bound but the kernel declares no "
+                f"[[buffer({index})]] (declared indices: {declared})"
+            )
     for index, param in sorted(kernel.buffers.items()):
         where = f"kernel {kernel.name}: buffer {index} ({param.type_text} {param.name})"
         array = bound.get(index)
@@ -161,6 +219,13 @@ def check_buffers(kernel: Kernel, bound: Mapping[int, np.ndarray]) -> None:
         if not array.flags.c_contiguous:
             raise KernelArgumentError(
                 f"{where} must be C-contiguous (pass np.ascontiguousarray(...) or the storage)"
+            )
+        element = param.base_type.rstrip("234")
+        expected = ELEMENT_DTYPES.get(element)
+        if expected is not None and array.dtype != expected:
+            raise KernelArgumentError(
+                f"{where} holds {element} ({expected}) but the array is {array.dtype}; pass "
+                f"an array of dtype {expected} (for example arr.astype(np.{expected}))"
             )
         size = TYPE_SIZES.get(param.base_type)
         if size is not None and array.dtype.itemsize != size:
@@ -196,9 +261,64 @@ def uses_barrier(source: str, kernel: Kernel) -> bool:
     return "threadgroup_barrier" in text
 
 
+_THREADGROUP_DECLARATION = re.compile(r"\bthreadgroup\b([^;{}()]*);")
+_DECLARATOR = re.compile(r"^(.*?)\b([A-Za-z_]\w*)\s*((?:\[[^\]]*\]\s*)*)$", re.DOTALL)
+
+
+def with_threadgroup_memory(source: str, kernels: Sequence[Kernel]) -> str:
+    """``source`` with every ``threadgroup`` variable of a kernel body turned into a reference
+    to its group's block (``auto& tile = *llmfs_threadgroup<float[64]>(0);``), which the shim
+    allocates junk-filled per group. Line numbers are kept. Pointers to threadgroup memory are
+    left alone (the shim defines the word away)."""
+    text = blank_comments(source)
+    edits: list[tuple[int, int, str]] = []
+    slot = 0
+    for kernel in kernels:
+        if kernel.body_start < 0:
+            continue
+        body = text[kernel.body_start : kernel.body_start + len(kernel.body)]
+        for match in _THREADGROUP_DECLARATION.finditer(body):
+            declarator = match.group(1)
+            if any(c in declarator for c in "*&=,"):
+                continue  # a pointer or reference, or a form the lint refuses
+            parts = _DECLARATOR.match(declarator.strip())
+            if parts is None or not parts.group(1).strip():
+                continue
+            if slot >= MAX_THREADGROUP_VARIABLES:
+                raise KernelArgumentError(
+                    f"kernel {kernel.name}: the emulator supports at most "
+                    f"{MAX_THREADGROUP_VARIABLES} threadgroup variables per source"
+                )
+            element, name, dims = parts.group(1).strip(), parts.group(2), parts.group(3)
+            dims = "".join(dims.split())
+            newlines = "\n" * match.group(0).count("\n")
+            replacement = f"auto& {name} = *llmfs_threadgroup<{element}{dims}>({slot});{newlines}"
+            start = kernel.body_start + match.start()
+            edits.append((start, start + len(match.group(0)), replacement))
+            slot += 1
+    for start, end, replacement in sorted(edits, reverse=True):
+        source = source[:start] + replacement + source[end:]
+    return source
+
+
+#: Must match LLMFS_MAX_THREADGROUP_VARIABLES in the shim.
+MAX_THREADGROUP_VARIABLES = 64
+
+
 def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
-    """``source`` followed by one ``extern "C"`` launcher per kernel (see the module text)."""
-    parts = [source.rstrip("\n"), "", "// ---- llmfs emulator: generated launchers ----"]
+    """``source`` (threadgroup variables rewritten, see :func:`with_threadgroup_memory`)
+    followed by one ``extern "C"`` launcher per kernel (see the module text) and the order
+    setter."""
+    parts = [
+        with_threadgroup_memory(source, kernels).rstrip("\n"),
+        "",
+        "// ---- llmfs emulator: generated launchers ----",
+        'extern "C" __attribute__((visibility("default"))) void '
+        "llmfs_set_order(int shuffled, unsigned long long seed) {\n"
+        "    llmfs_order_shuffled = shuffled;\n"
+        "    llmfs_order_seed = seed;\n"
+        "}",
+    ]
     for kernel in kernels:
         args = []
         for param in kernel.parameters:
@@ -229,7 +349,8 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
 
 _HARNESS_MAIN = r"""
 // ---- llmfs emulator: isolated launch harness ----
-// argv[1] names a manifest: "gx gy gz tx ty tz count", then per buffer index "bytes path"
+// argv[1] names a manifest: "gx gy gz tx ty tz count shuffled seed", then per buffer index
+// "bytes path"
 // (path "-" for an unbound index). Every buffer gets its own exactly-sized block:
 // * AddressSanitizer build: a malloc of exactly `bytes` bytes; the sanitizer reports any access
 //   outside it.
@@ -319,10 +440,12 @@ int main(int argc, char** argv) {
     FILE* manifest = fopen(argv[1], "r");
     if (!manifest) return 65;
     unsigned grid[3], group[3];
-    int count = 0;
-    if (fscanf(manifest, "%u %u %u %u %u %u %d", &grid[0], &grid[1], &grid[2], &group[0],
-               &group[1], &group[2], &count) != 7 || count < 0 || count > 31)
+    int count = 0, shuffled = 0;
+    unsigned long long seed = 0;
+    if (fscanf(manifest, "%u %u %u %u %u %u %d %d %llu", &grid[0], &grid[1], &grid[2], &group[0],
+               &group[1], &group[2], &count, &shuffled, &seed) != 9 || count < 0 || count > 31)
         return 66;
+    llmfs_set_order(shuffled, seed);
     void* buffers[31] = {0};
     size_t sizes[31] = {0};
     char paths[31][1024];
@@ -371,7 +494,7 @@ class EmulatorLibrary:
     """One compiled MSL source: its kernels, callable by name with numpy buffers.
 
     Made by :func:`load_library`, which caches one per source text. Launches of one library are
-    serialised by a lock, because threadgroup memory lives in the library's static storage.
+    serialised by a lock, because the thread order is a setting of the library.
     """
 
     def __init__(self, source: str) -> None:
@@ -382,7 +505,7 @@ class EmulatorLibrary:
         path = build(self._text, kind="so", what="the MSL source (as C++ for the emulator)")
         self._dll = ctypes.CDLL(str(path))
         self._lock = threading.Lock()
-        self._functions: dict[str, ctypes._CFuncPtr] = {}
+        self._functions: dict[str, Any] = {}  # ctypes function pointers
         for name in self.kernels:
             function = getattr(self._dll, f"llmfs_launch_{name}")
             function.argtypes = [
@@ -392,6 +515,9 @@ class EmulatorLibrary:
             ]
             function.restype = ctypes.c_int
             self._functions[name] = function
+        self._set_order = self._dll.llmfs_set_order
+        self._set_order.argtypes = [ctypes.c_int, ctypes.c_ulonglong]
+        self._set_order.restype = None
 
     def kernel(self, name: str) -> Kernel:
         """The parsed kernel ``name``; raises :class:`KernelNotFoundError`."""
@@ -408,11 +534,16 @@ class EmulatorLibrary:
         threadgroup: object | None = None,
         *,
         sanitize: bool | None = False,
+        shuffle: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         """Runs kernel ``name`` over ``grid`` threads (``dispatchThreads`` semantics).
 
         Writes land in the bound numpy arrays. ``threadgroup`` defaults to
-        :func:`default_threadgroup`. ``sanitize`` chooses where the launch runs:
+        :func:`default_threadgroup`. ``shuffle``: ``None`` runs groups and threads in grid
+        order; an int runs them in an order shuffled from that seed (the same seed gives the
+        same order). ``timeout`` (seconds, default :data:`DEFAULT_TIMEOUT_S`) bounds an isolated
+        launch. ``sanitize`` chooses where the launch runs:
 
         * ``False``: in this process, fast, and unchecked: a kernel that reads or writes outside
           its buffers corrupts this process or kills it. For kernels known to guard every
@@ -425,8 +556,17 @@ class EmulatorLibrary:
 
         Raises :class:`KernelArgumentError` for bad arguments, :class:`KernelMemoryError` (naming
         the kernel) for an access outside a buffer in an isolated launch, and
-        :class:`KernelLaunchError` when the launch reports another failure.
+        :class:`KernelLaunchError` when the launch reports another failure (threads of a group
+        that cannot all meet at a barrier, or an isolated launch past ``timeout``).
         """
+        if not isinstance(name, str):
+            raise KernelArgumentError(f"the kernel name must be a str, got {type(name).__name__}")
+        if shuffle is not None and (isinstance(shuffle, bool) or not isinstance(shuffle, int)):
+            raise KernelArgumentError(f"shuffle must be None or an int seed, got {shuffle!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise KernelArgumentError(
+                f"timeout must be a positive number of seconds, got {timeout!r}"
+            )
         kernel = self.kernel(name)
         dims = as_grid(grid)
         group = (
@@ -443,7 +583,9 @@ class EmulatorLibrary:
             return  # no threads: nothing runs, nothing to isolate
         if sanitize is None or sanitize:
             chosen = sanitizer_available() if sanitize is None else True
-            self.run_isolated(kernel, bound, dims, group, sanitize=chosen)
+            self.run_isolated(
+                kernel, bound, dims, group, sanitize=chosen, shuffle=shuffle, timeout=timeout
+            )
             return
         slots = max(bound, default=-1) + 1
         pointers = (ctypes.c_void_p * max(slots, 1))()
@@ -452,17 +594,10 @@ class EmulatorLibrary:
         grid_arg = (ctypes.c_uint * 3)(*dims)
         group_arg = (ctypes.c_uint * 3)(*group)
         with self._lock:
+            self._set_order(0 if shuffle is None else 1, _seed(shuffle))
             rc = self._functions[name](pointers, grid_arg, group_arg)
-        if rc == 2:
-            raise KernelLaunchError(
-                f"kernel {name} called threadgroup_barrier from code the emulator did not see "
-                f"as a barrier user; call it directly in the kernel body"
-            )
         if rc != 0:
-            raise KernelLaunchError(
-                f"kernel {name}: the emulator could not start one OS thread per GPU thread of a "
-                f"{group} threadgroup (code {rc}); use a smaller threadgroup"
-            )
+            raise KernelLaunchError(_launch_failure(name, rc, group))
 
     def run_isolated(
         self,
@@ -472,6 +607,8 @@ class EmulatorLibrary:
         group: Grid,
         *,
         sanitize: bool = True,
+        shuffle: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         """Runs one launch as a standalone executable in a subprocess, on copies of the buffers.
 
@@ -480,7 +617,8 @@ class EmulatorLibrary:
         without, each block is surrounded by inaccessible guard regions and a canary (see the
         harness text). Nothing the kernel does can reach the calling process. Raises
         :class:`KernelMemoryError` with the report when an access leaves a buffer,
-        :class:`KernelLaunchError` for any other failure (or a launch running past 300 s), and
+        :class:`KernelLaunchError` for any other failure (or a launch running past ``timeout``
+        seconds, which then is stopped), and
         :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when ``sanitize`` is
         asked for but the compiler cannot build sanitized code here.
         """
@@ -496,7 +634,8 @@ class EmulatorLibrary:
         with tempfile.TemporaryDirectory(prefix="llmfs-asan-run-") as tmp:
             folder = Path(tmp)
             count = max(bound, default=-1) + 1
-            lines = [" ".join(str(v) for v in (*grid, *group, count))]
+            order = (0 if shuffle is None else 1, _seed(shuffle))
+            lines = [" ".join(str(v) for v in (*grid, *group, count, *order))]
             for index in range(count):
                 array = bound.get(index)
                 if array is None:
@@ -511,11 +650,16 @@ class EmulatorLibrary:
             env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:abort_on_error=0"
             try:
                 result = subprocess.run(
-                    [str(exe), str(manifest)], capture_output=True, text=True, env=env, timeout=300
+                    [str(exe), str(manifest)],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    timeout=timeout,
                 )
             except subprocess.TimeoutExpired:
                 raise KernelLaunchError(
-                    f"isolated launch of kernel {kernel.name} ran past 300 s (an endless loop?)"
+                    f"isolated launch of kernel {kernel.name} ran past its {timeout:g} s timeout "
+                    f"and was stopped (an endless loop, or a barrier some threads never reach?)"
                 ) from None
             if "ERROR: AddressSanitizer" in result.stderr or "LLMFS-GUARD:" in result.stderr:
                 raise KernelMemoryError(kernel.name, result.stderr)
@@ -526,6 +670,8 @@ class EmulatorLibrary:
                     f"isolated launch of kernel {kernel.name} was killed by signal "
                     f"{-result.returncode}: {result.stderr.strip()[-2000:]}"
                 )
+            if result.returncode in (2, 3, 4):
+                raise KernelLaunchError(_launch_failure(kernel.name, result.returncode, group))
             if result.returncode != 0:
                 raise KernelLaunchError(
                     f"isolated launch of kernel {kernel.name} failed with code "
@@ -535,6 +681,30 @@ class EmulatorLibrary:
                 if array.flags.writeable and array.nbytes:
                     data = (folder / f"buffer{index}.bin").read_bytes()
                     array.reshape(-1).view(np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+
+
+def _seed(shuffle: int | None) -> int:
+    return 0 if shuffle is None else shuffle % 2**64
+
+
+def _launch_failure(name: str, rc: int, group: Grid) -> str:
+    """The message for a launcher's non-zero return code."""
+    if rc == 2:
+        return (
+            f"kernel {name} called threadgroup_barrier from code the emulator did not see as a "
+            f"barrier user; call it directly in the kernel body"
+        )
+    if rc == 4:
+        return (
+            f"kernel {name}: the threads of a threadgroup did not all reach threadgroup_barrier "
+            f"(some returned while others waited at a barrier, e.g. an early return before "
+            f"it). On a GPU this hangs or corrupts threadgroup memory: every thread of a group "
+            f"must reach every barrier, so guard the work, not the barrier"
+        )
+    return (
+        f"kernel {name}: the emulator could not start one OS thread per GPU thread of a "
+        f"{group} threadgroup (code {rc}); use a smaller threadgroup"
+    )
 
 
 def require_sanitizer() -> None:
@@ -577,6 +747,9 @@ def is_available() -> bool:
 
 
 __all__ = [
+    "DEFAULT_TIMEOUT_S",
+    "ELEMENT_DTYPES",
+    "MAX_THREADGROUP_VARIABLES",
     "MAX_THREADS_PER_THREADGROUP",
     "THREAD_EXECUTION_WIDTH",
     "EmulatorLibrary",
@@ -590,5 +763,6 @@ __all__ = [
     "normalize_buffers",
     "require_sanitizer",
     "uses_barrier",
+    "with_threadgroup_memory",
     "writes",
 ]

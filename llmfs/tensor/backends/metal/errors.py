@@ -4,7 +4,8 @@
 ``KernelLintError`` lists the MSL rules a source breaks that C++ would have let through;
 ``KernelLaunchError`` reports a failed dispatch (Metal's command-buffer error text, or the
 emulator's); ``KernelMemoryError`` is an out-of-bounds access caught by AddressSanitizer;
-``MetalDTypeError`` refuses float64, which Metal does not have.
+``MetalDTypeError`` refuses a dtype a kernel does not take (float64 above all, which Metal does
+not have, and int64), by name.
 """
 
 from __future__ import annotations
@@ -102,16 +103,34 @@ class MetalUnavailableError(MetalError):
 
 
 class MetalDTypeError(DTypeError):
-    """A dtype Metal kernels do not handle (float64 above all) was sent to a Metal backend."""
+    """A dtype the Metal kernels do not take was sent to them: float64 (Metal has no 64-bit
+    float), int64 (the kernels take 32-bit integers), or a dtype an op has no kernel for (for
+    example ``exp`` of int32, which NumPy computes in float64). ``allowed`` lists what the op
+    takes."""
 
-    def __init__(self, dtype: object, *, where: str) -> None:
-        super().__init__(dtype, ("float32", "float16"), where=where)
-        self.args = (
-            f"{where} does not take {dtype!s}: Metal has no 64-bit floating point type, and "
-            f"llmfs never downcasts silently. Convert first (for example "
-            f"Tensor.from_numpy(t.to_numpy(), dtype='float32')), or use the numpy backend "
-            f"for float64",
-        )
+    def __init__(
+        self,
+        dtype: object,
+        *,
+        where: str,
+        supported: Sequence[str] = ("float32", "float16"),
+    ) -> None:
+        super().__init__(dtype, supported, where=where)
+        name = str(dtype)
+        if name == "float64":
+            reason = (
+                "Metal has no 64-bit floating point type, and llmfs never downcasts silently. "
+                "Convert first (for example Tensor.from_numpy(t.to_numpy(), dtype='float32')), "
+                "or use the numpy backend for float64"
+            )
+        elif name == "int64":
+            reason = (
+                "the Metal kernels take 32-bit integers, and llmfs never narrows silently. "
+                "Convert to int32 first, or use the numpy backend for int64"
+            )
+        else:
+            reason = f"it takes {', '.join(supported)}. Convert first, or use the numpy backend"
+        self.args = (f"{where} does not take {name}: {reason}",)
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -24,7 +24,7 @@ POSITION_ATTRIBUTES = (
     "threads_per_grid",
     "thread_index_in_threadgroup",
 )
-POSITION_TYPES = ("uint", "ushort", "int", "uint2", "uint3", "ushort2", "ushort3")
+POSITION_TYPES = ("uint", "ushort", "uint2", "uint3", "ushort2", "ushort3")
 
 _KERNEL = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
 _ATTRIBUTE = re.compile(r"\[\[\s*([A-Za-z_]\w*)\s*(?:\(\s*([^)]*?)\s*\))?\s*\]\]")
@@ -71,12 +71,14 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Kernel:
-    """A ``kernel void`` function: name, parameters, body text (without braces), first line."""
+    """A ``kernel void`` function: name, parameters, body text (without braces), first line,
+    and where the body text starts in the source (``body_start``, a character offset)."""
 
     name: str
     parameters: tuple[Parameter, ...]
     body: str
     line: int
+    body_start: int = -1
 
     @property
     def buffers(self) -> dict[int, Parameter]:
@@ -188,7 +190,15 @@ def find_kernels(source: str) -> list[Kernel]:
             parse_parameter(piece, line_of(text, open_paren + 1 + offset + _lead(piece)))
             for offset, piece in split_top_level(params_text)
         )
-        kernels.append(Kernel(match.group(1), parameters, body, line_of(text, match.start())))
+        kernels.append(
+            Kernel(
+                match.group(1),
+                parameters,
+                body,
+                line_of(text, match.start()),
+                body_open + 1 if body_close > 0 else -1,
+            )
+        )
     return kernels
 
 

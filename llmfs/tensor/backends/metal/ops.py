@@ -6,10 +6,12 @@ emulator, or a Metal device), checks everything on the host, builds the view des
 kernels read, runs one kernel and returns a fresh contiguous 1-D result with its shape. Nothing
 here depends on ``Tensor``; the backend classes are thin adapters over these functions.
 
-Host-side checks, all raising :class:`~llmfs.tensor.errors.TensorError` subclasses: dtype is
-float32 or float16 (:class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` otherwise,
-float64 included: Metal has none, and nothing is downcast silently); the layout reads only
-inside its storage (``layout.validate``); counts and offsets fit the kernels' 32-bit ints.
+Host-side checks, all raising :class:`~llmfs.tensor.errors.TensorError` subclasses: the dtype
+has a kernel for the op (:func:`kernel_dtypes`: float32 and float16 everywhere; int32 for the
+copy, ``neg``/``abs`` and ``add``/``sub``/``mul``/``minimum``/``maximum``; bool for the copy),
+else :class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` naming the dtype (float64 and
+int64 included: nothing is narrowed silently); the layout reads only inside its storage
+(``layout.validate``); counts and offsets fit the kernels' 32-bit ints.
 """
 
 from __future__ import annotations
@@ -50,7 +52,24 @@ OP_FAMILY: dict[str, str] = {
 
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
-_SUFFIX = {"float32": "f32", "float16": "f16"}
+_SUFFIX = {"float32": "f32", "float16": "f16", "int32": "i32", "bool": "b8"}
+
+#: The dtypes every kernel family takes.
+FLOAT_DTYPES = ("float32", "float16")
+#: What else has kernels: int32 where NumPy's int32 result is int32 (no float64 detour), and bool
+#: for the copy.
+COPY_DTYPES = (*FLOAT_DTYPES, "int32", "bool")
+INT32_UNARY_OPS = ("neg", "abs")
+INT32_BINARY_OPS = ("add", "sub", "mul", "minimum", "maximum")
+
+
+def kernel_dtypes(op: str) -> tuple[str, ...]:
+    """The dtypes op ``op`` (a name of :data:`OP_FAMILY`) has kernels for."""
+    if op in COPY_OPS:
+        return COPY_DTYPES
+    if op in INT32_UNARY_OPS or op in INT32_BINARY_OPS:
+        return (*FLOAT_DTYPES, "int32")
+    return FLOAT_DTYPES
 
 
 def family_source(family: str) -> str:
@@ -130,34 +149,41 @@ class Strided:
 
 
 class EmulatorExecutor:
-    """Runs kernels with the CPU emulator; allocations are ordinary numpy arrays."""
+    """Runs kernels with the CPU emulator; allocations are ordinary numpy arrays.
+
+    ``shuffle``: ``None`` runs every launch's threads in grid order; an int seeds a shuffled
+    order (the tests run every shipped kernel both ways).
+    """
 
     name = "metal-emulator"
 
+    def __init__(self, shuffle: int | None = None) -> None:
+        self.shuffle = shuffle
+
     def run(self, source: str, kernel: str, buffers: Sequence[np.ndarray], grid: int) -> None:
         """Compiles (cached) and runs ``kernel`` over ``grid`` threads."""
-        emulator.load_library(source).run(kernel, buffers, grid)
+        emulator.load_library(source).run(kernel, buffers, grid, shuffle=self.shuffle)
 
     def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
         """A fresh contiguous array of ``count`` elements."""
         return np.empty(count, dtype=dtype)
 
 
-def check_dtype(dtype: np.dtype, *, where: str) -> str:
-    """The kernel-name suffix for ``dtype``; raises :class:`MetalDTypeError` unless it is
-    float32 or float16."""
-    suffix = _SUFFIX.get(np.dtype(dtype).name)
-    if suffix is None:
-        raise MetalDTypeError(np.dtype(dtype).name, where=where)
-    return suffix
+def check_dtype(dtype: np.dtype, *, where: str, allowed: Sequence[str] = FLOAT_DTYPES) -> str:
+    """The kernel-name suffix for ``dtype``; raises :class:`MetalDTypeError` (naming the dtype
+    and what ``where`` takes) unless it is one of ``allowed``."""
+    name = np.dtype(dtype).name
+    if name not in allowed:
+        raise MetalDTypeError(name, where=where, supported=tuple(allowed))
+    return _SUFFIX[name]
 
 
-def check_operand(operand: Strided, *, where: str) -> str:
+def check_operand(operand: Strided, *, where: str, allowed: Sequence[str] = FLOAT_DTYPES) -> str:
     """Checks one operand (dtype, storage, bounds, 32-bit limits); returns the dtype suffix."""
     storage = operand.storage
     if not isinstance(storage, np.ndarray) or storage.ndim != 1 or not storage.flags.c_contiguous:
         raise KernelArgumentError(f"{where}: storage must be a 1-D contiguous numpy array")
-    suffix = check_dtype(storage.dtype, where=where)
+    suffix = check_dtype(storage.dtype, where=where, allowed=allowed)
     operand.layout.validate(storage.size)
     if storage.size > INT32_MAX or operand.count > INT32_MAX:
         raise KernelArgumentError(
@@ -208,7 +234,7 @@ def _same_dtype(first: Strided, second: Strided, where: str) -> None:
 
 def strided_copy(executor: Executor, src: Strided) -> np.ndarray:
     """A contiguous copy of ``src`` in row-major order (``materialize``), as a 1-D array."""
-    suffix = check_operand(src, where="strided copy")
+    suffix = check_operand(src, where="strided copy", allowed=COPY_DTYPES)
     out = executor.empty(src.count, src.storage.dtype)
     if src.count:
         executor.run(
@@ -224,7 +250,7 @@ def unary(executor: Executor, op: str, src: Strided) -> np.ndarray:
     """``op`` (one of :data:`UNARY_OPS`) applied to every element; a 1-D row-major result."""
     if op not in UNARY_OPS:
         raise MetalError(f"unknown unary op {op!r}; known: {', '.join(UNARY_OPS)}")
-    suffix = check_operand(src, where=f"unary {op}")
+    suffix = check_operand(src, where=f"unary {op}", allowed=kernel_dtypes(op))
     return _one_input(
         executor, f"unary_{suffix}", src, np.array([UNARY_OPS.index(op)], dtype=np.int32)
     )
@@ -264,8 +290,8 @@ def binary(
     """
     if op not in BINARY_OPS:
         raise MetalError(f"unknown binary op {op!r}; known: {', '.join(BINARY_OPS)}")
-    suffix = check_operand(a, where=f"binary {op}")
-    check_operand(b, where=f"binary {op}")
+    suffix = check_operand(a, where=f"binary {op}", allowed=kernel_dtypes(op))
+    check_operand(b, where=f"binary {op}", allowed=kernel_dtypes(op))
     _same_dtype(a, b, f"binary {op}")
     shape = layout.broadcast_shapes(a.shape, b.shape)
     a_view, b_view = a.layout.expand(shape), b.layout.expand(shape)

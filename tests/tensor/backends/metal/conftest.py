@@ -1,5 +1,9 @@
 """Fixtures for the Metal tests: the emulator executor (skipped without a C++ compiler) and
-random strided layouts built from numpy views, so every expected value comes from numpy itself."""
+random strided layouts built from numpy views, so every expected value comes from numpy itself.
+
+Every test that takes ``executor`` runs twice: with the threads of each launch in grid order and
+in a seeded shuffled order (threadgroup memory starts out as junk in both), so a shipped kernel
+that depends on thread order, or reads threadgroup memory it did not write, fails."""
 
 from __future__ import annotations
 
@@ -16,12 +20,16 @@ KINDS = ("contiguous", "transpose", "step", "flip", "broadcast", "mixed", "scala
 DTYPES = ("float32", "float16")
 
 
-@pytest.fixture(scope="session")
-def executor() -> EmulatorExecutor:
-    """The emulator executor; the test skips when no C++ compiler runs here."""
+#: The thread orders every kernel test runs in: ``None`` is grid order, an int a shuffle seed.
+ORDERS = {"grid-order": None, "shuffled": 20260101}
+
+
+@pytest.fixture(scope="session", params=list(ORDERS))
+def executor(request: pytest.FixtureRequest) -> EmulatorExecutor:
+    """The emulator executor, in grid order and shuffled; skips when no C++ compiler runs."""
     if not emulator_available():
         require_tool("the Metal emulator needs a C++ compiler (g++ or clang++); none runs here")
-    return EmulatorExecutor()
+    return EmulatorExecutor(shuffle=ORDERS[request.param])
 
 
 def to_strided(parent: np.ndarray, view: np.ndarray) -> Strided:

@@ -25,6 +25,7 @@ from llmfs.tensor.backends.metal import (
     numpy_fallbacks,
 )
 from llmfs.tensor.backends.metal.backend import KERNEL_OPS
+from llmfs.tensor.dtypes import SUPPORTED_DTYPES
 from llmfs.tensor.errors import BackendUnavailableError
 from llmfs.tensor.tensor import Tensor
 
@@ -57,7 +58,9 @@ def close(dtype: str) -> dict[str, float]:
 def test_the_emulator_backend_is_registered_and_declares_its_dtypes() -> None:
     assert "metal-emulator" in available_backends()
     backend = get_backend("metal-emulator")
-    assert backend.dtypes == ("float16", "float32")
+    kernel_dtypes = ("float16", "float32", "int32", "bool")
+    assert backend.dtypes == tuple(d for d in kernel_dtypes if d in SUPPORTED_DTYPES)
+    assert {"float16", "float32"} <= set(backend.dtypes)
     assert backend.fallback == "numpy"
 
 
@@ -141,3 +144,42 @@ def test_float64_is_refused_not_downcast() -> None:
         for call in (lambda: T.exp(x), lambda: T.sum(x), lambda: T.matmul(x, x)):
             with pytest.raises(MetalDTypeError, match="Convert first"):
                 call()
+
+
+@needs_emulator
+def test_int32_and_bool_run_where_kernels_exist_and_64_bit_dtypes_are_refused() -> None:
+    backend = get_backend("metal-emulator")
+    int32, boolean = np.dtype(np.int32), np.dtype(np.bool_)
+    assert backend.supports("copy", None, int32) and backend.supports("copy", None, boolean)
+    assert backend.supports("binary", "add", int32) and backend.supports("unary", "neg", int32)
+    assert not backend.supports("unary", "exp", int32)  # numpy computes it in float64
+    assert not backend.supports("binary", "div", int32)
+    assert not backend.supports("binary", "add", boolean)
+    assert not backend.supports("reduce", "sum", int32)
+    assert not backend.supports("matmul", None, int32)
+    for name in ("int64", "float64"):
+        assert backend.supports("copy", None, np.dtype(name))  # refused here, by name
+        with pytest.raises(MetalDTypeError, match=f"does not take {name}"):
+            backend._refuse(np.dtype(name))
+
+
+def _int_tensors() -> bool:
+    try:
+        return Tensor.from_numpy(np.arange(3, dtype=np.int32)).dtype == np.int32
+    except Exception:  # the library's int tensors are not in this build
+        return False
+
+
+@needs_emulator
+@pytest.mark.skipif(not _int_tensors(), reason="Tensor has no int32 dtype in this build")
+def test_int32_tensors_on_the_emulator_agree_with_numpy() -> None:
+    values = np.arange(-6, 6, dtype=np.int32).reshape(3, 4)
+    a = Tensor.from_numpy(values)
+    b = Tensor.from_numpy(np.array([2**31 - 1, 1, -1, 3], dtype=np.int32))
+    for function in (lambda: T.add(a, b), lambda: T.mul(a, b), lambda: T.neg(a)):
+        with use_backend("metal-emulator"):
+            got = function().to_numpy()
+        with use_backend("numpy"):
+            want = function().to_numpy()
+        assert got.dtype == want.dtype == np.int32
+        np.testing.assert_array_equal(got, want)

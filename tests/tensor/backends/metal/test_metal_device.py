@@ -4,6 +4,7 @@ and numpy on the same kernels, and check the zero-copy shared buffers."""
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -105,6 +106,39 @@ class TestOnTheGpu:
         aligned = raw[start : start + metal_device.PAGE_SIZE].view(np.float32)
         _, _, copied = gpu._bind(aligned)
         assert not copied
+
+    def test_buffers_are_freed_when_dropped(self, gpu) -> None:
+        """Every new* result is owned once: allocating and dropping in a loop returns the
+        device's allocated size to where it started."""
+        small = ops.Strided.contiguous(np.linspace(-1, 1, 3, dtype=np.float32))
+        ops.unary(gpu, "exp", small)  # compile and cache the pipeline first
+        gc.collect()
+        start = gpu.device.currentAllocatedSize()
+        for _ in range(20):
+            out = gpu.empty(1 << 20, np.float32)
+            out[:] = 1.0
+            result = ops.unary(gpu, "exp", small)
+            del out, result
+        gc.collect()
+        assert gpu.device.currentAllocatedSize() == start
+
+    def test_small_inputs_are_padded_to_the_minimum_buffer(self, gpu) -> None:
+        three = np.array([0.0, 1.0, -1.0], dtype=np.float32)
+        np.testing.assert_allclose(
+            ops.unary(gpu, "exp", ops.Strided.contiguous(three)), np.exp(three), rtol=1e-6
+        )
+        a = ops.Strided.contiguous(np.ones((2, 3), dtype=np.float32))
+        b = ops.Strided.contiguous(np.ones((3, 2), dtype=np.float32))
+        product, shape = ops.matmul(gpu, a, b)  # no C: a 4-byte placeholder is bound
+        np.testing.assert_array_equal(product.reshape(shape), np.full((2, 2), 3.0))
+
+    def test_math_functions_are_precise(self, gpu) -> None:
+        values = np.linspace(-20, 20, 4001, dtype=np.float32)
+        operand = ops.Strided.contiguous(values)
+        for op, reference in (("exp", np.exp), ("sin", np.sin), ("tanh", np.tanh)):
+            got = ops.unary(gpu, op, operand)
+            np.testing.assert_allclose(got, reference(values.astype(np.float64)), rtol=2e-6,
+                                       atol=1e-6, err_msg=op)  # fmt: skip
 
     def test_metal_compiler_errors_carry_metals_text(self, gpu) -> None:
         broken = RELU.replace("fmax(val, 0.0f)", "undefined_name")

@@ -20,12 +20,14 @@ from llmfs.tensor.backends.metal import (
 from llmfs.tensor.backends.metal.errors import (
     KernelArgumentError,
     KernelCompileError,
+    KernelLaunchError,
     KernelLintError,
     KernelMemoryError,
     KernelNotFoundError,
     MetalError,
     MetalUnavailableError,
 )
+from llmfs.tensor.errors import TensorError
 
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="the Metal emulator needs a C++ compiler (g++ or clang++)"
@@ -322,3 +324,194 @@ def test_kernel_source_and_gpu_ops() -> None:
     assert {"materialize", "add", "scale", "sum", "max", "matmul", "relu"} <= set(gpu_ops())
     with pytest.raises(MetalError, match="runs on the numpy backend"):
         kernel_source("einsum")
+
+
+# ------------------------------------------------------------------------------------------------
+# What a GPU does not promise, the emulator does not give
+# ------------------------------------------------------------------------------------------------
+
+PEEK = (
+    HEADER
+    + """
+kernel void peek(device float* out [[buffer(0)]],
+                 constant uint& write [[buffer(1)]],
+                 uint gid [[thread_position_in_grid]],
+                 uint lid [[thread_position_in_threadgroup]]) {
+    threadgroup float tile[32];
+    if (write != 0) {
+        tile[lid] = 7.0f;
+    }
+    out[gid] = tile[lid];
+}
+"""
+)
+
+
+@pytest.mark.parametrize("sanitize", [False, None], ids=["in-process", "isolated"])
+def test_threadgroup_memory_is_junk_on_every_launch(sanitize) -> None:
+    """A GPU leaves threadgroup memory uninitialised: reading it before writing gives junk
+    (NaN here) on the first launch and on every later one, never zeros or stale values."""
+    out = np.zeros(64, dtype=np.float32)
+    run_kernel(PEEK, "peek", [out, np.uint32(0)], 64, (32,), sanitize=sanitize)
+    assert np.isnan(out).all()
+    run_kernel(PEEK, "peek", [out, np.uint32(1)], 64, (32,), sanitize=sanitize)
+    np.testing.assert_array_equal(out, np.full(64, 7.0, np.float32))
+    run_kernel(PEEK, "peek", [out, np.uint32(0)], 64, (32,), sanitize=sanitize)
+    assert np.isnan(out).all()  # not the previous launch's 7s
+
+
+def test_threadgroup_variables_become_per_group_blocks_keeping_lines() -> None:
+    kernel = emu.find_kernels(BLOCK_SUM)[0]
+    rewritten = emu.with_threadgroup_memory(BLOCK_SUM, [kernel])
+    assert "auto& tile = *llmfs_threadgroup<float[64]>(0);" in rewritten
+    assert rewritten.count("\n") == BLOCK_SUM.count("\n")
+
+
+CHAIN = (
+    HEADER
+    + """
+kernel void chain(device int* o [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    if (i > 0) {
+        o[i] = o[i - 1] + 1;  // a race: reads what another thread may not have written yet
+    }
+}
+"""
+)
+
+
+def test_a_shuffled_order_exposes_a_race_that_grid_order_hides() -> None:
+    def run(shuffle: int | None) -> np.ndarray:
+        out = np.zeros(1000, dtype=np.int32)
+        run_kernel(CHAIN, "chain", [out], 1000, shuffle=shuffle, sanitize=False)
+        return out
+
+    np.testing.assert_array_equal(run(None), np.arange(1000))  # serial, in order: looks right
+    shuffled = run(7)
+    assert not np.array_equal(shuffled, np.arange(1000))
+    np.testing.assert_array_equal(run(7), shuffled)  # the same seed, the same order
+    assert not np.array_equal(run(8), shuffled)
+
+
+EARLY_RETURN = (
+    HEADER
+    + """
+kernel void early(device float* out [[buffer(0)]],
+                  uint gid [[thread_position_in_grid]],
+                  uint lid [[thread_position_in_threadgroup]]) {
+    threadgroup float tile[64];
+    if (lid == 0) {
+        return;  // thread 0 never reaches the barrier the others wait at
+    }
+    tile[lid] = 1.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    out[gid] = tile[lid];
+}
+"""
+)
+
+
+@pytest.mark.parametrize("sanitize", [False, None], ids=["in-process", "isolated"])
+def test_an_early_return_before_a_barrier_fails_the_launch_instead_of_hanging(sanitize) -> None:
+    import time
+
+    out = np.zeros(128, dtype=np.float32)
+    started = time.monotonic()
+    with pytest.raises(KernelLaunchError, match="did not all reach threadgroup_barrier"):
+        run_kernel(EARLY_RETURN, "early", [out], 128, (64,), sanitize=sanitize)
+    assert time.monotonic() - started < 20  # compile included; the detection itself is immediate
+
+
+SPIN = (
+    HEADER
+    + """
+kernel void spin(device volatile uint* flag [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+    while (flag[0] == 0u) {
+    }
+}
+"""
+)
+
+
+def test_the_isolated_launch_stops_at_its_timeout() -> None:
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(KernelLaunchError, match="ran past its 1 s timeout"):
+        run_kernel(SPIN, "spin", [np.zeros(1, np.uint32)], 1, timeout=1)
+    assert time.monotonic() - started < 20
+    assert emu.DEFAULT_TIMEOUT_S == 30.0
+    with pytest.raises(KernelArgumentError, match="timeout must be a positive number"):
+        run_kernel(SPIN, "spin", [np.ones(1, np.uint32)], 1, timeout=0)
+
+
+def test_a_buffers_dtype_must_be_the_parameters_element_type() -> None:
+    ints = np.arange(4, dtype=np.int32)  # same size as float, not the same type
+    with pytest.raises(
+        KernelArgumentError, match=r"holds float \(float32\) but the array is int32"
+    ):
+        run_kernel(RELU, "relu", [ints, np.zeros(4, np.float32)], 4)
+    with pytest.raises(KernelArgumentError, match=r"holds uint \(uint32\) but the array is int32"):
+        run_kernel(PEEK, "peek", [np.zeros(32, np.float32), np.int32(1)], 32)
+
+
+BAD_CALLS = [
+    ("source None", lambda: run_kernel(None, "relu", [], 4), "source must be the kernel's MSL"),
+    ("name None", lambda: run_kernel(RELU, None, [], 4), "name must be the kernel function's"),
+    ("buffers None", lambda: run_kernel(RELU, "relu", None, 4), "buffers is None"),
+    (
+        "buffers keyed by name",
+        lambda: run_kernel(RELU, "relu", {"a": np.zeros(4, np.float32)}, 4),
+        "buffer keys are \\[\\[buffer\\(n\\)\\]\\] indices",
+    ),
+    (
+        "a buffer the kernel does not declare",
+        lambda: run_kernel(RELU, "relu", {0: np.zeros(4, np.float32), 5: np.zeros(4)}, 4),
+        "buffer 5 is bound but the kernel declares no",
+    ),
+    (
+        "missing buffer",
+        lambda: run_kernel(RELU, "relu", {0: np.zeros(4, np.float32)}, 4),
+        "buffer 1 .* is not bound",
+    ),
+    (
+        "buffers a string",
+        lambda: run_kernel(RELU, "relu", "ab", 4),
+        "buffers must be a list of numpy arrays",
+    ),
+    ("grid None", lambda: run_kernel(RELU, "relu", [np.zeros(4, np.float32)] * 2, None), "grid"),
+    (
+        "shuffle not an int",
+        lambda: run_kernel(RELU, "relu", [np.zeros(4, np.float32)] * 2, 4, shuffle="yes"),
+        "shuffle must be None or an int seed",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"), [c[1:] for c in BAD_CALLS], ids=[c[0] for c in BAD_CALLS]
+)
+def test_bad_run_kernel_calls_are_clear_tensor_errors(call, message) -> None:
+    with pytest.raises(KernelArgumentError, match=message) as caught:
+        call()
+    assert isinstance(caught.value, TensorError)
+
+
+def test_shuffled_order_is_the_same_in_process_and_isolated() -> None:
+    outs = []
+    for sanitize in (False, None):
+        out = np.zeros(1000, dtype=np.int32)
+        run_kernel(CHAIN, "chain", [out], 1000, shuffle=11, sanitize=sanitize)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert not np.array_equal(outs[0], np.arange(1000))
+
+
+@pytest.mark.parametrize("sanitize", [False, None], ids=["in-process", "isolated"])
+def test_a_correct_barrier_kernel_gives_the_same_result_in_any_order(sanitize) -> None:
+    values = np.arange(200, dtype=np.float32)
+    expected = [values[i * 64 : (i + 1) * 64].sum() for i in range(4)]
+    for shuffle in (None, 1, 2):
+        out = np.zeros(4, dtype=np.float32)
+        run_kernel(BLOCK_SUM, "block_sum", [values, out], 200, 64, shuffle=shuffle,
+                   sanitize=sanitize)  # fmt: skip
+        np.testing.assert_array_equal(out, np.array(expected, dtype=np.float32))

@@ -321,3 +321,147 @@ def test_views_beyond_the_32_bit_index_range_are_refused_by_name() -> None:
         ops.view_descriptor(Layout((3,), (-1,), 2**31 + 1))
     # Unused strides and the base offset of an empty view are written as 0, never refused.
     assert ops.view_descriptor(Layout((0, 2), (2**40, 2**40), 2**40)).tolist() == [2, 0, 0, 2, 0, 0]
+
+
+def test_every_shipped_kernel_runs_in_both_thread_orders(executor) -> None:
+    """Each kernel of every family is launched here (the fixture runs this in grid order and
+    shuffled, with junk-filled threadgroup memory) and matches numpy."""
+    from llmfs.tensor.backends.metal.msl import find_kernels
+
+    launched: set[str] = set()
+
+    class Recording:
+        name = executor.name
+
+        def run(self, source, kernel, buffers, grid) -> None:
+            launched.add(kernel)
+            executor.run(source, kernel, buffers, grid)
+
+        def empty(self, count, dtype):
+            return executor.empty(count, dtype)
+
+    recording = Recording()
+    rng = rng_for("every kernel")
+    for dtype in DTYPES:
+        values = rng.uniform(0.5, 2.0, (37, 37)).astype(dtype)
+        view = values.T[::-1]
+        x = to_strided(values, view)
+        tol = tolerance(dtype)
+        np.testing.assert_array_equal(ops.strided_copy(recording, x).reshape(view.shape), view)
+        for op in ("exp", "relu"):
+            got = ops.unary(recording, op, x).reshape(view.shape)
+            assert_matches(got, expected(UNARY_NUMPY[op], view, dtype=dtype), dtype)
+        got = ops.scale(recording, x, 0.5).reshape(view.shape)
+        assert_matches(got, expected(lambda v: 0.5 * v, view, dtype=dtype), dtype)
+        got, shape = ops.binary(recording, "sub", x, x)
+        assert_matches(got.reshape(shape), np.zeros(view.shape, dtype), dtype)
+        for op, function in (("sum", np.sum), ("max", np.max)):
+            got, shape = ops.reduce(recording, op, x, (1,))
+            want = expected(lambda v, f=function: f(v, axis=1), view, dtype=dtype)
+            np.testing.assert_allclose(got.reshape(shape), want, rtol=5e-3 if dtype == "float16"
+                                       else 1e-5)  # fmt: skip
+        product, shape = ops.matmul(recording, x, x)
+        want = view.astype(np.float64) @ view.astype(np.float64)
+        np.testing.assert_allclose(product.reshape(shape), want, rtol=tol["rtol"] * 10)
+    ints = rng.integers(-(2**31), 2**31, (29, 31), dtype=np.int64).astype(np.int32)
+    view = ints.T[::2]
+    x = to_strided(ints, view)
+    np.testing.assert_array_equal(ops.strided_copy(recording, x).reshape(view.shape), view)
+    got = ops.unary(recording, "neg", x).reshape(view.shape)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(got, -view)
+        got, shape = ops.binary(recording, "mul", x, x)
+        np.testing.assert_array_equal(got.reshape(shape), view * view)
+    flags = ints > 0
+    view = flags[::-1, 1::3]
+    got = ops.strided_copy(recording, to_strided(flags, view))
+    np.testing.assert_array_equal(got.reshape(view.shape), view)
+    shipped = {k.name for f in ops.FAMILIES for k in find_kernels(ops.family_source(f))}
+    assert launched == shipped
+
+
+INT32_EXTREMES = np.array([0, 1, -1, 7, -7, 2**31 - 1, -(2**31), 46341, -46341], dtype=np.int32)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("dtype", ["int32", "bool"])
+def test_strided_copy_of_int32_and_bool_views(executor, kind: str, dtype: str) -> None:
+    view, operand = random_view(rng_for("copy", kind, dtype), kind, dtype)
+    result = ops.strided_copy(executor, operand)
+    assert result.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(result.reshape(view.shape), view)
+
+
+@pytest.mark.parametrize("op", ops.INT32_UNARY_OPS)
+def test_int32_unary_wraps_like_numpy(executor, op: str) -> None:
+    parent = np.tile(INT32_EXTREMES, 5)
+    view = parent[::-2]
+    result = ops.unary(executor, op, to_strided(parent, view))
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(result, UNARY_NUMPY[op](view))
+    assert result.dtype == np.int32
+
+
+@pytest.mark.parametrize("op", ops.INT32_BINARY_OPS)
+def test_int32_binary_broadcasts_and_wraps_like_numpy(executor, op: str) -> None:
+    a = INT32_EXTREMES.reshape(-1, 1)  # a column against a row: every pair, overflow included
+    b = INT32_EXTREMES[::-1].copy()
+    result, shape = ops.binary(executor, op, ops.Strided.contiguous(a), ops.Strided.contiguous(b))
+    with np.errstate(over="ignore"):
+        reference = BINARY_NUMPY[op](a, b)
+    assert reference.dtype == np.int32
+    np.testing.assert_array_equal(result.reshape(shape), reference)
+
+
+def test_run_kernel_binds_int32_arrays_to_int_parameters(executor) -> None:
+    from llmfs.tensor.backends.metal import run_kernel
+
+    source = (
+        "#include <metal_stdlib>\nusing namespace metal;\n"
+        "kernel void twice(device const int* x [[buffer(0)]], device int* out [[buffer(1)]],\n"
+        "                  uint i [[thread_position_in_grid]]) { out[i] = x[i] * 2; }\n"
+    )
+    values = np.arange(-5, 5, dtype=np.int32)
+    out = np.zeros_like(values)
+    run_kernel(source, "twice", [values, out], values.size, shuffle=executor.shuffle)
+    np.testing.assert_array_equal(out, values * 2)
+    with pytest.raises(KernelArgumentError, match=r"holds int .* but the array is float32"):
+        run_kernel(source, "twice", [values.astype(np.float32), out], values.size)
+
+
+REFUSED_DTYPES = [
+    ("int64 copy", lambda e: ops.strided_copy(e, _operand("int64")), "copy does not take int64"),
+    ("float64 copy", lambda e: ops.strided_copy(e, _operand("float64")), "no 64-bit floating"),
+    ("exp of int32", lambda e: ops.unary(e, "exp", _operand("int32")), "exp does not take int32"),
+    (
+        "div of int32",
+        lambda e: ops.binary(e, "div", _operand("int32"), _operand("int32")),
+        "binary div does not take int32",
+    ),
+    (
+        "add of bool",
+        lambda e: ops.binary(e, "add", _operand("bool"), _operand("bool")),
+        "binary add does not take bool",
+    ),
+    (
+        "sum of int32",
+        lambda e: ops.reduce(e, "sum", _operand("int32"), None),
+        "reduce sum does not take int32",
+    ),
+    (
+        "int64 matmul",
+        lambda e: ops.matmul(e, _operand("int64", 2), _operand("int64", 2)),
+        "matmul does not take int64",
+    ),
+]
+
+
+def _operand(dtype: str, rank: int = 1) -> ops.Strided:
+    return ops.Strided.contiguous(np.ones((2,) * rank, dtype=dtype))
+
+
+@pytest.mark.parametrize(("call", "message"), [r[1:] for r in REFUSED_DTYPES],
+                         ids=[r[0] for r in REFUSED_DTYPES])  # fmt: skip
+def test_dtypes_without_kernels_are_refused_by_name(executor, call, message) -> None:
+    with pytest.raises(MetalDTypeError, match=message):
+        call(executor)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from llmfs.tensor.backends.metal import check_msl, lint_msl
@@ -20,7 +22,7 @@ def test_every_shipped_kernel_source_is_clean(family: str) -> None:
 def test_double_is_refused_with_its_line() -> None:
     source = HEADER + (
         "kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
-        "    double x = 1.0;\n"
+        "    double x = 1.0f;\n"
         "    out[i] = float(x);\n"
         "}\n"
     )
@@ -114,3 +116,149 @@ def test_check_msl_raises_a_tensor_error_listing_every_problem() -> None:
     assert isinstance(caught.value, TensorError)
     assert caught.value.problems == [(3, "Metal has no double (64-bit floating point); use float")]
     assert "line 3: Metal has no double" in str(caught.value)
+
+
+def _kernel(body: str, params: str = "uint i [[thread_position_in_grid]]") -> str:
+    return HEADER + (f"kernel void k(device float* out [[buffer(0)]], {params}) {{\n{body}\n}}\n")
+
+
+#: (rule, source, a phrase the message must contain, the line it must point at)
+GPU_RULES = [
+    (
+        "position attributes mix scalar and vector",
+        _kernel(
+            "    out[gid] = float(lid.x);",
+            "uint gid [[thread_position_in_grid]], uint2 lid [[thread_position_in_threadgroup]]",
+        ),
+        "mix scalar and vector",
+        3,
+    ),
+    (
+        "int thread position",
+        _kernel("    out[i] = 1.0f;", "int i [[thread_position_in_grid]]"),
+        "(unsigned), not 'int'",
+        3,
+    ),
+    (
+        "threadgroup variable in a helper",
+        HEADER
+        + "inline float f(uint i) {\n    threadgroup float tile[4];\n    return tile[i];\n}\n"
+        + _kernel("    out[i] = f(i);")[len(HEADER) :],
+        "threadgroup variable 'tile' outside a kernel function",
+        4,
+    ),
+    (
+        "threadgroup variable with an initializer",
+        _kernel("    threadgroup float total = 0.0f;\n    out[i] = total;"),
+        "threadgroup variable 'total' has an initializer",
+        4,
+    ),
+    (
+        "local pointer without an address space",
+        _kernel("    float* p = out;\n    p[i] = 1.0f;"),
+        "local pointer 'p' needs an address space",
+        4,
+    ),
+    (
+        "write through a constant pointer",
+        _kernel(
+            "    scale[0] = 2.0f;\n    out[i] = scale[0];",
+            "constant float* scale [[buffer(1)]], uint i [[thread_position_in_grid]]",
+        ),
+        "writes through constant 'scale'",
+        4,
+    ),
+    (
+        "write through a constant reference",
+        _kernel(
+            "    n += 1;\n    out[i] = float(n);",
+            "constant uint& n [[buffer(1)]], uint i [[thread_position_in_grid]]",
+        ),
+        "writes through constant 'n'",
+        4,
+    ),
+    (
+        "mutable program-scope variable",
+        HEADER + "float bias = 1.0f;\n" + _kernel("    out[i] = bias;")[len(HEADER) :],
+        "program-scope variable 'bias' is mutable",
+        3,
+    ),
+    (
+        "lambda",
+        _kernel("    auto twice = [](float x) { return 2.0f * x; };\n    out[i] = twice(out[i]);"),
+        "Metal does not allow lambdas",
+        4,
+    ),
+    (
+        "recursion",
+        HEADER
+        + "inline uint fact(uint n) { return n <= 1 ? 1 : n * fact(n - 1); }\n"
+        + _kernel("    out[i] = float(fact(i));")[len(HEADER) :],
+        "function fact is recursive",
+        3,
+    ),
+    (
+        "recursion through another function",
+        HEADER
+        + "inline uint odd(uint n);\n"
+        + "inline uint even(uint n) { return n == 0 ? 1 : odd(n - 1); }\n"
+        + "inline uint odd(uint n) { return n == 0 ? 0 : even(n - 1); }\n"
+        + _kernel("    out[i] = float(even(i));")[len(HEADER) :],
+        "function even is recursive",
+        4,
+    ),
+    (
+        "function pointer",
+        HEADER
+        + "inline float twice(float x) { return 2.0f * x; }\n"
+        + _kernel("    float (*f)(float) = twice;\n    out[i] = f(out[i]);")[len(HEADER) :],
+        "function pointer",
+        5,
+    ),
+    (
+        "unsuffixed double literal",
+        _kernel("    out[i] = out[i] * 0.1 + 0.2f;"),
+        "0.1 is a double literal",
+        4,
+    ),
+    (
+        "unsuffixed literal with an exponent",
+        _kernel("    out[i] = 1e-3 * out[i];"),
+        "write 1e-3f",
+        4,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "phrase", "line"), [rule[1:] for rule in GPU_RULES], ids=[r[0] for r in GPU_RULES]
+)
+def test_constructs_metal_refuses_or_computes_differently_are_refused(source, phrase, line):
+    problems = lint_msl(source)
+    matching = [(at, message) for at, message in problems if phrase in message]
+    assert matching, problems
+    assert matching[0][0] == line, problems
+    with pytest.raises(KernelLintError, match=re.escape(phrase)):
+        check_msl(source)
+
+
+def test_what_metal_allows_passes() -> None:
+    source = HEADER + (
+        "constant float SCALE = 2.0f;\n"
+        "inline float get(constant float* values, uint i) { return values[i]; }\n"
+        "kernel void k(device float* out [[buffer(0)]],\n"
+        "              constant float* in [[buffer(1)]],\n"
+        "              uint2 gid [[thread_position_in_grid]],\n"
+        "              uint2 lid [[thread_position_in_threadgroup]],\n"
+        "              uint index [[thread_index_in_threadgroup]]) {\n"
+        "    threadgroup float tile[4][4];\n"
+        "    threadgroup float* row = tile[lid.y];\n"
+        "    device float* target = out + gid.x;\n"
+        "    row[lid.x] = get(in, gid.x) * SCALE + 1.5f + 2.0h + float(1e3f) + 3;\n"
+        "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+        "    if (in[0] == 1.0f && index <= 4) { *target = tile[0][0]; }\n"
+        "}\n"
+        "inline float twice(float x) { return 2.0f * x; }\n"
+        "inline half twice(half x) { return half(twice(float(x))); }  // overloads, no recursion\n"
+    )
+    assert lint_msl(source) == []
