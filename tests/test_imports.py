@@ -1,11 +1,15 @@
 """The package's imports run one way.
 
 The layers, lowest first: errors <- layout <- storage and views <- backends <- ops and einsum <-
-widgets <- course (and the command line). A module may import, at module level, only modules of
-its own layer or below, and the module-level imports form no cycle. A function-local import of an
-llmfs module is allowed (the core types route ``+`` and ``materialize`` to the compute layer
-above them, for instance), but each one carries a comment saying why, on its line or the line
-above.
+course data (CourseError, the manifest, the attempts log) <- widgets <- course tools (build,
+start, the exercise checks) and the command line. So the course and the widgets never import each
+other both ways: the exercise widgets read the manifest and write the attempts log, the course's
+tools use the widgets, and nothing of the widgets is imported by the course's data.
+
+A module may import, at module level, only modules of its own layer or below, and the module-level
+imports form no cycle. A function-local import of an llmfs module is allowed (the core types
+route ``+`` and ``materialize`` to the compute layer above them, for instance), but each one
+carries a comment saying why, on its line or the line above.
 
 The graph is read from the source with :mod:`ast` (nothing is imported). ``from package import
 name`` counts as an import of the submodule ``package.name`` when that submodule exists, else of
@@ -27,8 +31,6 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "llmfs"
 #: lower ones at module level, never the reverse.
 LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.errors", 0, "errors"),
-    ("llmfs.errors", 0, "errors"),  # CourseError, raised by widgets and course alike
-    ("llmfs.recording", 0, "errors"),  # where widgets send attempts; the course installs the log
     ("llmfs.tensor.layout", 1, "layout"),
     ("llmfs.tensor.dtypes", 1, "layout"),
     ("llmfs.tensor.tensor", 2, "storage and views"),
@@ -40,13 +42,28 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.ops", 4, "ops and einsum"),
     ("llmfs.tensor.einsum", 4, "ops and einsum"),
     ("llmfs.tensor", 4, "ops and einsum"),  # the package facade re-exports the layers below
-    ("llmfs.widgets", 5, "widgets"),
-    ("llmfs.course", 6, "course"),
-    ("llmfs.demo", 6, "course"),
-    ("llmfs.cli", 6, "course"),
-    ("llmfs.__main__", 6, "course"),
-    ("llmfs", 6, "course"),
+    # The course's data: CourseError, where the course lives, the manifest, the attempts log.
+    # The exercise widgets read the manifest and write the log, so these sit below the widgets.
+    ("llmfs.course.paths", 5, "course data"),
+    ("llmfs.course.manifest", 5, "course data"),
+    ("llmfs.course.attempts", 5, "course data"),
+    ("llmfs.widgets", 6, "widgets"),
+    # The course's tools (build, start, the exercise checks) and the command line use widgets.
+    ("llmfs.course", 7, "course tools"),
+    ("llmfs.demo", 7, "course tools"),
+    ("llmfs.cli", 7, "course tools"),
+    ("llmfs.__main__", 7, "course tools"),
+    ("llmfs", 7, "course tools"),
 ]
+
+#: Course modules the widgets may import: the data layer above, and the package that defines
+#: CourseError (its ``__init__`` imports nothing else).
+COURSE_DATA = {
+    "llmfs.course",
+    "llmfs.course.paths",
+    "llmfs.course.manifest",
+    "llmfs.course.attempts",
+}
 
 
 @dataclass(frozen=True)
@@ -70,6 +87,8 @@ def all_modules() -> dict[str, Path]:
 
 
 def layer_of(module: str) -> tuple[int, str]:
+    if module == "llmfs.course":
+        return 5, "course data"  # the package itself only defines CourseError
     for prefix, layer, label in LAYERS:
         if module == prefix or module.startswith(prefix + "."):
             return layer, label
@@ -222,15 +241,29 @@ def test_module_level_imports_point_down_the_layers(edge: Import) -> None:
     assert theirs <= mine, (
         f"{edge.importer} (layer '{my_label}') imports {edge.imported} (layer '{their_label}', "
         f"higher) at line {edge.line}: imports run errors <- layout <- storage and views <- "
-        "backends <- ops and einsum <- widgets <- course"
+        "backends <- ops and einsum <- course data <- widgets <- course tools"
     )
 
 
-def test_widgets_do_not_import_the_course() -> None:
+def test_widgets_import_only_the_course_data_never_its_tools() -> None:
+    """The course's tools import the widgets; the widgets never import them back (not even in a
+    function): they read only the manifest and the attempts log."""
     offenders = [
         f"{e.importer}:{e.line} imports {e.imported}"
         for e in import_graph()
-        if e.importer.startswith("llmfs.widgets") and e.imported.startswith("llmfs.course")
+        if e.importer.startswith("llmfs.widgets")
+        and e.imported.startswith("llmfs.course")
+        and e.imported not in COURSE_DATA
+    ]
+    assert offenders == []
+
+
+def test_the_course_data_imports_neither_widgets_nor_course_tools() -> None:
+    offenders = [
+        f"{e.importer}:{e.line} imports {e.imported}"
+        for e in import_graph()
+        if e.importer in COURSE_DATA
+        and (e.imported.startswith("llmfs.widgets") or layer_of(e.imported)[0] > 5)
     ]
     assert offenders == []
 

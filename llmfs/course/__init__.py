@@ -6,6 +6,12 @@ the file (notebook or manifest), the cell where there is one, and the violated c
 
 from __future__ import annotations
 
-from llmfs.errors import CourseError
-
 __all__ = ["CourseError"]
+
+
+class CourseError(Exception):
+    """A course file (manifest, notebook, attempts log) or a course command's input is invalid.
+
+    The message always names the file, the cell or line when there is one, and the condition that
+    does not hold, so that an author can fix it without a traceback.
+    """

@@ -25,6 +25,17 @@ File format (TOML)::
     kind = "predict"                                    # predict | implement | explain
     points = 1                                          # a non-negative integer
     title = "Predict the strides of a [10, 9, 5, 13] tensor"
+    expression = "Tensor.zeros([10, 9, 5, 13])"          # predict: what the learner predicts
+    fields = ["strides"]                                # predict: the fields asked, in order
+    hints = ["first hint", "second hint"]               # shown one at a time, on request
+    scoring = "per_field"                               # or "all_or_nothing" (predict only)
+    function = "compute_strides"                        # implement: the function to define
+    rubric = ["a point the answer must make", ...]      # explain: 3-4 points to self-assess
+
+    [[chapters.exercises.mistakes]]                     # predict: an expected wrong answer
+    field = "strides"
+    answer = [2, 1]
+    message = "what that answer shows about the learner's model, in one sentence"
 
 Paths are relative to the course root (the folder holding ``course/``), POSIX style.
 """
@@ -56,15 +67,49 @@ _EXERCISE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 _TOP_KEYS = {"format", "chapters"}
 _CHAPTER_KEYS = {"id", "title", "status", "solution", "notebook", "objectives", "exercises"}
-_EXERCISE_KEYS = {"id", "kind", "points", "title"}
+_EXERCISE_KEYS = {
+    "id",
+    "kind",
+    "points",
+    "title",
+    "expression",
+    "fields",
+    "hints",
+    "scoring",
+    "function",
+    "rubric",
+    "mistakes",
+}
+_KIND_KEYS: dict[str, set[str]] = {
+    "predict": {"expression", "fields", "hints", "scoring", "mistakes"},
+    "implement": {"function", "hints"},
+    "explain": {"hints", "rubric"},
+}
+SCORINGS: tuple[str, ...] = ("per_field", "all_or_nothing")
+_FIELD_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """An expected wrong answer of a predict exercise: when the learner's ``field`` equals
+    ``answer`` (a Python value, compared after the prediction is read), ``message`` says what
+    that answer shows."""
+
+    field: str
+    answer: Any
+    message: str
 
 
 @dataclass(frozen=True)
 class Exercise:
-    """One exercise: its id (``ch02.q4``), kind, points and a one-line title.
+    """One exercise: its id (``ch02.q4``), kind, points, a one-line title, and what its kind
+    needs: a predict exercise's ``expression`` and ``fields`` (plus ``scoring``, ``mistakes``),
+    an implement exercise's ``function``, an explain exercise's ``rubric``; ``hints`` for all.
 
     Invariant: ``id`` starts with its chapter's id and a dot; ``kind`` is one of
-    :data:`EXERCISE_KINDS`; ``points >= 0``.
+    :data:`EXERCISE_KINDS`; ``points >= 0``; only the keys of its kind are set; ``fields`` has no
+    duplicate; ``scoring`` is one of :data:`SCORINGS`; every mistake names one of ``fields``.
     """
 
     id: str
@@ -72,6 +117,13 @@ class Exercise:
     kind: str
     points: int
     title: str
+    expression: str | None = None
+    fields: tuple[str, ...] = ()
+    hints: tuple[str, ...] = ()
+    scoring: str = "per_field"
+    function: str | None = None
+    rubric: tuple[str, ...] = ()
+    mistakes: tuple[Mistake, ...] = ()
 
     @property
     def tag(self) -> str:
@@ -246,7 +298,73 @@ def _parse_exercise(raw: Any, chapter_id: str, position: int, chapter_label: str
     if isinstance(points, bool) or not isinstance(points, int) or points < 0:
         raise CourseError(f"{label}: points must be an integer >= 0, got {points!r}")
     title = _required_str(raw, "title", label)
-    return Exercise(id=exercise_id, chapter=chapter_id, kind=kind, points=points, title=title)
+    foreign = sorted(set(raw) - {"id", "kind", "points", "title"} - _KIND_KEYS[kind])
+    if foreign:
+        raise CourseError(
+            f"{label}: key(s) {foreign} do not apply to a {kind} exercise; "
+            f"a {kind} exercise may have {sorted(_KIND_KEYS[kind])}"
+        )
+    expression = raw.get("expression")
+    if expression is not None and (not isinstance(expression, str) or not expression.strip()):
+        raise CourseError(f"{label}: expression must be a non-empty string of Python")
+    fields = _str_list(raw, "fields", label)
+    for name in fields:
+        if not _FIELD_NAME.match(name):
+            raise CourseError(f"{label}: field {name!r} must be a lower-case name like 'strides'")
+    if len(set(fields)) != len(fields):
+        raise CourseError(f"{label}: fields {list(fields)} list a field twice")
+    if (expression is None) != (not fields):
+        raise CourseError(f"{label}: a predict exercise gives both 'expression' and 'fields'")
+    scoring = raw.get("scoring", "per_field")
+    if scoring not in SCORINGS:
+        raise CourseError(f"{label}: scoring must be one of {SCORINGS}, got {scoring!r}")
+    function = raw.get("function")
+    if function is not None and (not isinstance(function, str) or not _IDENTIFIER.match(function)):
+        raise CourseError(f"{label}: function must be a Python name, got {function!r}")
+    rubric = _str_list(raw, "rubric", label)
+    if rubric and not 3 <= len(rubric) <= 4:
+        raise CourseError(f"{label}: a rubric has 3 or 4 points, got {len(rubric)}")
+    mistakes = _parse_mistakes(raw.get("mistakes", []), fields, label)
+    return Exercise(
+        id=exercise_id,
+        chapter=chapter_id,
+        kind=kind,
+        points=points,
+        title=title,
+        expression=expression.strip() if expression is not None else None,
+        fields=fields,
+        hints=_str_list(raw, "hints", label),
+        scoring=scoring,
+        function=function,
+        rubric=rubric,
+        mistakes=mistakes,
+    )
+
+
+def _str_list(raw: Mapping[str, Any], key: str, label: str) -> tuple[str, ...]:
+    value = raw.get(key, [])
+    if not isinstance(value, list) or not all(
+        isinstance(item, str) and item.strip() for item in value
+    ):
+        raise CourseError(f"{label}: {key} must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _parse_mistakes(raw: Any, fields: tuple[str, ...], label: str) -> tuple[Mistake, ...]:
+    if not isinstance(raw, list):
+        raise CourseError(f"{label}: 'mistakes' must be an array of tables")
+    mistakes = []
+    for index, item in enumerate(raw):
+        where = f"{label}: mistakes[{index}]"
+        if not isinstance(item, dict) or set(item) != {"field", "answer", "message"}:
+            raise CourseError(f"{where} must be a table with exactly field, answer and message")
+        if item["field"] not in fields:
+            raise CourseError(f"{where}: field {item['field']!r} is not one of {list(fields)}")
+        message = item["message"]
+        if not isinstance(message, str) or not message.strip():
+            raise CourseError(f"{where}: message must be a non-empty string")
+        mistakes.append(Mistake(item["field"], item["answer"], message))
+    return tuple(mistakes)
 
 
 def _check_keys(raw: Mapping[str, Any], allowed: set[str], label: str) -> None:

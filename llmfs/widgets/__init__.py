@@ -8,8 +8,11 @@ Notebook API (all importable from ``llmfs.widgets``):
 * ``trace(base, ["view = base.view()", "view.reshape([3, 2])", ...])`` -> :class:`Trace`, seed
   002's trace table (refused requests become ``×`` rows);
 * ``offset_table(view)`` -> text; ``OffsetTable(view)``, ``TraceTable(trace_or_steps)``,
-  ``PredictThenRun(expression, fields=[...], exercise_id=...)``: live widgets;
-* ``predict(expression, shape=..., ...)`` then ``check(prediction)``: the same exercise as text.
+  ``PredictThenRun(exercise_id=...)`` (or ``PredictThenRun(expression, fields=[...])``): live
+  widgets;
+* ``predict(expression, exercise_id=..., shape=..., ...)`` then ``check(prediction)``: the same
+  exercise as text; ``hint(exercise_id)`` shows its hints one at a time;
+  ``model_answer(exercise_id)`` shows an explain exercise's model answer and rubric once written.
 
 ipywidgets and matplotlib are imported only when a widget or figure is made; importing this
 package needs only :mod:`llmfs.tensor`.
@@ -39,6 +42,8 @@ from llmfs.widgets.predict import (
     Verdict,
     check,
     compare,
+    hint,
+    model_answer,
     normalize,
     predict,
     run,
@@ -76,6 +81,8 @@ __all__ = [
     "check",
     "compare",
     "describe",
+    "hint",
+    "model_answer",
     "normalize",
     "offset_entries",
     "offset_table",

@@ -232,30 +232,9 @@ def render_verdicts_html(verdicts: Sequence[Any]) -> str:
     )
 
 
-def render_comparison_html(comparison: Any) -> str:
-    """A comparison: the expression, the verdicts table, then the offset table or the refusal."""
-    outcome = comparison.outcome
-    row = outcome.row
-    parts = [
-        f"<p>run: <code>{escape(outcome.label)}</code></p>",
-        render_verdicts_html(comparison.verdicts),
-    ]
-    if row.rejected:
-        parts.append(
-            f'<p data-status="rejected">{mark("rejected")} rejected: violated '
-            f"<strong>{escape(row.condition or '')}</strong> (<code>{escape(row.error or '')}"
-            f"</code>)<br><small>{escape(row.message or '')}</small></p>"
-        )
-    elif outcome.view is not None:
-        parts.append(render_offsets_html(outcome.view, row.owner or "base"))
-        parts.append(render_mapping_html(row))
-    return f'<div class="llmfs-comparison">{"".join(parts)}</div>'
-
-
 __all__ = [
     "legend_html",
     "mark",
-    "render_comparison_html",
     "render_mapping_html",
     "render_offsets_html",
     "render_strip_html",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import llmfs.tensor as tensor_module
-from llmfs.errors import CourseError
+from llmfs.course import CourseError
 from llmfs.tensor import Tensor, TensorError, TensorView, copying_transpose
 from llmfs.widgets.html import render_trace_html
 from llmfs.widgets.rows import (
@@ -64,6 +64,7 @@ class ExpressionError(CourseError):
 
 class OwnerNames:
     """Stable, readable names for owners: given names first, then ``copy 1``, ``copy 2``, ...
+    for copies and ``new owner 1``, ... for owners made from scratch (``Tensor.zeros(...)``).
 
     Owners are told apart by identity, but only the order in which they are first met decides
     the names, so the same trace always gets the same names (never a memory address).
@@ -72,7 +73,7 @@ class OwnerNames:
     def __init__(self, given: Mapping[str, Tensor] | None = None, copy_prefix: str = "copy"):
         self._known: list[tuple[Tensor, str]] = []
         self._given: set[str] = set()
-        self._copies = 0
+        self._counts: dict[str, int] = {}
         self._prefix = copy_prefix
         for name in sorted(given or {}):
             owner = _as_view(given[name]).owner  # type: ignore[index]
@@ -91,13 +92,15 @@ class OwnerNames:
         """True when ``name`` was given by the caller (a source owner, not a copy)."""
         return name in self._given
 
-    def name(self, owner: Tensor) -> tuple[str, bool]:
-        """``(name, first_seen)``: the owner's name, naming it ``copy N`` if it is new."""
+    def name(self, owner: Tensor, *, copy: bool = True) -> tuple[str, bool]:
+        """``(name, first_seen)``: the owner's name, naming a new one ``copy N`` when it is a
+        copy of a known view, or ``new owner N`` when it was made from scratch."""
         found = self.lookup(owner)
         if found is not None:
             return found, False
-        self._copies += 1
-        name = f"{self._prefix} {self._copies}"
+        prefix = self._prefix if copy else "new owner"
+        self._counts[prefix] = self._counts.get(prefix, 0) + 1
+        name = f"{prefix} {self._counts[prefix]}"
         self._known.append((owner, name))
         return name, True
 
@@ -140,7 +143,7 @@ def describe(
             message=str(result),
         )
     view = _as_view(result)
-    name, first_seen = owners.name(view.owner)
+    name, first_seen = owners.name(view.owner, copy=copied_from is not None)
     entries = offset_entries(view)
     offsets = Sampled(
         tuple(e.offset for e in entries.head), tuple(e.offset for e in entries.tail), entries.total

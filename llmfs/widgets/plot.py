@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llmfs.errors import CourseError
+from llmfs.course import CourseError
 from llmfs.tensor import Tensor, TensorView
 from llmfs.widgets.model import (
     NEW_OWNER_MARK,

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llmfs.errors import CourseError
+from llmfs.course import CourseError
 from llmfs.tensor import Tensor, TensorError, TensorView
 from llmfs.tensor.layout import Layout
 

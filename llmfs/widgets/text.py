@@ -227,29 +227,6 @@ def render_strip(view: TensorView, owner: str, entries: Sampled | None = None) -
     return table(headers, [values, read])
 
 
-def render_comparison(comparison: Any) -> str:
-    """A :class:`~llmfs.widgets.predict.Comparison` as text: the expression, one line per field
-    (your prediction, the truth, the verdict in words), a tally, then the offset table of the
-    result or the rejection with its violated condition."""
-    outcome = comparison.outcome
-    rows = [[v.label, v.predicted, v.truth, v.verdict_text] for v in comparison.verdicts]
-    parts = [f"run: {outcome.label}"]
-    if rows:
-        parts.append(table(("field", "your prediction", "truth", "verdict"), rows))
-    parts.append(tally(comparison.verdicts))
-    row = outcome.row
-    if row.rejected:
-        parts.append(f"{REJECTED_MARK} rejected: violated {row.condition} ({row.error})")
-        parts.append(f"  {row.message}")
-    elif outcome.view is not None:
-        parts.append("")
-        parts.append(render_offsets(outcome.view, row.owner or "base"))
-        if row.mapping is not None:
-            parts.append("")
-            parts.append(render_mapping(row))
-    return "\n".join(parts)
-
-
 def tally(verdicts: Sequence[Any]) -> str:
     """``2 of 3 answered fields right; 1 not answered yet`` (or ``nothing answered yet``)."""
     answered = [v for v in verdicts if v.answered]
@@ -275,7 +252,6 @@ __all__ = [
     "format_sampled",
     "format_values",
     "owner_cell",
-    "render_comparison",
     "render_mapping",
     "render_offsets",
     "render_strip",

@@ -60,9 +60,10 @@ def test_chapter_2_runs_top_to_bottom_and_answering_q1_shows_checks(
     page = notebook.page
     assert page.get_by_text("Error displaying widget").count() == 0
 
-    # Unanswered, the text check says so instead of failing.
+    # Unanswered, the text check lists the fields to answer and shows none of the answers.
     unanswered = notebook.cell_output(CHECK_TAG)
-    unanswered.get_by_text("nothing answered yet").first.wait_for(timeout=20_000)
+    unanswered.get_by_text("still to answer").first.wait_for(timeout=20_000)
+    assert "[2, 1]" not in unanswered.inner_text()
 
     # The widget: type the four predictions, press Run, read the verdicts.
     widget = page.locator(".llmfs-predict-then-run").first

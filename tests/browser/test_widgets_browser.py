@@ -1,6 +1,7 @@
 """The llmfs widgets in a real browser: JupyterLab in headless Chromium renders ``OffsetTable``,
 ``TraceTable`` and ``PredictThenRun``; a learner types one right and one wrong prediction, clicks
-Run, and the DOM shows the right offsets with a check and a cross in the right places.
+Run, and the DOM shows a check and a cross in the right places (the wrong field's answer hidden),
+then fixes the wrong one and sees the result's offsets.
 
 Uses the harness beside this file (JupyterLab on 127.0.0.1, Debian Chromium via playwright); the
 screenshot is saved as ``test-output/browser/llmfs_widgets.png``.
@@ -102,7 +103,8 @@ def test_widgets_render_and_predict_then_run_marks_right_and_wrong(open_lab_note
     assert [new_cells.nth(k).get_attribute("data-new") for k in range(4)] == ["0", "1", "2", "3"]
     assert texts(mapping.locator("td[data-source]")) == ["1", "2", "4", "5"]
 
-    # PredictThenRun: one right field (shape), one wrong field (strides), then Run.
+    # PredictThenRun: one right field (shape), one wrong field (strides), then Run: the wrong
+    # field's answer stays hidden and the result's offset table waits until both are right.
     exercise = page.locator(".llmfs-predict-then-run")
     exercise.locator(".llmfs-input-shape input").fill("(3,2)")
     exercise.locator(".llmfs-input-strides input").fill("2, 1")
@@ -114,8 +116,12 @@ def test_widgets_render_and_predict_then_run_marks_right_and_wrong(open_lab_note
     assert shape_row.locator("td").last.inner_text().strip() == "✓ right"
     strides_row = result.locator('tr[data-field="strides"]')
     assert strides_row.get_attribute("data-status") == "wrong"
-    assert strides_row.locator("td").last.inner_text().strip() == "✗ wrong"
-    assert texts(strides_row.locator("td"))[:2] == ["[2, 1]", "[1, 3]"]
+    assert strides_row.locator("td").last.inner_text().strip().startswith("✗ wrong")
+    assert texts(strides_row.locator("td"))[:3] == ["strides", "[2, 1]", "hidden"]
+    assert result.locator("table.llmfs-offsets").count() == 0
+    exercise.locator(".llmfs-input-strides input").fill("1, 3")
+    exercise.locator(".llmfs-run").click()
+    result.get_by_text("2 of 2 answered fields right").wait_for(timeout=20_000)
     result_rows = result.locator("table.llmfs-offsets tbody tr")
     assert [
         result_rows.nth(k).get_attribute("data-offset") for k in range(6)

@@ -9,10 +9,13 @@ from coursekit import chapter_toml, write_manifest
 
 from llmfs.course import CourseError
 from llmfs.course.attempts import (
+    Event,
     attempts_path,
     latest_attempts,
     load_attempts,
+    load_events,
     record_attempt,
+    record_event,
 )
 from llmfs.course.manifest import Manifest, load_manifest
 
@@ -43,7 +46,8 @@ def test_attempts_are_appended_as_deterministic_json_lines(tmp_path: Path, manif
     assert (first.attempt, first.correct, second.attempt, second.correct) == (1, False, 2, True)
     assert log.read_text().splitlines()[0] == (
         '{"answers": {"shape": "(3, 2)", "strides": "2,1"}, "attempt": 1, "correct": false, '
-        '"exercise": "ch02.q1", "fields": {"shape": true, "strides": false}, "format": 1}'
+        '"exercise": "ch02.q1", "fields": {"shape": true, "strides": false}, "first": true, '
+        '"format": 1, "hints": 0, "revealed": []}'
     )
     loaded = load_attempts(log, manifest)
     assert (loaded[0], loaded[2]) == (first, second)
@@ -93,7 +97,18 @@ def test_a_missing_log_means_no_attempts(tmp_path: Path) -> None:
     ("line", "message"),
     [
         ("not json", "not a JSON object"),
-        ('{"exercise": "ch02.q1"}', "an attempt record has exactly the keys"),
+        ('{"exercise": "ch02.q1"}', "an attempt record has the keys"),
+        (
+            '{"answers": {}, "attempt": 2, "correct": true, "exercise": "ch02.q1", '
+            '"fields": {"shape": true}, "first": true, "format": 1}',
+            "'first' is True but 'attempt' is 2",
+        ),
+        (
+            '{"answers": {}, "attempt": 1, "correct": true, "exercise": "ch02.q1", '
+            '"fields": {"shape": true}, "format": 1, "hints": -1}',
+            "'hints' must be an integer >= 0",
+        ),
+        ('{"event": "hint", "exercise": 3, "format": 1}', "an event has a kind"),
         (
             '{"answers": {}, "attempt": 1, "correct": true, "exercise": "ch02.q1", '
             '"fields": {"shape": false}, "format": 1}',
@@ -115,6 +130,7 @@ def test_a_malformed_log_line_is_named(tmp_path: Path, line: str, message: str) 
     log.write_text(good + "\n" + line + "\n")
     with pytest.raises(CourseError, match=message) as error:
         load_attempts(log)
+        load_events(log)
     assert f"{log} line 2:" in str(error.value)
 
 
@@ -127,3 +143,32 @@ def test_loading_against_a_manifest_rejects_unknown_exercises(tmp_path: Path, ma
     assert [a.exercise for a in load_attempts(log)] == ["ch09.q1"]
     with pytest.raises(CourseError, match=rf"{log} line 1: .*no exercise with id 'ch09\.q1'"):
         load_attempts(log, manifest)
+
+
+def test_the_log_written_before_hints_and_reveals_still_loads(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(
+        '{"answers": {}, "attempt": 1, "correct": true, "exercise": "ch02.q1", '
+        '"fields": {"shape": true}, "format": 1}\n'
+    )
+    (attempt,) = load_attempts(log)
+    assert (attempt.first, attempt.hints, attempt.revealed) == (True, 0, ())
+
+
+def test_hints_and_reveals_are_events_beside_the_attempts(tmp_path: Path, manifest) -> None:
+    log = tmp_path / "log.jsonl"
+    record_event("hint", "ch02.q1", number=1, path=log, manifest=manifest)
+    record_attempt(
+        "ch02.q1", {"shape": False}, path=log, manifest=manifest, hints=1, revealed=["shape"]
+    )
+    record_event("reveal", "ch02.q1", fields=["strides", "shape"], path=log, manifest=manifest)
+    assert [a.hints for a in load_attempts(log, manifest)] == [1]
+    assert load_attempts(log)[0].revealed == ("shape",)
+    assert load_events(log) == [
+        Event("hint", "ch02.q1", 1),
+        Event("reveal", "ch02.q1", 0, ("shape", "strides")),
+    ]
+    with pytest.raises(CourseError, match="an event is one of"):
+        record_event("peek", "ch02.q1", path=log, manifest=manifest)
+    with pytest.raises(CourseError, match="no exercise with id"):
+        record_event("hint", "ch02.zz", path=log, manifest=manifest)

@@ -5,8 +5,11 @@
 * each solution answer passes its own check: the solution's code cells are run in-process, in
   order, and the check displayed after each exercise (a prediction comparison or a check report)
   must be all right;
-* the student notebook, run unanswered, answers nothing: every check says "not answered yet" or
-  "not implemented yet", and nothing is recorded in the attempts log;
+* the student notebook, run unanswered, answers nothing and reveals nothing: every predict check
+  lists the fields still to answer and no truth value of its exercise, every implement check says
+  "not implemented yet", no model answer is shown, and nothing is recorded in the attempts log;
+* every predict exercise, answered wrong three times and then right, follows the retry and reveal
+  rules and logs each attempt;
 * the committed student notebooks are exactly what ``llmfs build`` generates.
 
 nbval (the root conftest) separately compares every stored solution output and runs the student
@@ -18,6 +21,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +39,16 @@ from llmfs.course.notebooks import (
     exercise_cells,
     read_notebook,
 )
-from llmfs.widgets.predict import Comparison
+from llmfs.widgets.predict import (
+    Comparison,
+    ModelAnswer,
+    check,
+    display,
+    is_plain,
+    model_answer,
+    normalize,
+    predict,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = load_manifest(REPO / "course" / "manifest.toml")
@@ -53,10 +66,12 @@ def _exercise_ids(pairs: list[tuple[Chapter, Exercise]]) -> list[str]:
 
 @dataclass
 class Shown:
-    """What one executed code cell displayed (its last expression's value, if any)."""
+    """What one executed code cell displayed (its last expression's value, if any), and the
+    notebook's names right after it ran."""
 
     position: int
     value: Any
+    names: dict[str, Any]
 
 
 def run_code_cells(path: Path, label: str) -> list[Shown]:
@@ -82,7 +97,7 @@ def run_code_cells(path: Path, label: str) -> list[Shown]:
                     value = eval(code, namespace)
         except Exception as error:
             pytest.fail(f"{label} cell #{position} raised {type(error).__name__}: {error}")
-        shown.append(Shown(position, value))
+        shown.append(Shown(position, value, dict(namespace)))
     return shown
 
 
@@ -190,10 +205,111 @@ def test_the_unanswered_student_notebook_answers_nothing(
     result = first_check_after(executed[chapter.notebook], position)
     if isinstance(result, Comparison):
         assert result.verdicts and all(v.status == "unanswered" for v in result.verdicts)
-        assert "not answered yet" in repr(result) and not result.recorded
+        assert not result.complete and not result.recorded
+        text, html = repr(result), result._repr_html_()
+        question, *rest = text.splitlines()
+        labels = "|".join(re.escape(v.label) for v in result.verdicts)
+        allowed = re.compile(
+            rf"still to answer:|  ({labels}): not answered yet|"
+            r"\(nothing is checked until every field has an answer\)"
+        )
+        assert all(allowed.fullmatch(line) for line in rest), text
+        for truth in solution_truths(chapter, exercise).values():
+            if truth not in exercise.expression and truth not in question:
+                assert truth not in html, f"{exercise.id}: {truth} shown before any attempt"
     else:
         assert result.status in ("not implemented", "not answered"), repr(result)
         assert "yet" in repr(result).splitlines()[0]
+
+
+def solution_answers(chapter: Chapter, exercise: Exercise) -> dict[str, Any]:
+    """The predicted fields written in the solution's exercise cell (read statically)."""
+    solution = read_notebook(REPO / chapter.solution)
+    cell = solution["cells"][exercise_cells(solution, chapter.solution)[exercise.id] - 1]
+    (statement,) = ast.parse(cell_source(cell)).body
+    assert isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call)
+    return {
+        keyword.arg: ast.literal_eval(keyword.value)
+        for keyword in statement.value.keywords
+        if keyword.arg != "exercise_id"
+    }
+
+
+def solution_truths(chapter: Chapter, exercise: Exercise) -> dict[str, str]:
+    """The solution's answers as the check would display them (long enough to be telling)."""
+    plain = is_plain(exercise.fields)
+    shown = {}
+    for field, value in solution_answers(chapter, exercise).items():
+        text = display(field, value if plain else normalize(field, value))
+        # A yes/no or shared/new field is revealed by any wrong answer; only telling truths count.
+        if len(text) >= 3 and text not in ("Yes", "True", "False", "none", "new", "shared"):
+            shown[field] = text
+    return shown
+
+
+def wrong_answer(value: Any) -> Any:
+    """A readable answer that differs from ``value``."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value + 1
+    if isinstance(value, list):
+        return [wrong_answer(value[0]), *value[1:]] if value else [1]
+    if value == "none":
+        return "NonContiguousReshapeError"
+    if value in ("new", "shared"):
+        return {"new": "shared", "shared": "new"}[value]
+    return "none"
+
+
+PREDICTS = [pair for pair in EXERCISES if pair[1].kind == "predict"]
+
+
+@pytest.mark.parametrize(("chapter", "exercise"), PREDICTS, ids=_exercise_ids(PREDICTS))
+def test_each_predict_exercise_answered_wrong_then_right_retries_reveals_and_logs(
+    chapter: Chapter,
+    exercise: Exercise,
+    executed: dict[str, list[Shown]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    log = tmp_path / "attempts.jsonl"
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(log))
+    solution = read_notebook(REPO / chapter.solution)
+    position = exercise_cells(solution, chapter.solution)[exercise.id]
+    names = next(s.names for s in executed[chapter.solution] if s.position >= position)
+    right = solution_answers(chapter, exercise)
+    wrong = {field: wrong_answer(value) for field, value in right.items()}
+    truths = solution_truths(chapter, exercise)
+    for tries in (1, 2, 3):
+        comparison = check(predict(exercise.expression, exercise_id=exercise.id, **wrong), names)
+        text = repr(comparison)
+        assert comparison.complete and comparison.recorded
+        assert all(v.status == "wrong" for v in comparison.verdicts), text
+        if tries < 3:
+            assert all(v.shown_truth == "hidden" for v in comparison.verdicts), text
+            assert f"{3 - tries} more wrong tr" in text
+            assert "coordinate  offset  value" not in text  # no offset table of the result yet
+            for v in comparison.verdicts:
+                truth = truths.get(v.field)
+                feedback = [line for line in text.splitlines() if line.startswith(f"  {v.label}:")]
+                if truth and truth not in exercise.expression:
+                    assert all(truth not in line for line in feedback), (truth, feedback)
+        else:
+            assert text.count("answer: ") == len(right), text
+    final = check(predict(exercise.expression, exercise_id=exercise.id, **right), names)
+    assert final.all_right, repr(final)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    reveals = [line for line in lines if line.get("event") == "reveal"]
+    assert [line["fields"] for line in reveals] == [sorted(right)]
+    records = [line for line in lines if "event" not in line]
+    assert [(r["attempt"], r["first"], r["correct"]) for r in records] == [
+        (1, True, False),
+        (2, False, False),
+        (3, False, False),
+        (4, False, True),
+    ]
+    assert records[3]["revealed"] == sorted(right)
 
 
 def test_only_solution_runs_record_attempts_and_each_exercise_once(
@@ -205,9 +321,96 @@ def test_only_solution_runs_record_attempts_and_each_exercise_once(
     assert all(attempt.correct for attempt in load_attempts(attempts_log))
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
+def test_no_model_answer_is_shown_in_an_unanswered_notebook(
+    chapter: Chapter, executed: dict[str, list[Shown]]
+) -> None:
+    answers = [s.value for s in executed[chapter.notebook] if isinstance(s.value, ModelAnswer)]
+    explains = [e for e in chapter.exercises if e.kind == "explain"]
+    assert len(answers) == len(explains)
+    assert all(not answer.shown and "write your answer" in repr(answer) for answer in answers)
+
+
+EXPLAINS = [pair for pair in EXERCISES if pair[1].kind == "explain"]
+
+
+@pytest.mark.parametrize(("chapter", "exercise"), EXPLAINS, ids=_exercise_ids(EXPLAINS))
+def test_the_model_answer_needs_an_answer_written_in_the_notebook(
+    chapter: Chapter, exercise: Exercise, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(tmp_path / "attempts.jsonl"))
+    blank = model_answer(exercise.id, notebook=REPO / chapter.notebook)
+    assert not blank.shown and "0 of at least 15 words" in repr(blank)
+    written = model_answer(exercise.id, notebook=REPO / chapter.solution)
+    assert written.shown and written.rubric == exercise.rubric
+    assert len(written.answer.split()) >= 30 and "<!--" not in written.answer
+
+
+def test_every_exercise_has_hints_and_every_explain_exercise_a_rubric() -> None:
+    for _, exercise in EXERCISES:
+        if exercise.kind == "explain":
+            assert 3 <= len(exercise.rubric) <= 4, exercise.id
+        else:
+            assert exercise.hints, exercise.id
+        if exercise.kind == "predict":
+            assert exercise.expression and exercise.fields, exercise.id
+        if exercise.kind == "implement":
+            assert exercise.function, exercise.id
+
+
+def test_exercise_ids_run_in_notebook_order() -> None:
+    for chapter in CHAPTERS:
+        solution = read_notebook(REPO / chapter.solution)
+        cells = exercise_cells(solution, chapter.solution)
+        in_notebook = sorted(cells, key=cells.__getitem__)
+        assert in_notebook == [exercise.id for exercise in chapter.exercises]
+        numbered = [
+            int(e[len(chapter.id) + 2 :]) for e in in_notebook if re.fullmatch(r"ch\d\d\.q\d+", e)
+        ]
+        assert numbered == sorted(numbered), chapter.id
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
+def test_fixture_values_differ_from_their_offsets(chapter: Chapter) -> None:
+    text = "".join(cell_source(c) for c in read_notebook(REPO / chapter.solution)["cells"])
+    assert not re.search(r"Tensor\.from_vec\([^\n]*list\(range\(", text)
+    assert "Tensor.arange(" not in text
+
+
+def test_chapter_3_needs_no_broadcasting() -> None:
+    text = "".join(
+        cell_source(c) for c in read_notebook(REPO / MANIFEST.chapter("ch03").solution)["cells"]
+    )
+    assert "broadcast" not in text.lower()
+    assert not re.search(r"\[[^\]]*\b0, [^\]]*\]\)", text.split("layouts = {")[1].split("}")[0])
+
+
 def test_the_student_notebooks_are_what_llmfs_build_generates() -> None:
     assert stale_notebooks(MANIFEST, REPO) == []
 
 
 def test_the_manifest_loader_reads_this_manifest() -> None:
     assert isinstance(MANIFEST, Manifest) and MANIFEST.root == REPO
+
+
+WITH_MISTAKES = [pair for pair in PREDICTS if pair[1].mistakes]
+
+
+@pytest.mark.parametrize(("chapter", "exercise"), WITH_MISTAKES, ids=_exercise_ids(WITH_MISTAKES))
+def test_each_expected_mistake_of_the_manifest_gets_its_message(
+    chapter: Chapter,
+    exercise: Exercise,
+    executed: dict[str, list[Shown]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(tmp_path / "attempts.jsonl"))
+    solution = read_notebook(REPO / chapter.solution)
+    position = exercise_cells(solution, chapter.solution)[exercise.id]
+    names = next(s.names for s in executed[chapter.solution] if s.position >= position)
+    right = solution_answers(chapter, exercise)
+    for mistake in exercise.mistakes:
+        answers = {**right, mistake.field: mistake.answer}
+        comparison = check(predict(exercise.expression, exercise_id=exercise.id, **answers), names)
+        (verdict,) = [v for v in comparison.verdicts if v.field == mistake.field]
+        assert verdict.status == "wrong" and mistake.message in verdict.mistakes

@@ -177,3 +177,52 @@ def test_a_tag_used_twice_in_one_notebook_is_reported(tmp_path: Path) -> None:
     assert all(
         "exercise 'ch01.q1' is tagged on cell #1 and again on cell #2" in p for p in problems
     )
+
+
+def _one_exercise(tmp_path: Path, kind: str, extra: str) -> Path:
+    text = chapter_toml("ch01", "ch01_a", [("ch01.q1", kind)]) + extra
+    return write_manifest(tmp_path, text)
+
+
+def test_exercises_carry_what_their_kind_needs(tmp_path: Path) -> None:
+    extra = (
+        'expression = "x.view()"\nfields = ["shape", "strides"]\nhints = ["one", "two"]\n'
+        'scoring = "all_or_nothing"\n\n[[chapters.exercises.mistakes]]\nfield = "strides"\n'
+        'answer = [2, 1]\nmessage = "the reshape\'s strides"\n'
+    )
+    exercise = load_manifest(_one_exercise(tmp_path, "predict", extra)).exercise("ch01.q1")
+    assert exercise.expression == "x.view()" and exercise.fields == ("shape", "strides")
+    assert exercise.hints == ("one", "two") and exercise.scoring == "all_or_nothing"
+    assert exercise.mistakes[0].answer == [2, 1] and exercise.function is None
+    implement = 'function = "flat_index"\nhints = ["h"]\n'
+    exercise = load_manifest(_one_exercise(tmp_path, "implement", implement)).exercise("ch01.q1")
+    assert exercise.function == "flat_index" and exercise.fields == ()
+    explain = 'rubric = ["a", "b", "c"]\n'
+    exercise = load_manifest(_one_exercise(tmp_path, "explain", explain)).exercise("ch01.q1")
+    assert exercise.rubric == ("a", "b", "c")
+
+
+@pytest.mark.parametrize(
+    ("kind", "extra", "message"),
+    [
+        ("implement", 'fields = ["shape"]\n', r"do not apply to a implement exercise"),
+        ("predict", 'fields = ["shape"]\n', "gives both 'expression' and 'fields'"),
+        ("predict", 'expression = "x"\nfields = ["shape", "shape"]\n', "list a field twice"),
+        ("predict", 'expression = "x"\nfields = ["Shape"]\n', "lower-case name"),
+        ("predict", 'expression = "x"\nfields = ["shape"]\nscoring = "best"\n', "scoring"),
+        ("implement", 'function = "not a name"\n', "function must be a Python name"),
+        ("explain", 'rubric = ["a", "b"]\n', "a rubric has 3 or 4 points, got 2"),
+        ("explain", "hints = [1]\n", "hints must be a list of non-empty strings"),
+        (
+            "predict",
+            'expression = "x"\nfields = ["shape"]\n\n[[chapters.exercises.mistakes]]\n'
+            'field = "strides"\nanswer = 1\nmessage = "m"\n',
+            r"mistakes\[0\]: field 'strides' is not one of \['shape'\]",
+        ),
+    ],
+)
+def test_invalid_exercise_keys_are_course_errors(
+    tmp_path: Path, kind: str, extra: str, message: str
+) -> None:
+    with pytest.raises(CourseError, match=message):
+        load_manifest(_one_exercise(tmp_path, kind, extra))

@@ -22,6 +22,30 @@ id = "ch02.q1"
 kind = "predict"
 points = 1
 title = "Predict reshape and transpose"
+expression = "base.transpose(0, 1)"
+fields = ["shape", "strides", "offsets"]
+hints = ["A transpose swaps sizes and strides.", "Row 0 of the result is column 0."]
+
+[[chapters.exercises.mistakes]]
+field = "offsets"
+answer = [0, 1, 2, 3, 4, 5]
+message = "Course-specific: that is the source's walk."
+
+[[chapters.exercises]]
+id = "ch02.q2"
+kind = "predict"
+points = 1
+title = "Predict a slice's layout"
+expression = "base.slice(1, 1, 3)"
+fields = ["base_offset", "contiguous"]
+
+[[chapters.exercises]]
+id = "ch02.why"
+kind = "explain"
+points = 1
+title = "Explain"
+hints = ["Think about strides."]
+rubric = ["first point", "second point", "third point"]
 """
 
 

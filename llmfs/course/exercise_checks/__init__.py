@@ -2,9 +2,10 @@
 
 A chapter notebook calls them right after the learner's code, the self-check and the grader call
 the same functions later, so a learner never sees one verdict in the notebook and another in the
-grade. Each check takes the learner's function (or result), runs it on fixed cases, compares every
-case with the library's own answer (:mod:`llmfs.tensor.layout`, the view methods) and returns a
-:class:`CheckReport` whose ``repr`` is a deterministic text table.
+grade. Each check takes the learner's function, runs it on many random cases of its
+:class:`~llmfs.course.exercise_checks.spec.ImplementSpec` (:data:`SPECS`), compares every case
+with the library's own answer (:mod:`llmfs.tensor.layout`, the view methods) and returns a
+:class:`CheckReport` whose ``repr`` is a deterministic text table, smallest failing case first.
 
 A learner's function that still raises :class:`NotImplementedError`, or returns the stub's
 ``None``, makes the whole report "not implemented yet" (never a traceback), so a student notebook
@@ -19,10 +20,17 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.exercise_checks.layout import (
+    check_can_reshape_without_copy,
     check_compute_strides,
+    check_copying_transpose,
     check_flat_index,
+    check_is_contiguous,
+    check_logical_offsets,
+    check_materialize,
     check_merge_layout,
+    check_permute_layout,
     check_reshape_after_copy,
+    check_slice_layout,
 )
 from llmfs.course.exercise_checks.report import (
     NOT_IMPLEMENTED,
@@ -30,12 +38,20 @@ from llmfs.course.exercise_checks.report import (
     CheckReport,
     check_values,
 )
+from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec
 
 #: Exercise id -> the check that grades it (the grader passes the learner's function or result).
 CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch01.compute_strides": check_compute_strides,
     "ch01.flat_index": check_flat_index,
+    "ch01.is_contiguous": check_is_contiguous,
+    "ch02.copying_transpose": check_copying_transpose,
+    "ch02.permute_layout": check_permute_layout,
+    "ch02.logical_offsets": check_logical_offsets,
+    "ch02.slice_layout": check_slice_layout,
     "ch02.q5_fix": check_reshape_after_copy,
+    "ch02.materialize": check_materialize,
+    "ch03.can_reshape": check_can_reshape_without_copy,
     "ch03.merge_layout": check_merge_layout,
 }
 
@@ -54,12 +70,22 @@ def check_for(exercise_id: str) -> Callable[..., Any]:
 __all__ = [
     "CHECKS",
     "NOT_IMPLEMENTED",
+    "SPECS",
     "CaseResult",
     "CheckReport",
+    "ImplementSpec",
+    "check_can_reshape_without_copy",
     "check_compute_strides",
+    "check_copying_transpose",
     "check_flat_index",
     "check_for",
+    "check_is_contiguous",
+    "check_logical_offsets",
+    "check_materialize",
     "check_merge_layout",
+    "check_permute_layout",
     "check_reshape_after_copy",
+    "check_slice_layout",
     "check_values",
+    "run_spec",
 ]

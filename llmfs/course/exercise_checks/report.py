@@ -114,7 +114,8 @@ def check_values(
     """Compares predictions written as plain Python values with the truth, key by key.
 
     ``truth`` holds the library's answers (computed by the notebook right before the call);
-    ``predicted`` the learner's, ``None`` meaning not answered yet. Numbers compare by value,
+    ``predicted`` the learner's, ``None`` meaning not answered yet. The expected column shows a
+    truth only where the prediction is right (``hidden`` elsewhere). Numbers compare by value,
     booleans as booleans, sequences element by element. Raises :class:`CourseError` naming the keys
     when the two mappings do not have the same keys (an author's mistake).
     """
@@ -123,12 +124,16 @@ def check_values(
             f"{exercise_id}: predicted keys {sorted(predicted)} differ from the truth's "
             f"{sorted(truth)}"
         )
+    verdicts = {
+        key: None if predicted[key] is None else _same(predicted[key], truth[key]) for key in truth
+    }
+    # A truth is shown only where the learner predicted it right: nothing before an attempt.
     cases = tuple(
         CaseResult(
             key,
-            show(truth[key]),
+            show(truth[key]) if verdicts[key] else "hidden",
             "—" if predicted[key] is None else show(predicted[key]),
-            None if predicted[key] is None else _same(predicted[key], truth[key]),
+            verdicts[key],
         )
         for key in truth
     )
