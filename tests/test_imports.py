@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.widgets", 6, "widgets"),
     # The course's tools (build, start, the exercise checks) and the command line use widgets.
     ("llmfs.course", 7, "course tools"),
+    ("llmfs.gpt", 7, "course tools"),  # the capstone model, trained and plotted by a command
     ("llmfs.demo", 7, "course tools"),
     ("llmfs.cli", 7, "course tools"),
     ("llmfs.__main__", 7, "course tools"),
