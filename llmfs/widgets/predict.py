@@ -58,7 +58,7 @@ from llmfs.course.attempts import (
 )
 from llmfs.course.manifest import load_manifest
 from llmfs.tensor import Tensor, TensorError, TensorView, layout
-from llmfs.widgets.html import mark, render_mapping_html, render_offsets_html
+from llmfs.widgets.html import mark, render_mapping_html, render_offsets_html, wrap
 from llmfs.widgets.model import (
     FULL_LIMIT,
     ExpressionError,
@@ -1535,7 +1535,7 @@ def render_comparison_html(comparison: Comparison) -> str:
             f'<div class="llmfs-missing"><p>still to answer:</p><ul>{items}</ul>'
             "<p>(nothing is checked until every field has an answer)</p></div>"
         )
-        return f'<div class="llmfs-comparison">{"".join(parts)}</div>'
+        return wrap("llmfs-comparison", "".join(parts))
     left = comparison.tries_left or {}
     rows = []
     for v in comparison.verdicts:
@@ -1566,7 +1566,7 @@ def render_comparison_html(comparison: Comparison) -> str:
         elif outcome.view is not None:
             parts.append(render_offsets_html(outcome.view, row.owner or "base"))
             parts.append(render_mapping_html(row))
-    return f'<div class="llmfs-comparison">{"".join(parts)}</div>'
+    return wrap("llmfs-comparison", "".join(parts))
 
 
 __all__ = [
