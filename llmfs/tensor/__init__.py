@@ -1,8 +1,9 @@
 """``llmfs.tensor``: a compact tensor library built to be read.
 
 * :class:`Tensor` owns contiguous row-major storage (a 1-D NumPy array).
-* :class:`TensorView` reads that storage through (shape, strides, base offset) without copying;
-  reshape, transpose, permute, slice, flip, merge, split and expand are views.
+* :class:`TensorView` reads that storage through a :class:`Layout` (shape, strides, offset)
+  without copying; reshape, transpose, permute, slice, flip, merge, split and expand are views,
+  on a ``Tensor`` as on a ``TensorView`` (one shared implementation).
 * :func:`materialize` and :func:`copying_transpose` copy, explicitly.
 * :mod:`llmfs.tensor.layout` holds all layout arithmetic as pure functions.
 * Storage is bool, int32, int64, float16, float32 or float64 (:data:`SUPPORTED_DTYPES`); ops
@@ -69,6 +70,7 @@ from llmfs.tensor.errors import (
     UnsupportedOperationError,
 )
 from llmfs.tensor.layout import (
+    Layout,
     broadcast_shapes,
     can_view_as_contiguous,
     can_view_as_contiguous_all,
@@ -159,6 +161,7 @@ __all__ = [
     "KernelLintError",
     "KernelMemoryError",
     "KernelNotFoundError",
+    "Layout",
     "MatmulShapeError",
     "MetalDTypeError",
     "MetalError",

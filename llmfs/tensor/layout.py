@@ -1,10 +1,12 @@
-"""Layout arithmetic: pure functions over (shape, strides, base offset).
+"""Layout arithmetic: pure functions over (shape, strides, base offset), and the ``Layout`` value.
 
 This module is the single home of the library's index maths. Views, every backend, the widgets
 and the tests call these functions; nothing else computes strides, offsets, contiguity, bounds or
 reshape plans. Every function is pure: it takes tuples of Python ints and returns new tuples (or
 raises a :class:`~llmfs.tensor.errors.TensorError`), so each one can be read, tested and taught on
-its own.
+its own. :class:`Layout` bundles the triple into one frozen value whose methods are these
+functions (``layout.reshape(shape)`` is :func:`plan_reshape` plus the unchanged offset), so views,
+backends and widgets pass one value instead of three loose ones.
 
 Conventions
 -----------
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
 from typing import NoReturn
 
 from llmfs.tensor.errors import (
@@ -32,6 +35,7 @@ from llmfs.tensor.errors import (
     DuplicateAxisError,
     IndexOutOfBoundsError,
     InvalidArgumentError,
+    InvalidAxisRangeError,
     InvalidIndexError,
     InvalidLayoutError,
     InvalidShapeError,
@@ -71,7 +75,8 @@ def as_int(value: object, what: str) -> int:
     if isinstance(value, bool) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
         _refuse(what, value, "not a bool")
     try:
-        return operator.index(value)  # accepts int, numpy integers and 0-d integer arrays
+        # Accepts int, numpy integers and 0-d integer arrays; anything else raises TypeError.
+        return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         _refuse(what, value, "")
 
@@ -245,7 +250,7 @@ def storage_offset(
 
     Raises :class:`RankMismatchError` if the coordinate has the wrong length and
     :class:`IndexOutOfBoundsError` if a component is outside ``[0, size)`` (negative components
-    are refused, as in the seed's ``usize`` coordinates).
+    are refused: a coordinate counts positions from 0, like an unsigned index).
     """
     coord = as_int_tuple(coordinate, "index")
     if len(coord) != len(shape):
@@ -309,7 +314,7 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """Seed 004's "transpose-contiguous" test: the values fill one gap-free block of storage.
+    """The "transpose-contiguous" test: the values fill one gap-free block of storage.
 
     True when the layout is contiguous; otherwise false if any axis of size != 1 has stride 0
     (broadcast) or a negative stride (a flip); otherwise size-1 axes are dropped, the remaining
@@ -332,7 +337,7 @@ def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool
 
 
 def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
-    """List form of :func:`can_view_as_contiguous` (seed 004's overload).
+    """List form of :func:`can_view_as_contiguous` (one answer for several layouts).
 
     Each item is a view (anything with ``shape`` and ``strides``) or a ``(shape, strides)`` pair.
     True for an empty list; otherwise every item must share the first one's shape and strides,
@@ -658,7 +663,7 @@ def plan_reshape(
     """Plans a reshape without copying: returns ``(new_shape, new_strides)`` over the same
     offsets in the same logical order, or raises.
 
-    Reshape is a sequence of merges and splits (seed 000). Splitting an axis never needs a copy.
+    Reshape is a sequence of merges and splits of axes. Splitting an axis never needs a copy.
     A group of old axes can be merged into one only when, ignoring size-1 axes, each stride equals
     the next axis's size times its stride: ``stride[k] == size[k+1] * stride[k+1]``. This is the
     rule of NumPy's no-copy reshape and PyTorch's ``view``, and the resulting strides agree with
@@ -823,7 +828,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
 
 
 def validate(shape: object, strides: object, base_offset: object, storage_len: object) -> None:
-    """Checks explicit layout metadata against a storage of ``storage_len`` values (seed 004).
+    """Checks explicit layout metadata against a storage of ``storage_len`` values.
 
     Rules, each failure an :class:`InvalidLayoutError` naming the rule and the numbers: shape and
     strides have the same rank, at most :data:`MAX_RANK`; the storage length is ``>= 0``; sizes
@@ -916,9 +921,9 @@ def diagonal_layout(
     for axis, (size, stride) in enumerate(zip(shape, strides)):
         if axis in absorbed:
             continue
-        group = first_of.get(axis)
+        members = first_of.get(axis)
         out_shape.append(size)
-        out_strides.append(sum(strides[k] for k in group) if group else stride)
+        out_strides.append(stride if members is None else sum(strides[k] for k in members))
     return tuple(out_shape), tuple(out_strides)
 
 
@@ -988,3 +993,193 @@ def matrix_orientation(shape: Sequence[int], strides: Sequence[int]) -> str | No
     if (rows == 1 or row_stride == 1) and (cols == 1 or col_stride >= rows):
         return "columns"
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# The layout as one value
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A (shape, strides, offset) triple as one immutable value; its methods are the functions
+    above.
+
+    ``offset`` is the storage offset of the first logical value (coordinate all zeros). Building
+    a ``Layout`` directly trusts its fields; :meth:`row_major` checks a shape and
+    :meth:`checked` checks explicit metadata against a storage (:func:`validate`). Every method
+    that derives a layout (``reshape``, ``permute``, ``slice``...) returns a new ``Layout`` over a
+    subset of the offsets this one reaches, so a layout that was valid for a storage stays valid.
+    Errors are those of the function each method delegates to.
+    """
+
+    shape: Shape
+    strides: Strides
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        # Lists become tuples, so layouts compare equal and hash whatever sequence made them.
+        if type(self.shape) is not tuple:
+            object.__setattr__(self, "shape", tuple(self.shape))
+        if type(self.strides) is not tuple:
+            object.__setattr__(self, "strides", tuple(self.strides))
+
+    # -- making one ---------------------------------------------------------------------------
+
+    @classmethod
+    def row_major(cls, shape: object) -> Layout:
+        """The contiguous layout of ``shape`` at offset 0 (checked: :func:`check_shape`)."""
+        dims, strides, _ = checked_row_major_layout(shape)
+        return cls(dims, strides, 0)
+
+    @classmethod
+    def checked(cls, shape: object, strides: object, offset: object, storage_len: int) -> Layout:
+        """Explicit metadata after :func:`validate` against a storage of ``storage_len`` values.
+
+        Raises :class:`InvalidLayoutError` naming the broken rule (integer metadata included).
+        """
+        try:
+            # Convert once: a one-shot iterable must not be read twice.
+            dims = as_int_tuple(shape, "size")
+            steps = as_int_tuple(strides, "stride")
+            base = as_int(offset, "base offset")
+        except (InvalidShapeError, InvalidArgumentError) as error:
+            raise InvalidLayoutError("integer metadata", str(error)) from None
+        validate(dims, steps, base, storage_len)
+        return cls(dims, steps, base)
+
+    def validate(self, storage_len: int) -> None:
+        """:func:`validate` for this layout against ``storage_len`` values."""
+        validate(self.shape, self.strides, self.offset, storage_len)
+
+    # -- facts --------------------------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes (NumPy's name for :attr:`rank`)."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of logical values (:func:`element_count`)."""
+        return element_count(self.shape)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when some size is 0: the layout reaches no storage at all."""
+        return 0 in self.shape
+
+    def is_contiguous(self) -> bool:
+        """:func:`is_contiguous` (the offset does not matter)."""
+        return is_contiguous(self.shape, self.strides)
+
+    def can_view_as_contiguous(self) -> bool:
+        """:func:`can_view_as_contiguous`: the values fill one gap-free block in some order."""
+        return can_view_as_contiguous(self.shape, self.strides)
+
+    def is_matrix_dense(self) -> bool:
+        """:func:`is_matrix_dense` for the last two axes."""
+        return is_matrix_dense(self.shape, self.strides)
+
+    def matrix_orientation(self) -> str | None:
+        """:func:`matrix_orientation` of the last two axes (``"rows"``, ``"columns"``, None)."""
+        return matrix_orientation(self.shape, self.strides)
+
+    def is_one_to_one(self) -> bool:
+        """:func:`is_one_to_one`: no two coordinates reach the same offset."""
+        return is_one_to_one(self.shape, self.strides)
+
+    def offset_bounds(self) -> tuple[int, int] | None:
+        """:func:`offset_bounds`: the smallest and largest reachable offsets, ``None`` if empty."""
+        return offset_bounds(self.shape, self.strides, self.offset)
+
+    def storage_offset(self, coordinate: object) -> int:
+        """:func:`storage_offset` of one checked coordinate."""
+        return storage_offset(self.shape, self.strides, self.offset, coordinate)
+
+    def coalesce(self) -> Layout:
+        """:func:`coalesce`: fewest axes visiting the same offsets in the same order."""
+        return Layout(*coalesce(self.shape, self.strides), self.offset)
+
+    def zero_unused_strides(self) -> Layout:
+        """:func:`zero_unused_strides`: 0 for every stride that is never applied."""
+        return Layout(self.shape, zero_unused_strides(self.shape, self.strides), self.offset)
+
+    # -- deriving layouts ---------------------------------------------------------------------
+
+    def reshape(self, shape: object) -> Layout:
+        """:func:`plan_reshape`: the same offsets in the same order under a new shape, or an
+        error naming the axes that cannot be merged without a copy."""
+        return Layout(*plan_reshape(self.shape, self.strides, shape), self.offset)
+
+    def permute(self, axes: object) -> Layout:
+        """Output axis ``k`` is source axis ``axes[k]`` (:func:`check_permutation`, then
+        :func:`permute_layout`)."""
+        order = check_permutation(axes, self.rank)
+        return Layout(*permute_layout(self.shape, self.strides, order), self.offset)
+
+    def swap_axes(self, first: object, second: object) -> Layout:
+        """Exchanges two axes (negative axes count from the end)."""
+        a = normalize_axis(first, self.rank)
+        b = normalize_axis(second, self.rank)
+        order = list(range(self.rank))
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    def reversed_axes(self) -> Layout:
+        """All axes in reverse order (NumPy's ``transpose()`` without arguments)."""
+        return self.permute(range(self.rank - 1, -1, -1))
+
+    def slice(self, axis: object, start: object, stop: object, step: object = 1) -> Layout:
+        """:func:`slice_layout` of one axis (strict bounds, no clamping)."""
+        ax = normalize_axis(axis, self.rank)
+        return Layout(*slice_layout(self.shape, self.strides, self.offset, ax, start, stop, step))
+
+    def flip(self, axis: object) -> Layout:
+        """:func:`flip_layout`: negated stride, offset moved to the axis's last element."""
+        ax = normalize_axis(axis, self.rank)
+        strides, offset = flip_layout(self.shape, self.strides, self.offset, ax)
+        return Layout(self.shape, strides, offset)
+
+    def merge(self, start: object, end: object) -> Layout:
+        """Fuses axes ``start..=end`` into one (a reshape that must not copy); raises
+        :class:`InvalidAxisRangeError` when ``start > end`` after normalising."""
+        a = normalize_axis(start, self.rank)
+        b = normalize_axis(end, self.rank)
+        if a > b:
+            raise InvalidAxisRangeError(a, b)
+        merged = element_count(self.shape[a : b + 1])
+        return self.reshape((*self.shape[:a], merged, *self.shape[b + 1 :]))
+
+    def split(self, axis: object, sizes: object) -> Layout:
+        """:func:`split_layout`: one axis into ``sizes`` (one may be ``-1``)."""
+        ax = normalize_axis(axis, self.rank)
+        return Layout(*split_layout(self.shape, self.strides, ax, sizes), self.offset)
+
+    def expand(self, shape: object) -> Layout:
+        """:func:`broadcast_layout`: zero strides for new and size-1 axes."""
+        return Layout(*broadcast_layout(self.shape, self.strides, shape), self.offset)
+
+    def unsqueeze(self, axis: object) -> Layout:
+        """:func:`unsqueeze_layout`: a size-1 axis inserted at ``axis``."""
+        return Layout(*unsqueeze_layout(self.shape, self.strides, axis), self.offset)
+
+    def squeeze(self, axes: object = None) -> Layout:
+        """:func:`squeeze_layout`: size-1 axes dropped (all, or the ones named)."""
+        return Layout(*squeeze_layout(self.shape, self.strides, axes), self.offset)
+
+    def index(self, key: object) -> Layout:
+        """:func:`index_layout`: NumPy basic indexing (ints, slices, ``...``, ``None``)."""
+        return Layout(*index_layout(self.shape, self.strides, self.offset, key))
+
+    def diagonal(self, groups: Sequence[Sequence[int]]) -> Layout:
+        """:func:`diagonal_layout`: each group of equal-size axes becomes one diagonal axis."""
+        return Layout(*diagonal_layout(self.shape, self.strides, groups), self.offset)
+
+    def __str__(self) -> str:
+        return f"shape {self.shape}, strides {self.strides}, offset {self.offset}"

@@ -25,6 +25,7 @@ from llmfs.tensor.errors import DTypeError
 
 
 def _ops() -> Any:
+    # ops builds on the tensor types that use this mixin, so it is imported on first use.
     from llmfs.tensor import ops
 
     return ops

@@ -455,7 +455,7 @@ def maximum(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = 
 
 
 def scale(x: Operand, alpha: Scalar, *, dtype: object | None = None) -> Tensor:
-    """``alpha * x`` for a real number ``alpha`` (seed 001's ``ut_scale``), in ``x``'s dtype.
+    """``alpha * x`` for a real number ``alpha`` , in ``x``'s dtype.
 
     Raises :class:`TensorError` when ``alpha`` is not a real number.
     """
@@ -604,7 +604,7 @@ def reduce(
     *,
     dtype: object | None = None,
 ) -> Tensor:
-    """Seed 003's mode-label reduction: ``modes_in`` names each axis of ``x`` (a string such as
+    """Reduction by mode labels: ``modes_in`` names each axis of ``x`` (a string such as
     ``"ijk"`` or a list of labels, e.g. ints); the labels absent from ``modes_out`` are reduced
     with ``op`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, ``"mean"``, any case), and the output
     axes follow ``modes_out``'s order. ``reduce(a, [0, 1], [0], "sum")`` sums each row.
@@ -866,6 +866,7 @@ def einsum(expression: str, *operands: object, dtype: object | None = None) -> T
     list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending
     label or operand.
     """
+    # einsum's plans run the ops of this module, so einsum is imported on use, not at the top.
     from llmfs.tensor.einsum import EinsumPlan
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):

@@ -8,8 +8,8 @@
 
 :func:`numpy_view` and :func:`gather` take a layout that the caller has already validated (views
 are checked when they are made), so they do no bounds checks of their own; :func:`numpy_view`
-turns (shape, strides, base offset) into an ndarray over the *same* memory, and :func:`gather`
-copies a layout's values into a new contiguous array in logical row-major order.
+turns a :class:`~llmfs.tensor.layout.Layout` into an ndarray over the *same* memory, and
+:func:`gather` copies a layout's values into a new contiguous array in logical row-major order.
 
 ``gather`` returns exactly the values the offset cursor (:mod:`llmfs.tensor.traversal`) visits,
 but moves whole runs at once instead of one value per Python step:
@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from llmfs.tensor.errors import AllocationError, TensorError
-from llmfs.tensor.layout import coalesce, element_count, zero_unused_strides
+from llmfs.tensor.layout import Layout, coalesce, element_count, zero_unused_strides
 
 #: L1 data cache geometry assumed by the strips (typical of x86-64 and Apple cores alike): 64-byte
 #: lines, 64 sets (8 ways each). Set conflicts repeat every SETS * LINE_BYTES = 4 KiB of stride.
@@ -222,63 +222,52 @@ def read_only(array: np.ndarray) -> ReadOnlyArray:
     return exported
 
 
-def numpy_view(
-    storage: np.ndarray, shape: Sequence[int], strides: Sequence[int], base_offset: int
-) -> np.ndarray:
+def numpy_view(storage: np.ndarray, layout: Layout) -> np.ndarray:
     """A read-only ndarray over ``storage`` with the given layout (strides in elements).
 
     The layout must already be validated against ``storage`` (every reachable offset inside it);
     empty layouts return an empty array that touches nothing.
     """
-    shape = tuple(shape)
-    if element_count(shape) == 0:
-        return np.empty(shape, dtype=storage.dtype)
-    itemsize = storage.itemsize
-    # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
-    # NumPy only needs a harmless 0 there.
-    byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, strides))
-    return np.lib.stride_tricks.as_strided(
-        storage[base_offset:], shape=shape, strides=byte_strides, writeable=False
-    )
+    return _as_strided(storage, layout, writeable=False)
 
 
-def writable_view(
-    storage: np.ndarray, shape: Sequence[int], strides: Sequence[int], base_offset: int
-) -> np.ndarray:
+def writable_view(storage: np.ndarray, layout: Layout) -> np.ndarray:
     """A WRITABLE ndarray over ``storage`` (a writable 1-D array) with the given layout.
 
     For library code that writes a result straight into an output's memory (inside the owner's
     ``mutate()`` window). The layout must be validated against ``storage`` and must not reach one
     offset from two coordinates (see :func:`llmfs.tensor.layout.is_one_to_one`).
     """
-    shape = tuple(shape)
-    if element_count(shape) == 0:
-        return np.empty(shape, dtype=storage.dtype)
+    return _as_strided(storage, layout, writeable=True)
+
+
+def _as_strided(storage: np.ndarray, layout: Layout, *, writeable: bool) -> np.ndarray:
+    if layout.is_empty:
+        return np.empty(layout.shape, dtype=storage.dtype)
     itemsize = storage.itemsize
-    byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, strides))
+    # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
+    # NumPy only needs a harmless 0 there.
+    byte_strides = tuple(stride * itemsize for stride in layout.zero_unused_strides().strides)
     return np.lib.stride_tricks.as_strided(
-        storage[base_offset:], shape=shape, strides=byte_strides, writeable=True
+        storage[layout.offset :], shape=layout.shape, strides=byte_strides, writeable=writeable
     )
 
 
-def gather(
-    storage: np.ndarray, shape: Sequence[int], strides: Sequence[int], base_offset: int
-) -> np.ndarray:
-    """Copies a validated layout's values into a new C-contiguous array of ``shape``.
+def gather(storage: np.ndarray, layout: Layout) -> np.ndarray:
+    """Copies a validated layout's values into a new C-contiguous array of its shape.
 
     Raises :class:`AllocationError` when the copy cannot be allocated (see :func:`allocating`).
     """
-    shape = tuple(shape)
-    with allocating(element_count(shape), storage.dtype):
-        out = np.empty(shape, dtype=storage.dtype)
+    with allocating(element_count(layout.shape), storage.dtype):
+        out = np.empty(layout.shape, dtype=storage.dtype)
     count = out.size
     if count == 0:
         return out
-    flat_shape, flat_strides = coalesce(shape, strides)
-    source = numpy_view(storage, flat_shape, flat_strides, base_offset)
-    target = out.reshape(flat_shape)
-    if len(flat_shape) >= 2 and count >= BLOCKED_MIN_VALUES:
-        _blocked_copy(target, source, flat_strides)
+    flat = layout.coalesce()
+    source = numpy_view(storage, flat)
+    target = out.reshape(flat.shape)
+    if flat.rank >= 2 and count >= BLOCKED_MIN_VALUES:
+        _blocked_copy(target, source, flat.strides)
     else:
         target[...] = source
     return out

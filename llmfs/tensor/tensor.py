@@ -1,8 +1,9 @@
 """``Tensor``: the owner of contiguous row-major storage.
 
-A :class:`Tensor` owns one 1-D NumPy array (its *storage*) and a shape; its strides are always the
-row-major strides of that shape. Views (:class:`~llmfs.tensor.view.TensorView`) read the storage
-through their own (shape, strides, base offset) and never copy.
+A :class:`Tensor` owns one 1-D NumPy array (its *storage*) and a row-major
+:class:`~llmfs.tensor.layout.Layout` of it. Views (:class:`~llmfs.tensor.view.TensorView`) read the
+storage through their own layout and never copy; both share one implementation of the view
+methods (:class:`~llmfs.tensor.view.ViewMethods`).
 
 Borrowing at run time
 ---------------------
@@ -23,7 +24,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -43,18 +44,15 @@ from llmfs.tensor.errors import (
     TensorError,
 )
 from llmfs.tensor.layout import (
+    Layout,
     Shape,
     Strides,
     checked_row_major_layout,
     row_major_strides,
-    storage_offset,
 )
 from llmfs.tensor.layout import as_int as layout_as_int
-from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import allocate, allocating, read_only
-
-if TYPE_CHECKING:
-    from llmfs.tensor.view import TensorView
+from llmfs.tensor.view import ViewMethods
 
 
 def _float_values(values: object, dtype: np.dtype) -> np.ndarray:
@@ -68,16 +66,25 @@ def _float_values(values: object, dtype: np.dtype) -> np.ndarray:
     return array
 
 
-class Tensor(OperatorMixin):
-    """An owner of contiguous row-major storage (seed 002's ``Tensor``).
+class Tensor(ViewMethods):
+    """An owner of contiguous row-major storage: storage + a row-major :class:`Layout` + a version.
 
-    Invariants: ``as_slice()`` has exactly ``len(self)`` values (the product of ``shape``, 1 for a
-    scalar); ``strides`` are the row-major strides of ``shape``; sizes and offsets fit in 64 bits.
-    Build one with :meth:`from_vec`, :meth:`from_numpy`, :meth:`zeros`, :meth:`full` or
-    :meth:`arange`; ``Tensor(shape, values)`` is :meth:`from_vec`.
+    Invariants: ``as_slice()`` has exactly ``self.size`` values (the product of ``shape``, 1 for
+    a scalar); ``strides`` are the row-major strides of ``shape`` and the offset is 0; sizes and
+    offsets fit in 64 bits. Build one with :meth:`from_vec`, :meth:`from_numpy`, :meth:`zeros`,
+    :meth:`full` or :meth:`arange`; ``Tensor(shape, values)`` is :meth:`from_vec`. Every view
+    method (``reshape``, ``transpose``, ``t[...]``, ``tolist``, ``materialize``...) is inherited
+    from :class:`ViewMethods` and reads the whole tensor: ``t.reshape(s)`` is
+    ``t.view().reshape(s)``, the same code.
     """
 
-    __slots__ = ("_shape", "_storage", "_strides", "_version", "_window_open")
+    __slots__ = ("_layout", "_storage", "_version", "_window_open")
+
+    _owns_storage = True
+    _layout: Layout
+    _storage: np.ndarray
+    _version: int
+    _window_open: bool
 
     def __init__(self, shape: Sequence[int], values: object, dtype: object | None = None) -> None:
         dims, strides, count = checked_row_major_layout(shape)
@@ -95,8 +102,7 @@ class Tensor(OperatorMixin):
 
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
         self._storage = storage
-        self._shape = shape
-        self._strides = strides
+        self._layout = Layout(shape, strides, 0)
         self._version = 0
         self._window_open = False
 
@@ -175,51 +181,27 @@ class Tensor(OperatorMixin):
         )
         return tensor
 
-    # -- metadata ----------------------------------------------------------------------------
+    # -- what ViewMethods reads --------------------------------------------------------------
 
     @property
-    def shape(self) -> Shape:
-        """Sizes of the axes, a tuple of ints (``()`` for a scalar)."""
-        return self._shape
+    def layout(self) -> Layout:
+        """Row-major strides of ``shape`` (a size-0 axis counted as 1) at offset 0."""
+        return self._layout
 
     @property
-    def strides(self) -> Strides:
-        """Row-major strides in elements (a size-0 axis counted as 1)."""
-        return self._strides
+    def owner(self) -> Tensor:
+        """A tensor owns its storage: its owner is itself."""
+        return self
 
-    @property
-    def rank(self) -> int:
-        """Number of axes."""
-        return len(self._shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The storage dtype (one of :data:`~llmfs.tensor.dtypes.SUPPORTED_DTYPES`)."""
-        return self._storage.dtype
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the tensor holds no values (some size is 0)."""
-        return self._storage.size == 0
+    def _check_fresh(self) -> None:
+        """An owner never goes stale: it always reads its storage as it is now."""
 
     @property
     def version(self) -> int:
         """How many times the storage has been mutated; views remember the version they saw."""
         return self._version
 
-    def __len__(self) -> int:
-        """Number of values (the product of the sizes), as in the seed's ``len``."""
-        return self._storage.size
-
     # -- reading -----------------------------------------------------------------------------
-
-    def get(self, coordinate: Sequence[int]) -> float | int | bool:
-        """The value at one coordinate, as a Python number (float, int or bool by dtype).
-
-        Raises :class:`RankMismatchError` or :class:`IndexOutOfBoundsError` for a bad coordinate.
-        """
-        offset = storage_offset(self._shape, self._strides, 0, coordinate)
-        return self._storage[offset].item()  # type: ignore[no-any-return]
 
     def as_slice(self) -> np.ndarray:
         """The storage as a read-only 1-D array (no copy; it reflects later mutations).
@@ -231,33 +213,6 @@ class Tensor(OperatorMixin):
         """
         buffer = memoryview(self._storage).toreadonly()
         return read_only(np.frombuffer(buffer, dtype=self._storage.dtype))
-
-    def tolist(self) -> Any:
-        """Nested lists of Python numbers (a bare number for a scalar), like ``ndarray.tolist``."""
-        return self._storage.reshape(self._shape).tolist()
-
-    def to_numpy(self) -> np.ndarray:
-        """A new NumPy array (a copy) with this tensor's shape and values."""
-        return self._storage.reshape(self._shape).copy()
-
-    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
-        if copy is False:
-            raise TensorError(
-                "a Tensor is exported to NumPy only as a copy (writes must go through "
-                "as_mut_slice() or mutate()); t.as_slice() is a read-only view without a copy"
-            )
-        array = self.to_numpy()
-        return array if dtype is None else array.astype(dtype)
-
-    def view(self) -> TensorView:
-        """A view of the whole tensor: same shape, row-major strides, base offset 0."""
-        from llmfs.tensor.view import TensorView
-
-        return TensorView._trusted(self, self._shape, self._strides, 0)
-
-    def __getitem__(self, key: object) -> TensorView:
-        """``t[...]`` is ``t.view()[...]``: NumPy-style indexing that returns a view."""
-        return self.view()[key]
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -289,71 +244,6 @@ class Tensor(OperatorMixin):
 
     def _bump(self) -> None:
         self._version += 1
-
-    def __repr__(self) -> str:
-        body = np.array2string(
-            self._storage.reshape(self._shape), separator=", ", threshold=64, edgeitems=3
-        )
-        return f"Tensor(shape={list(self._shape)}, dtype={self.dtype.name}, values={body})"
-
-    # -- view shortcuts: each is the same as on self.view() -----------------------------------
-
-    def reshape(self, shape: Sequence[int]) -> TensorView:
-        """Same as ``self.view().reshape(shape)``."""
-        return self.view().reshape(shape)
-
-    def transpose(self, first: int, second: int) -> TensorView:
-        """Same as ``self.view().transpose(first, second)``."""
-        return self.view().transpose(first, second)
-
-    def permute(self, axes: Sequence[int]) -> TensorView:
-        """Same as ``self.view().permute(axes)``."""
-        return self.view().permute(axes)
-
-    def slice(self, axis: int, start: int, stop: int, step: int = 1) -> TensorView:
-        """Same as ``self.view().slice(axis, start, stop, step)``."""
-        return self.view().slice(axis, start, stop, step)
-
-    def flip(self, axis: int) -> TensorView:
-        """Same as ``self.view().flip(axis)``."""
-        return self.view().flip(axis)
-
-    def merge(self, start: int, end: int) -> TensorView:
-        """Same as ``self.view().merge(start, end)``."""
-        return self.view().merge(start, end)
-
-    def split(self, axis: int, sizes: Sequence[int]) -> TensorView:
-        """Same as ``self.view().split(axis, sizes)``."""
-        return self.view().split(axis, sizes)
-
-    def expand(self, shape: Sequence[int]) -> TensorView:
-        """Same as ``self.view().expand(shape)``."""
-        return self.view().expand(shape)
-
-    def broadcast_to(self, shape: Sequence[int]) -> TensorView:
-        """Same as ``self.view().broadcast_to(shape)``."""
-        return self.view().broadcast_to(shape)
-
-    def unsqueeze(self, axis: int) -> TensorView:
-        """Same as ``self.view().unsqueeze(axis)``."""
-        return self.view().unsqueeze(axis)
-
-    def squeeze(self, axis: int | Sequence[int] | None = None) -> TensorView:
-        """Same as ``self.view().squeeze(axis)``."""
-        return self.view().squeeze(axis)
-
-    def shares_storage(self, other: TensorView | Tensor) -> bool:
-        """Same as ``self.view().shares_storage(other)``."""
-        return self.view().shares_storage(other)
-
-    def may_overlap(self, other: TensorView | Tensor) -> bool:
-        """Same as ``self.view().may_overlap(other)``."""
-        return self.view().may_overlap(other)
-
-    @property
-    def T(self) -> TensorView:
-        """Same as ``self.view().T``: all axes reversed."""
-        return self.view().T
 
 
 class MutableStorage:
@@ -418,7 +308,7 @@ class MutableStorage:
             raise TensorError("only a mutate() window's handle gives its storage as an array")
         return self._owner._storage
 
-    def _checked_key(self, key: object) -> object:
+    def _checked_key(self, key: object) -> Any:
         size = self._owner._storage.size
         if isinstance(key, slice):
             for part in (key.start, key.stop, key.step):

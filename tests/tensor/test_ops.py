@@ -138,7 +138,8 @@ def test_dtype_argument_sets_storage_but_not_compute_precision() -> None:
     one, small = f32(1.0), f32(1e-8)
     widened = add(one, small, dtype="float64")
     assert widened.dtype == np.float64
-    # float32 arithmetic lost the 1e-8 before the result was widened (seed 003's rule).
+    # float32 arithmetic lost the 1e-8 before the result was widened (the arithmetic runs in
+    # float32 unless an input is float64, whatever dtype the result is stored in).
     assert widened.tolist() == [1.0]
     assert add(one, small, dtype="float16").dtype == np.float16
 
@@ -236,7 +237,7 @@ def test_empty_outputs_do_no_work(spy: list) -> None:
 
 def test_a_rank_0_result_holds_one_scalar() -> None:
     total = sum(arange(2, 3))
-    assert total.shape == () and len(total) == 1 and total.tolist() == 15.0
+    assert total.shape == () and total.size == 1 and total.tolist() == 15.0
     scalar = Tensor.from_vec([], [2.0])
     assert (scalar * 3).tolist() == 6.0
 
@@ -376,7 +377,7 @@ def test_reducing_a_scalar_or_nothing_keeps_the_values() -> None:
 
 def test_mode_label_reduce() -> None:
     a = Tensor.from_vec([2, 3], [1, 2, 3, 4, 5, 6])
-    assert reduce(a, [0, 1], [0], "sum").tolist() == [6.0, 15.0]  # seed 003's example
+    assert reduce(a, [0, 1], [0], "sum").tolist() == [6.0, 15.0]  # sums each row
     assert reduce(a, "ij", "j", "Sum").tolist() == [5.0, 7.0, 9.0]
     assert reduce(a, "ij", "ji", "max").tolist() == [[1, 4], [2, 5], [3, 6]]
     x = arange(2, 3, 4)

@@ -10,8 +10,9 @@ device, no C++ compiler...). Loaders run lazily, once; their result or their ref
 * :func:`use_backend` switches for a ``with`` block (per thread and per asyncio task).
 
 Built in: ``reference`` (pure Python, for reading), ``numpy`` (the default), and the Metal
-backends ``metal`` and ``metal-emulator``: their loaders import :mod:`llmfs.tensor.backends.metal`
-and call its ``MetalBackend()`` / ``MetalEmulatorBackend()``, which raise
+backends ``metal`` and ``metal-emulator``: their loaders import
+:mod:`llmfs.tensor.backends.metal.backend` (by name, on first use: it builds on this registry) and
+call its ``MetalBackend()`` / ``MetalEmulatorBackend()``, which raise
 :class:`BackendUnavailableError` (with the reason) where they cannot run, so each one is listed
 only where it works. A missing module or class counts as unavailable, never as a crash, and so
 does any other exception a loader raises: the backend is then refused with a
@@ -184,9 +185,9 @@ def active_backend_name() -> str:
 
 register_backend("reference", _from_module("llmfs.tensor.backends.reference", "ReferenceBackend"))
 register_backend("numpy", _from_module("llmfs.tensor.backends.numpy_backend", "NumpyBackend"))
-register_backend("metal", _from_module("llmfs.tensor.backends.metal", "MetalBackend"))
+register_backend("metal", _from_module("llmfs.tensor.backends.metal.backend", "MetalBackend"))
 register_backend(
-    "metal-emulator", _from_module("llmfs.tensor.backends.metal", "MetalEmulatorBackend")
+    "metal-emulator", _from_module("llmfs.tensor.backends.metal.backend", "MetalEmulatorBackend")
 )
 
 __all__ = [

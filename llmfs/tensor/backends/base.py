@@ -22,10 +22,12 @@ small and uniform:
 
 Contract of every primitive
 ---------------------------
-* Inputs are :class:`~llmfs.tensor.view.TensorView` objects: (owner storage, shape, signed strides,
-  base offset). They may be non-contiguous, flipped (negative strides) or broadcast (zero
-  strides); a backend reads them in place (``view.numpy_view()``, ``view.logical_offsets()``,
-  ``view.owner.as_slice()``) and must not copy an input that it can read as it is.
+* Inputs are :class:`~llmfs.tensor.view.TensorView` objects: the owner's storage read through a
+  :class:`~llmfs.tensor.layout.Layout` (``view.layout``: shape, signed strides, offset). They may
+  be non-contiguous, flipped (negative strides) or broadcast (zero strides); a backend reads them
+  in place (``view.numpy_view()``, ``view.logical_offsets()``, or ``(view.owner.as_slice(),
+  view.layout)`` for the gather and the kernels) and must not copy an input that it can read as
+  it is.
 * Inputs are never empty, and ``reduce`` always has at least one axis: the caller answers those
   cases itself, so a backend never launches work for nothing.
 * The result is a NEW owning :class:`~llmfs.tensor.tensor.Tensor` with row-major strides and dtype
@@ -70,7 +72,7 @@ from llmfs.tensor.strided import copy_strided, gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
-#: Elementwise functions of one argument.
+#: Elementwise functions of one argument (each reads one value and writes one).
 UNARY_OPS: tuple[str, ...] = (
     "neg",
     "abs",
@@ -199,7 +201,7 @@ class Backend(ABC):
 
         Default: the cache-blocked gather of :mod:`llmfs.tensor.strided`, then one cast.
         """
-        values = gather(x.owner.as_slice(), x.shape, x.strides, x.base_offset).reshape(-1)
+        values = gather(x.owner.as_slice(), x.layout).reshape(-1)
         if values.dtype != dtype:
             with np.errstate(over="ignore"):
                 values = values.astype(dtype)

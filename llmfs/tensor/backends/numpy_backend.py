@@ -24,7 +24,6 @@ import numpy as np
 from llmfs.tensor.backends.base import Backend
 from llmfs.tensor.layout import (
     element_count,
-    is_matrix_dense,
     matrix_orientation,
     reduced_shape,
 )
@@ -119,10 +118,10 @@ def _finish(out: np.ndarray, dtype: np.dtype) -> Tensor:
 
 def _dense_matrix(view: TensorView, compute: np.dtype) -> np.ndarray:
     """The view as an ndarray BLAS can read: in place when possible, else one dense copy."""
-    if is_matrix_dense(view.shape, view.strides):
+    if view.layout.is_matrix_dense():
         array = view.numpy_view()
     else:
-        array = gather(view.owner.as_slice(), view.shape, view.strides, view.base_offset)
+        array = gather(view.owner.as_slice(), view.layout)
     return array if array.dtype == compute else array.astype(compute)
 
 

@@ -4,7 +4,7 @@ This backend exists to be read. It is slow on purpose (one Python step per value
 nothing but the view's own metadata:
 
 * ``view.logical_offsets()`` walks a view's storage offsets in logical row-major order (the
-  offset cursor of seed 002): a transposed view simply yields its offsets in a different order,
+  offset cursor): a transposed view simply yields its offsets in a different order,
   a broadcast view (stride 0) yields the same offset again, a flipped view walks backwards;
 * ``view.permute(...)`` and ``view[...]`` re-read the same storage in another order; no value is
   ever copied to make an input "nice".
