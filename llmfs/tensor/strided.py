@@ -41,7 +41,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from llmfs.tensor.errors import AllocationError, TensorError
-from llmfs.tensor.layout import Layout, coalesce, element_count, zero_unused_strides
+from llmfs.tensor.layout import Layout, element_count
 
 #: L1 data cache geometry assumed by the strips (typical of x86-64 and Apple cores alike): 64-byte
 #: lines, 64 sets (8 ways each). Set conflicts repeat every SETS * LINE_BYTES = 4 KiB of stride.
