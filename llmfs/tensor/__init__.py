@@ -40,6 +40,7 @@ from llmfs.tensor.errors import (
     MatmulShapeError,
     NonContiguousReshapeError,
     OutputBufferError,
+    OverlappingWriteError,
     PermutationLengthMismatchError,
     PlanMismatchError,
     RankMismatchError,
@@ -91,6 +92,7 @@ from llmfs.tensor.ops import (
 )
 from llmfs.tensor.tensor import MutableStorage, Tensor
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
+from llmfs.tensor.writes import copyto
 
 __all__ = [
     "SUPPORTED_DTYPES",
@@ -117,6 +119,7 @@ __all__ = [
     "MutableStorage",
     "NonContiguousReshapeError",
     "OutputBufferError",
+    "OverlappingWriteError",
     "PermutationLengthMismatchError",
     "PlanMismatchError",
     "RankMismatchError",
@@ -140,6 +143,7 @@ __all__ = [
     "can_view_as_contiguous",
     "can_view_as_contiguous_all",
     "copying_transpose",
+    "copyto",
     "cos",
     "div",
     "einsum",

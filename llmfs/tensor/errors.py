@@ -276,6 +276,34 @@ class BroadcastError(TensorViewError):
         )
 
 
+class OverlappingWriteError(TensorViewError):
+    """A write through a view in which two coordinates read the same storage cell (a broadcast
+    view's zero stride, or an explicit layout that overlaps itself): which written value would
+    the cell keep? NumPy marks such views read-only; PyTorch refuses in-place writes to them."""
+
+    condition = "each written coordinate has its own storage cell"
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        strides: Sequence[int],
+        first: Sequence[int],
+        second: Sequence[int],
+        offset: int,
+    ) -> None:
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.first = tuple(first)
+        self.second = tuple(second)
+        self.offset = offset
+        super().__init__(
+            f"cannot write through a view of shape {_fmt(self.shape)} with strides "
+            f"{_fmt(self.strides)}: coordinates {_fmt(self.first)} and {_fmt(self.second)} both "
+            f"read storage offset {offset}, so one cell would receive two values. Write to the "
+            "owner's storage, or materialize() the view and write into the copy"
+        )
+
+
 class InvalidLayoutError(TensorViewError):
     """Explicit (shape, strides, base offset) metadata would read outside its storage."""
 
