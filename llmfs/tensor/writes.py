@@ -49,7 +49,10 @@ def copyto(dst: Tensor | TensorView, src: Operand | Scalar) -> None:
         raise OverlappingWriteError(target.shape, target.strides, first, second, offset)
     owner = target.owner
     dtype = owner.dtype
-    source = scalar_view(src, dtype) if is_scalar(src) else as_view(src, what="copyto's source")
+    if is_scalar(src) and isinstance(src, (int, float)):
+        source = scalar_view(src, dtype)
+    else:
+        source = as_view(src, what="copyto's source")
     if not np.can_cast(source.dtype, dtype, casting="same_kind"):
         raise DTypeError(source.dtype, [dtype.name], where="copyto into this destination")
     values = source.expand(target.shape).to_numpy().astype(dtype, copy=False).reshape(-1)
