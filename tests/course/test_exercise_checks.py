@@ -208,7 +208,9 @@ def _solution_functions() -> dict[str, object]:
             if ids and manifest.exercise(ids[0]).kind == "implement":
                 source = "".join(cell["source"])
                 tree = ast.parse(source)
-                defs = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+                # The function and the imports its cell makes (chapter 4 uses ``ops``).
+                kinds = (ast.FunctionDef, ast.Import, ast.ImportFrom)
+                defs = [node for node in tree.body if isinstance(node, kinds)]
                 exec(compile(ast.Module(defs, []), chapter.solution, "exec"), namespace)
     return namespace
 
