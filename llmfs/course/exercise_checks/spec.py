@@ -659,7 +659,10 @@ def _softmax_summary(result: Any, call_args: tuple[Any, ...]) -> Any:
     view = result.view() if isinstance(result, Tensor) else result
     if list(view.shape) != list(source.shape):
         return {"shape": list(view.shape)}
-    want = _softmax_reference(source.tolist())
+    try:
+        want = _softmax_reference(source.tolist())
+    except ValueError:  # the reference refuses (an empty row): the values stay as they are
+        return view.tolist()
 
     def snap(got: Any, expected: Any) -> Any:
         if isinstance(got, list):
