@@ -81,10 +81,12 @@ def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
     Raises :class:`InvalidShapeError` (sizes) or :class:`InvalidArgumentError` (anything else)
     when ``values`` is not integers.
     """
+    if type(values) is tuple and all(type(v) is int for v in values):
+        return values  # already exact Python ints (the common case, checked in one pass)
     if isinstance(values, (str, bytes)) or values is None:
         if what == "size":
             raise InvalidShapeError(values, f"expected a sequence of integers, got {values!r}")
-        raise InvalidArgumentError(f"{what}s", values)
+        raise InvalidArgumentError(what, values, many=True)
     if getattr(values, "ndim", None) == 0 or not isinstance(values, Iterable):
         return (as_int(values, what),)
     return tuple(as_int(v, what) for v in values)
@@ -907,3 +909,41 @@ def zero_unused_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides
     if any(size == 0 for size in shape):
         return (0,) * len(shape)
     return tuple(0 if size == 1 else stride for size, stride in zip(shape, strides))
+
+
+def is_one_to_one(shape: Sequence[int], strides: Sequence[int]) -> bool:
+    """True when no two coordinates reach the same offset, so writing through the layout sets
+    every value once (an output may be written through it). Never raises.
+
+    Checked with a sufficient rule: ignoring size-1 axes and sorting the rest by ``|stride|``,
+    each ``|stride|`` must exceed the largest distance the smaller axes can span,
+    ``sum(|stride| * (size - 1))``. Broadcast (stride-0) axes fail it; layouts made from an owner
+    by permuting, slicing, flipping and reshaping pass it. (A layout that interleaves axes, such
+    as strides ``(3, 2)`` for shape ``(3, 3)``, is one-to-one but refused here too.)
+    """
+    if any(size == 0 for size in shape):
+        return True
+    span = 0
+    for size, stride in sorted(
+        ((size, abs(stride)) for size, stride in zip(shape, strides) if size > 1),
+        key=lambda pair: pair[1],
+    ):
+        if stride <= span:
+            return False
+        span += stride * (size - 1)
+    return True
+
+
+def matrix_orientation(shape: Sequence[int], strides: Sequence[int]) -> str | None:
+    """How BLAS-style kernels can address the last two axes as matrices: ``"rows"`` when each
+    matrix is row-major (unit column stride, row stride at least the row length), ``"columns"``
+    when it is column-major (the transpose is row-major), ``None`` otherwise (negative,
+    zero or interleaved strides). Size-1 axes take any stride. Needs rank >= 2; never raises.
+    """
+    rows, cols = shape[-2], shape[-1]
+    row_stride, col_stride = strides[-2], strides[-1]
+    if (cols == 1 or col_stride == 1) and (rows == 1 or row_stride >= cols):
+        return "rows"
+    if (rows == 1 or row_stride == 1) and (cols == 1 or col_stride >= rows):
+        return "columns"
+    return None

@@ -32,9 +32,9 @@ from llmfs.tensor.backends import get_backend
 from llmfs.tensor.backends.base import Backend
 from llmfs.tensor.dtypes import SUPPORTED_DTYPES, resolve_dtype
 from llmfs.tensor.errors import (
-    EinsumError,
     EmptyReductionError,
     MatmulShapeError,
+    ReduceError,
     TensorError,
     UnsupportedOperationError,
 )
@@ -376,38 +376,6 @@ def mean(
 _REDUCTIONS = ("sum", "prod", "max", "min", "mean")
 
 
-class ReduceError(EinsumError):
-    """A :func:`reduce` call whose modes do not fit the operand, or whose op is unknown.
-
-    An :class:`EinsumError` (mode labels follow einsum's rules), but the message names
-    ``reduce`` and shows ``modes_in``/``modes_out`` as they were given; ``label`` and ``operand``
-    point at the offending part as in :class:`EinsumError`.
-    """
-
-    condition = "reduce modes name each axis once; the op is a known reduction"
-
-    def __init__(
-        self,
-        modes_in: object,
-        modes_out: object,
-        detail: str,
-        *,
-        operand: int | None = None,
-        label: str | None = None,
-    ) -> None:
-        self.modes_in = modes_in
-        self.modes_out = modes_out
-        self.expression = f"{modes_in!r} -> {modes_out!r}"
-        self.detail = detail
-        self.operand = operand
-        self.label = label
-        self.position = None
-        # Skips EinsumError's "einsum ..." prefix: this message describes the reduce call.
-        TensorError.__init__(
-            self, f"reduce(modes_in={modes_in!r}, modes_out={modes_out!r}): {detail}"
-        )
-
-
 def _modes(modes: object, what: str, modes_in: object, modes_out: object) -> tuple[object, ...]:
     if isinstance(modes, (str, list, tuple)):
         return tuple(modes)
@@ -534,7 +502,9 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
 
 
 def einsum(expression: str, *operands: object, dtype: object | None = None) -> Tensor:
-    """Einstein summation over labelled axes, by seed 003's rules (see :mod:`llmfs.tensor.einsum`).
+    """Einstein summation over labelled axes (the rules are stated in :mod:`llmfs.tensor.einsum`:
+    shared labels need equal sizes or 1, ``...`` broadcasts right-aligned, a label repeated in
+    one term takes a diagonal, labels missing from the output are summed).
 
     ``einsum("ik,kj->ij", a, b)`` is a matrix product; the operands may also be passed as one
     list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending

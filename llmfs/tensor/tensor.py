@@ -381,6 +381,20 @@ class MutableStorage:
         """Sets every value of the storage to ``value``."""
         self[:] = value
 
+    def writable_array(self) -> np.ndarray:
+        """The storage itself as a writable 1-D array, for library code that writes a result in
+        place (an einsum plan's ``execute_into``). Only a ``mutate()`` window's handle gives it,
+        and only while the window is open: the window moves the version when it closes.
+
+        Raises :class:`ClosedMutationError` after the window closed and :class:`TensorError`
+        for an ``as_mut_slice()`` handle (whose writes must each move the version).
+        """
+        if self._closed:
+            raise ClosedMutationError()
+        if self._bump_each:
+            raise TensorError("only a mutate() window's handle gives its storage as an array")
+        return self._owner._storage
+
     def _checked_key(self, key: object) -> object:
         size = self._owner._storage.size
         if isinstance(key, slice):

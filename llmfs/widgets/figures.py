@@ -78,11 +78,19 @@ def _slice_materialize() -> tuple[object, str]:
     return figure, text
 
 
+def _capstone_loss() -> tuple[object, str]:
+    # Drawn from the training record shipped with the weights, not by retraining.
+    from llmfs.gpt.plot import loss_figure, shipped_record
+
+    return loss_figure(shipped_record())
+
+
 #: name -> builder of (matplotlib figure, text version). The order is the order of the index.
 FIGURES: dict[str, Callable[[], tuple[object, str]]] = {
     "trace_table": _trace_table,
     "reshape_vs_transpose": _reshape_vs_transpose,
     "slice_materialize": _slice_materialize,
+    "capstone_loss": _capstone_loss,
 }
 
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pickle
+import pkgutil
 import re
 
 import pytest
 
+import llmfs
 import llmfs.tensor as lt
 from llmfs.tensor import Tensor, TensorError
 
@@ -15,17 +20,144 @@ def view() -> lt.TensorView:
     return Tensor.from_vec([2, 3], [10, 11, 12, 20, 21, 22]).view()
 
 
+def _every_module() -> list[str]:
+    names = [
+        info.name
+        for info in pkgutil.walk_packages(llmfs.__path__, "llmfs.")
+        if not info.name.endswith("__main__")  # the command line: importing it runs it
+    ]
+    for name in names:
+        importlib.import_module(name)
+    return names
+
+
+def _subclasses(cls: type) -> list[type]:
+    found = []
+    for sub in cls.__subclasses__():
+        found += [sub, *_subclasses(sub)]
+    return found
+
+
+def library_errors() -> list[type[TensorError]]:
+    """Every TensorError subclass the package defines, found by importing every module (so a
+    class defined anywhere, even outside errors.py, is checked here)."""
+    _every_module()
+    return sorted(
+        {c for c in _subclasses(TensorError) if c.__module__.startswith("llmfs.")},
+        key=lambda c: c.__name__,
+    )
+
+
 def test_hierarchy() -> None:
     assert issubclass(TensorError, ValueError)
     assert issubclass(lt.TensorViewError, TensorError)
     assert issubclass(lt.AxisOutOfRangeError, IndexError)
     assert issubclass(lt.IndexOutOfBoundsError, IndexError)
+    assert issubclass(lt.InvalidArgumentError, TypeError)
     assert issubclass(lt.ReshapeElementCountMismatchError, lt.ElementCountMismatchError)
+    assert issubclass(lt.ReduceError, lt.EinsumError)
+    assert issubclass(lt.KernelLintError, lt.KernelCompileError)
+    assert issubclass(lt.MetalDTypeError, lt.DTypeError)
     for name in lt.__all__:
         item = getattr(lt, name)
         if isinstance(item, type) and issubclass(item, Exception):
             assert issubclass(item, TensorError), name
-            assert isinstance(item.condition, str) and item.condition, name
+
+
+def test_every_error_is_declared_once_in_errors_py_and_exported() -> None:
+    errors = library_errors()
+    assert len(errors) >= 40
+    for cls in errors:
+        name = cls.__name__
+        assert cls.__module__ == "llmfs.tensor.errors", f"{name} is defined in {cls.__module__}"
+        assert getattr(lt, name, None) is cls, f"{name} is not exported from llmfs.tensor"
+        assert name in lt.errors.__all__, name
+        assert "__init__" not in cls.__dict__, f"{name} writes its own __init__"
+        parents = [base for base in cls.__bases__ if issubclass(base, TensorError)]
+        assert len(parents) == 1, f"{name} inherits from {parents}"
+        assert isinstance(cls.condition, str) and cls.condition, name
+        assert cls.template, name
+
+
+# A sample value for each kind of field, by its annotation.
+_SAMPLES = {"int": 3, "str": "words", "bool": False, "object": "thing", "int | None": 1}
+
+
+def _sample(cls: type[TensorError], field: str) -> object:
+    annotation = str(inspect.get_annotations(cls).get(field) or _annotation(cls, field))
+    if annotation.startswith("list[tuple"):
+        return [(4, "no doubles")]
+    if annotation.startswith("tuple[str"):
+        return ("float32", "float64")
+    if annotation.startswith("tuple["):
+        return (2, 0, 5)
+    return _SAMPLES.get(annotation, 1)
+
+
+def _annotation(cls: type, field: str) -> object:
+    return next(
+        inspect.get_annotations(k)[field]
+        for k in cls.__mro__
+        if field in inspect.get_annotations(k)
+    )
+
+
+@pytest.mark.parametrize("cls", library_errors(), ids=lambda c: c.__name__)
+def test_every_error_builds_its_message_from_its_fields(cls: type[TensorError]) -> None:
+    values = {field: _sample(cls, field) for field in cls.fields}
+    error = cls(**values)
+    positional = cls(*values.values())
+    assert str(error) == str(positional) == error.message
+    assert "{" not in error.message.replace("{}", "") and error.message.strip()
+    for field, value in values.items():
+        assert getattr(error, field) == value
+    assert set(error.details()) == {*cls.fields, *cls.computed}
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is cls and str(copy) == str(error) and copy.details() == error.details()
+
+
+def test_a_field_error_refuses_wrong_arguments() -> None:
+    with pytest.raises(TypeError, match="needs the field 'rank'"):
+        lt.AxisOutOfRangeError(3)
+    with pytest.raises(TypeError, match="unexpected or repeated field 'nope'"):
+        lt.AxisOutOfRangeError(3, 2, nope=1)
+    with pytest.raises(TypeError, match="takes 4 field"):
+        lt.AxisOutOfRangeError(1, 2, 3, 4, 5)
+
+
+def test_a_class_that_writes_init_is_refused_when_defined() -> None:
+    with pytest.raises(TypeError, match="declare its fields"):
+
+        class HandWritten(TensorError):
+            def __init__(self) -> None:
+                super().__init__("no")
+
+
+def test_free_text_errors_take_one_message() -> None:
+    error = lt.InvalidIndexError("an index may contain at most one '...'")
+    assert error.message == str(error) == "an index may contain at most one '...'"
+    assert error.details() == {"message": "an index may contain at most one '...'"}
+    assert str(TensorError("plain words")) == "plain words"
+
+
+def test_sequences_show_as_lists_and_keep_their_repr() -> None:
+    error = lt.InvalidArgumentError("axis", [1, "x"])
+    assert str(error) == "axis must be an integer, got [1, 'x']"
+    assert str(lt.DuplicateAxisError(1, (1, 1))) == "axis 1 appears more than once in [1, 1]"
+
+
+@pytest.mark.parametrize(
+    ("call", "plural"),
+    [
+        (lambda v: v.permute("ab"), "axes"),
+        (lambda v: v.get("ab"), "indices"),
+        (lambda v: lt.as_strided(v.owner, [2, 3], "ab", 0), "strides"),
+    ],
+)
+def test_messages_use_real_plurals(view: lt.TensorView, call, plural: str) -> None:
+    error = raised(lambda: call(view))  # strides are reported inside an InvalidLayoutError
+    assert f"{plural} must be integers (one or a sequence of them), got 'ab'" in str(error)
+    assert "axiss" not in str(error) and "indexs" not in str(error)
 
 
 def raised(fn) -> TensorError:

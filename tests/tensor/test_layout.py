@@ -142,3 +142,35 @@ def test_infer_shape_rules() -> None:
         layout.infer_shape((-1, -1), 4)
     with pytest.raises(layout.InvalidShapeError, match="size -2 of axis 0 is negative"):
         layout.infer_shape((-2, 2), 4)
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "expected"),
+    [
+        ((2, 3), (3, 1), True),  # row-major
+        ((3, 2), (1, 3), True),  # its transpose
+        ((3, 2), (-1, 6), True),  # flipped and stepped
+        ((3, 3), (0, 1), False),  # a broadcast row: every row is the same offsets
+        ((3, 3), (1, 1), False),  # overlapping windows
+        ((1, 4), (0, 1), True),  # a size-1 axis never moves, whatever its stride
+        ((0, 3), (0, 0), True),  # nothing to write
+        ((3, 3), (3, 2), False),  # one-to-one, but interleaved: refused by the sufficient rule
+    ],
+)
+def test_is_one_to_one(shape, strides, expected: bool) -> None:
+    assert layout.is_one_to_one(shape, strides) is expected
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "expected"),
+    [
+        ((2, 3), (3, 1), "rows"),
+        ((2, 3), (1, 2), "columns"),
+        ((4, 2, 3), (6, 5, 1), "rows"),  # padded rows
+        ((2, 3), (1, 1), None),  # overlapping
+        ((2, 3), (-3, 1), None),  # flipped rows
+        ((1, 3), (99, 1), "rows"),
+    ],
+)
+def test_matrix_orientation(shape, strides, expected: str | None) -> None:
+    assert layout.matrix_orientation(shape, strides) == expected

@@ -14,6 +14,8 @@ small and uniform:
 ``matmul(a, b, *, dtype, compute)``             required; ``(*batch, m, k) @ (*batch, k, n)``
 ``copy(x, *, dtype)``                           default here (fast gather, then cast)
 ``supports(primitive, op, dtype)``              default here: ``dtype.name in self.dtypes``
+``copy_into``, ``binary_into``, ``reduce_into``, default here (the primitive, then a strided
+``matmul_into(..., out, *, compute)``           copy into ``out``); see "Writing into an output"
 ==============================================  ===============================================
 
 Contract of every primitive
@@ -27,11 +29,22 @@ Contract of every primitive
 * The result is a NEW owning :class:`~llmfs.tensor.tensor.Tensor` with row-major strides and dtype
   ``dtype``, computed in the precision ``compute`` (float32 or float64): inputs are converted to
   ``compute`` when read, every operation and accumulation happens in ``compute``, and the result is
-  rounded to ``dtype`` once, when it is written (seed 003's precision rule; float16 storage is
+  rounded to ``dtype`` once, when it is written (the precision rule; float16 storage is
   computed in float32).
 * IEEE behaviour as NumPy: ``exp`` overflow gives inf, ``log(0)`` -inf, ``x/0`` +-inf, ``sqrt`` of a
   negative number NaN, NaN propagates, and ``minimum``/``maximum``/``max``/``min`` propagate NaN.
   No warning or exception escapes for these.
+
+Writing into an output
+----------------------
+The ``*_into`` methods compute the same values as their primitive but write them into ``out``, a
+writable NumPy array over another owner's storage that the caller opened inside that owner's
+``mutate()`` window (an einsum plan's ``execute_into``). ``out`` has the result's shape, any
+strides (a permuted or sliced output), no two elements at one address, and the storage dtype;
+the precision rule is the same (computed in ``compute``, rounded to ``out.dtype`` once). The
+defaults here run the primitive and copy its result through ``out``'s layout (cache blocked); a
+backend that can write strided memory itself (the numpy backend) overrides them so that no
+full-size temporary is made.
 
 Unsupported operations
 ----------------------
@@ -43,15 +56,16 @@ implement ``add`` and ``matmul`` in float32 only and still run every program.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 
 import numpy as np
 
-from llmfs.tensor.strided import gather
+from llmfs.tensor.strided import copy_strided, gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
-#: Elementwise functions of one argument (seed 003's unary transforms, plus sigmoid of seed 001).
+#: Elementwise functions of one argument.
 UNARY_OPS: tuple[str, ...] = (
     "neg",
     "abs",
@@ -71,6 +85,13 @@ BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "minimum", "maximum")
 
 #: Reductions over axes; ``max``/``min`` propagate NaN.
 REDUCE_OPS: tuple[str, ...] = ("sum", "prod", "max", "min", "mean")
+
+
+@functools.lru_cache(maxsize=64)
+def _dtype_name(dtype: object) -> str:
+    # NumPy computes ``dtype.name`` in Python on every access; dispatch asks for it on every call.
+    return np.dtype(dtype).name  # type: ignore[call-overload]
+
 
 #: The primitive names :meth:`Backend.supports` is asked about.
 PRIMITIVES: tuple[str, ...] = ("unary", "binary", "reduce", "matmul", "copy")
@@ -100,7 +121,7 @@ class Backend(ABC):
         (the op name; ``None`` for ``matmul`` and ``copy``) for inputs whose widest storage dtype
         is ``dtype``. Asked before every call; ``False`` sends that call to :attr:`fallback`.
         Default: every op, for the dtypes in :attr:`dtypes`."""
-        return np.dtype(dtype).name in self.dtypes
+        return _dtype_name(dtype) in self.dtypes
 
     @abstractmethod
     def unary(self, op: str, x: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
@@ -142,6 +163,34 @@ class Backend(ABC):
             with np.errstate(over="ignore"):
                 values = values.astype(dtype)
         return Tensor._adopt(values, x.shape)
+
+    # -- writing into an existing output (see "Writing into an output") ----------------------
+
+    def copy_into(self, x: TensorView, out: np.ndarray) -> None:
+        """Writes the values of ``x`` into ``out`` (same shape), cast to ``out.dtype``."""
+        copy_strided(out, x.numpy_view())
+
+    def binary_into(
+        self, op: str, a: TensorView, b: TensorView, out: np.ndarray, *, compute: np.dtype
+    ) -> None:
+        """``op(a, b)`` written into ``out``. Default: :meth:`binary`, then a strided copy."""
+        result = self.binary(op, a, b, dtype=out.dtype, compute=compute)
+        copy_strided(out, result.view().numpy_view())
+
+    def reduce_into(
+        self, op: str, x: TensorView, axes: tuple[int, ...], out: np.ndarray, *, compute: np.dtype
+    ) -> None:
+        """The reduction written into ``out``. Default: :meth:`reduce`, then a strided copy."""
+        result = self.reduce(op, x, axes, dtype=out.dtype, compute=compute)
+        copy_strided(out, result.view().numpy_view())
+
+    def matmul_into(
+        self, a: TensorView, b: TensorView, out: np.ndarray, *, compute: np.dtype
+    ) -> None:
+        """The matrix products written into ``out``. Default: :meth:`matmul`, then a strided
+        copy."""
+        result = self.matmul(a, b, dtype=out.dtype, compute=compute)
+        copy_strided(out, result.view().numpy_view())
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} dtypes={list(self.dtypes)}>"

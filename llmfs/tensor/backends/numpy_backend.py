@@ -7,6 +7,12 @@ freshly allocated row-major output (``out=``), so no temporary copy of an input 
 exception is ``matmul``: a matrix whose last two axes BLAS cannot read directly (a flip, a
 broadcast row) is gathered into a dense block first, because NumPy's non-BLAS loop is far slower
 than that copy.
+
+The ``*_into`` methods write straight into the output's memory (any strides) with the same
+calls; a matrix product whose output matrices are column-major is computed as
+``out.T = b.T @ a.T``, which BLAS writes directly. A temporary is made only when ``out``'s dtype
+differs from the compute precision (the result is rounded once, from the temporary) or when
+BLAS cannot write ``out`` in either orientation.
 """
 
 from __future__ import annotations
@@ -16,8 +22,13 @@ from collections.abc import Callable
 import numpy as np
 
 from llmfs.tensor.backends.base import Backend
-from llmfs.tensor.layout import element_count, is_matrix_dense, reduced_shape
-from llmfs.tensor.strided import gather
+from llmfs.tensor.layout import (
+    element_count,
+    is_matrix_dense,
+    matrix_orientation,
+    reduced_shape,
+)
+from llmfs.tensor.strided import copy_strided, gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -134,3 +145,49 @@ class NumpyBackend(Backend):
             np.matmul(left, right, out=acc)
             out = acc if acc.dtype == dtype else acc.astype(dtype)
         return _adopt(out)
+
+    # -- writing into an existing output ---------------------------------------------------
+
+    def copy_into(self, x: TensorView, out: np.ndarray) -> None:
+        """One cache-blocked copy through both layouts."""
+        copy_strided(out, x.numpy_view())
+
+    def binary_into(
+        self, op: str, a: TensorView, b: TensorView, out: np.ndarray, *, compute: np.dtype
+    ) -> None:
+        """One ufunc call writing through ``out``'s strides (rounded to its dtype on write)."""
+        with np.errstate(all="ignore"):
+            BINARY[op](a.numpy_view(), b.numpy_view(), out=out, dtype=compute)
+
+    def reduce_into(
+        self, op: str, x: TensorView, axes: tuple[int, ...], out: np.ndarray, *, compute: np.dtype
+    ) -> None:
+        """``ufunc.reduce`` accumulating in ``out`` itself when its dtype is ``compute``."""
+        acc = out if out.dtype == compute else np.empty(out.shape, dtype=compute)
+        with np.errstate(all="ignore"):
+            REDUCE[op].reduce(x.numpy_view(), axis=axes, dtype=compute, out=acc)
+            if op == "mean":
+                np.divide(acc, element_count([x.shape[axis] for axis in axes]), out=acc)
+            if acc is not out:
+                np.copyto(out, acc, casting="unsafe")
+
+    def matmul_into(
+        self, a: TensorView, b: TensorView, out: np.ndarray, *, compute: np.dtype
+    ) -> None:
+        """``np.matmul`` writing into ``out`` (transposed when its matrices are column-major)."""
+        left, right = _dense_matrix(a, compute), _dense_matrix(b, compute)
+        with np.errstate(all="ignore"):
+            if out.dtype == compute:
+                steps = [stride // out.itemsize for stride in out.strides]
+                orientation = matrix_orientation(out.shape, steps)
+                if orientation == "rows":
+                    np.matmul(left, right, out=out)
+                    return
+                if orientation == "columns":
+                    np.matmul(
+                        np.swapaxes(right, -1, -2),
+                        np.swapaxes(left, -1, -2),
+                        out=np.swapaxes(out, -1, -2),
+                    )
+                    return
+            copy_strided(out, np.matmul(left, right))

@@ -1,0 +1,56 @@
+"""``llmfs.gpt``: the course's capstone model, a tiny GPT-2 that adds two 2-digit numbers.
+
+Pure NumPy and independent of :mod:`llmfs.tensor` (it is what the tensor library's version is
+checked against):
+
+* :mod:`llmfs.gpt.task`: the task (``"37+45="`` -> ``"280"``, the sum's digits least significant
+  first), its 12-token vocabulary, the seeded training/held-out split and the exact checker;
+* :mod:`llmfs.gpt.model`: :class:`GPTConfig`, :data:`TINY_CONFIG`, GPT-2 parameter names and
+  shapes, initialisation;
+* :mod:`llmfs.gpt.reference`: the float64 forward pass, step by step, greedy generation and
+  accuracy;
+* :mod:`llmfs.gpt.checkpoint`: the shipped weights (checksum verified), byte-reproducible ``.npz``
+  files, and GPT-2 weights from a local file;
+* :mod:`llmfs.gpt.train`: the training script (hand-written backpropagation, AdamW);
+* :mod:`llmfs.gpt.evaluate`: ``python -m llmfs.gpt.evaluate`` prints the held-out accuracy.
+"""
+
+from __future__ import annotations
+
+from llmfs.gpt.checkpoint import load_gpt2, load_params, load_tiny_gpt, save_params
+from llmfs.gpt.errors import ChecksumMismatchError, ConfigError, GPTError, TaskError, WeightsError
+from llmfs.gpt.model import (
+    GPT2_SMALL_CONFIG,
+    TINY_CONFIG,
+    GPTConfig,
+    Params,
+    count_parameters,
+    init_params,
+    parameter_shapes,
+)
+from llmfs.gpt.reference import accuracy, activations, forward, generate, held_out_accuracy, solve
+
+__all__ = [
+    "GPT2_SMALL_CONFIG",
+    "TINY_CONFIG",
+    "ChecksumMismatchError",
+    "ConfigError",
+    "GPTConfig",
+    "GPTError",
+    "Params",
+    "TaskError",
+    "WeightsError",
+    "accuracy",
+    "activations",
+    "count_parameters",
+    "forward",
+    "generate",
+    "held_out_accuracy",
+    "init_params",
+    "load_gpt2",
+    "load_params",
+    "load_tiny_gpt",
+    "parameter_shapes",
+    "save_params",
+    "solve",
+]

@@ -1,0 +1,394 @@
+"""Training the capstone model: NumPy only, backpropagation written out by hand.
+
+``python -m llmfs.gpt.train --out PATH`` trains :data:`~llmfs.gpt.model.TINY_CONFIG` on the
+training half of :func:`llmfs.gpt.task.split`, prints the loss curve and the held-out accuracy,
+and writes
+
+* ``PATH`` (``.npz``, float32, see :func:`llmfs.gpt.checkpoint.save_params`) and ``PATH`` with
+  suffix ``.sha256`` (its checksum);
+* ``PATH`` with suffix ``.json``: the training record (config, hyperparameters, the loss curve,
+  held-out accuracy during training and of the saved weights);
+* the loss-curve figure ``capstone_loss.png``/``.svg``/``.txt`` in ``--figures DIR`` (default: the
+  checkout's ``figures/``), drawn from the record by :func:`llmfs.gpt.plot.loss_figure`, the same
+  function ``llmfs figures`` redraws it with.
+
+The shipped weights were made with one BLAS thread::
+
+    OPENBLAS_NUM_THREADS=1 python -m llmfs.gpt.train --out llmfs/gpt/weights/tiny_gpt.npz
+
+Determinism: every random draw (initialisation, batches) comes from one seeded NumPy ``Generator``,
+so the same seed gives the same weights, byte for byte, on the same machine. Matrix products go
+through the machine's BLAS, whose summation order may differ on another CPU, library or thread
+count, so a retraining elsewhere may differ in the last bits: the shipped file is pinned by its
+checksum, not by retraining.
+
+The loss is the cross-entropy of the answer tokens only (the prompt is given, not predicted), the
+optimiser AdamW (decoupled weight decay on the matrices of the blocks; none on embeddings, biases
+and LayerNorm parameters) with linear warm-up then cosine decay of the learning rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llmfs.gpt import reference, task
+from llmfs.gpt.checkpoint import load_params, save_params, write_checksum
+from llmfs.gpt.model import TINY_CONFIG, GPTConfig, Params, count_parameters, init_params
+from llmfs.gpt.reference import GELU_C, causal_mask, softmax
+
+# --------------------------------------------------------------------------------------------
+# Forward with caches, and the backward pass of every layer
+# --------------------------------------------------------------------------------------------
+
+
+def _ln_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> tuple[np.ndarray, Any]:
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat = (x - mean) * rstd
+    return xhat * w + b, (xhat, rstd, w)
+
+
+def _ln_backward(dy: np.ndarray, cache: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Gradients of LayerNorm: ``dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))``
+    with ``dxhat = dy * w`` (the mean and the variance both depend on every feature)."""
+    xhat, rstd, w = cache
+    dw = (dy * xhat).reshape(-1, xhat.shape[-1]).sum(axis=0)
+    db = dy.reshape(-1, dy.shape[-1]).sum(axis=0)
+    dxhat = dy * w
+    dx = rstd * (
+        dxhat
+        - dxhat.mean(axis=-1, keepdims=True)
+        - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True)
+    )
+    return dx, dw, db
+
+
+def _gelu_backward(dy: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """d/dx of ``0.5 x (1 + tanh(u))``, ``u = c (x + 0.044715 x^3)``:
+    ``0.5 (1 + tanh u) + 0.5 x (1 - tanh^2 u) c (1 + 3 * 0.044715 x^2)``."""
+    x2 = x * x
+    t = np.tanh(GELU_C * x * (1.0 + 0.044715 * x2))
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x2))
+
+
+def _linear_backward(
+    dy: np.ndarray, x: np.ndarray, w: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For ``y = x @ w + b`` over leading batch axes: ``(dx, dw, db)``."""
+    x2 = x.reshape(-1, x.shape[-1])
+    dy2 = dy.reshape(-1, dy.shape[-1])
+    dx = (dy2 @ w.T).reshape(*dy.shape[:-1], w.shape[0])
+    return dx, x2.T @ dy2, dy2.sum(axis=0)
+
+
+def _linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``x @ w + b`` over leading batch axes, as one 2-D matrix product (one BLAS call instead
+    of one per leading index)."""
+    return (x.reshape(-1, x.shape[-1]) @ w + b).reshape(*x.shape[:-1], w.shape[1])
+
+
+def forward_with_cache(
+    params: Params, config: GPTConfig, ids: np.ndarray
+) -> tuple[np.ndarray, list[Any]]:
+    """Logits ``[B, T, vocab]`` of ``ids`` (``[B, T]``) and the activations the backward pass
+    needs. Computes exactly what :func:`llmfs.gpt.reference.forward` computes."""
+    b, t = ids.shape
+    c, h, d = config.n_embd, config.n_head, config.head_size
+    eps = config.layer_norm_eps
+    mask = causal_mask(t)
+    x = params["wte.weight"][ids] + params["wpe.weight"][:t]
+    caches: list[Any] = []
+    for i in range(config.n_layer):
+        p = f"h.{i}."
+        h1, ln1 = _ln_forward(x, params[p + "ln_1.weight"], params[p + "ln_1.bias"], eps)
+        qkv = _linear(h1, params[p + "attn.c_attn.weight"], params[p + "attn.c_attn.bias"])
+        q, k, v = (
+            qkv[..., j * c : (j + 1) * c].reshape(b, t, h, d).transpose(0, 2, 1, 3)
+            for j in range(3)
+        )
+        scores = np.where(mask, q @ k.transpose(0, 1, 3, 2) / np.sqrt(d), -np.inf)
+        att = softmax(scores)
+        y = (att @ v).transpose(0, 2, 1, 3).reshape(b, t, c)
+        x = x + _linear(y, params[p + "attn.c_proj.weight"], params[p + "attn.c_proj.bias"])
+        h2, ln2 = _ln_forward(x, params[p + "ln_2.weight"], params[p + "ln_2.bias"], eps)
+        f = _linear(h2, params[p + "mlp.c_fc.weight"], params[p + "mlp.c_fc.bias"])
+        g = reference.gelu(f)
+        x = x + _linear(g, params[p + "mlp.c_proj.weight"], params[p + "mlp.c_proj.bias"])
+        caches.append((h1, ln1, q, k, v, att, y, h2, ln2, f, g))
+    xf, lnf = _ln_forward(x, params["ln_f.weight"], params["ln_f.bias"], eps)
+    logits = xf @ params["wte.weight"].T
+    caches.append((ids, xf, lnf))
+    return logits, caches
+
+
+def loss_and_grads(
+    params: Params, config: GPTConfig, ids: np.ndarray, targets: np.ndarray, weights: np.ndarray
+) -> tuple[float, Params]:
+    """Mean cross-entropy of ``targets`` (``[B, T]``) weighted by ``weights`` (``[B, T]``, 1 where
+    a position counts, 0 where it does not) and its gradient for every parameter."""
+    b, t = ids.shape
+    c, h, d = config.n_embd, config.n_head, config.head_size
+    logits, caches = forward_with_cache(params, config, ids)
+    probs = softmax(logits)
+    total = weights.sum()
+    picked = np.take_along_axis(probs, targets[..., None], axis=-1)[..., 0]
+    loss = float(-(np.log(picked) * weights).sum() / total)
+
+    grads: Params = {name: np.zeros_like(value) for name, value in params.items()}
+    dlogits = probs
+    np.put_along_axis(
+        dlogits, targets[..., None], np.take_along_axis(probs, targets[..., None], -1) - 1.0, -1
+    )
+    dlogits *= (weights / total)[..., None]
+
+    ids_, xf, lnf = caches[-1]
+    # Tied head: logits = xf @ wte^T, so wte also collects the head's gradient.
+    grads["wte.weight"] += dlogits.reshape(-1, config.vocab_size).T @ xf.reshape(-1, c)
+    dx, grads["ln_f.weight"], grads["ln_f.bias"] = _ln_backward(dlogits @ params["wte.weight"], lnf)
+
+    for i in reversed(range(config.n_layer)):
+        p = f"h.{i}."
+        h1, ln1, q, k, v, att, y, h2, ln2, f, g = caches[i]
+        # MLP branch: x_out = x_mid + mlp(ln_2(x_mid))
+        dg, grads[p + "mlp.c_proj.weight"], grads[p + "mlp.c_proj.bias"] = _linear_backward(
+            dx, g, params[p + "mlp.c_proj.weight"]
+        )
+        df = _gelu_backward(dg, f)
+        dh2, grads[p + "mlp.c_fc.weight"], grads[p + "mlp.c_fc.bias"] = _linear_backward(
+            df, h2, params[p + "mlp.c_fc.weight"]
+        )
+        dmid, grads[p + "ln_2.weight"], grads[p + "ln_2.bias"] = _ln_backward(dh2, ln2)
+        dx = dx + dmid
+        # Attention branch: x_mid = x_in + attn(ln_1(x_in))
+        dy, grads[p + "attn.c_proj.weight"], grads[p + "attn.c_proj.bias"] = _linear_backward(
+            dx, y, params[p + "attn.c_proj.weight"]
+        )
+        dyh = dy.reshape(b, t, h, d).transpose(0, 2, 1, 3)  # [B, H, T, D]
+        datt = dyh @ v.transpose(0, 1, 3, 2)
+        dv = att.transpose(0, 1, 3, 2) @ dyh
+        # Softmax backward; masked entries have att = 0 and so get no gradient.
+        dscores = att * (datt - (datt * att).sum(axis=-1, keepdims=True)) / np.sqrt(d)
+        dq = dscores @ k
+        dk = dscores.transpose(0, 1, 3, 2) @ q
+        dqkv = np.concatenate(
+            [m.transpose(0, 2, 1, 3).reshape(b, t, c) for m in (dq, dk, dv)], axis=-1
+        )
+        dh1, grads[p + "attn.c_attn.weight"], grads[p + "attn.c_attn.bias"] = _linear_backward(
+            dqkv, h1, params[p + "attn.c_attn.weight"]
+        )
+        din, grads[p + "ln_1.weight"], grads[p + "ln_1.bias"] = _ln_backward(dh1, ln1)
+        dx = dx + din
+
+    np.add.at(grads["wte.weight"], ids_, dx)
+    grads["wpe.weight"][:t] += dx.sum(axis=0)
+    return loss, grads
+
+
+# --------------------------------------------------------------------------------------------
+# The optimiser and the training loop
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of :func:`train` (the shipped weights use the defaults)."""
+
+    seed: int = 0
+    steps: int = 1200
+    batch_size: int = 128
+    learning_rate: float = 3e-3
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.05
+    beta1: float = 0.9
+    beta2: float = 0.98
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.01
+    #: Steps averaged into one point of the recorded loss curve.
+    log_every: int = 25
+    #: Steps between held-out accuracy measurements during training.
+    eval_every: int = 100
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up over ``warmup_steps``, then cosine decay to ``min_lr_ratio * lr``."""
+    if step < cfg.warmup_steps:
+        return cfg.learning_rate * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.learning_rate * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine)
+
+
+def decays(name: str) -> bool:
+    """Whether AdamW's weight decay applies: the blocks' matrices only."""
+    return name.startswith("h.") and name.endswith(".weight") and ".ln_" not in name
+
+
+@dataclass
+class TrainResult:
+    """What :func:`train` returns: the float64 parameters and the record of the run."""
+
+    params: Params
+    losses: list[float] = field(default_factory=list)
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    accuracy_curve: list[tuple[int, float]] = field(default_factory=list)
+
+
+def answer_weights(batch: int) -> np.ndarray:
+    """``[batch, 8]``: 1 at the three positions whose next token is an answer digit."""
+    w = np.zeros((batch, task.SEQUENCE_LENGTH - 1))
+    w[:, task.PROMPT_LENGTH - 1 :] = 1.0
+    return w
+
+
+def train(
+    config: GPTConfig = TINY_CONFIG,
+    cfg: TrainConfig | None = None,
+    train_problems: np.ndarray | None = None,
+    held_out: np.ndarray | None = None,
+    log: Any = None,
+) -> TrainResult:
+    """Trains from :func:`~llmfs.gpt.model.init_params` with ``cfg.seed``; batches are drawn
+    with replacement from ``train_problems`` (default: the training half of the shipped split).
+    ``log``, when given, is called with one line of text per logged point."""
+    cfg = cfg or TrainConfig()
+    if train_problems is None or held_out is None:
+        parts = task.split()
+        train_problems = parts.train if train_problems is None else train_problems
+        held_out = parts.held_out if held_out is None else held_out
+    data = task.sequences(train_problems)
+    rng = np.random.default_rng(cfg.seed)
+    params = init_params(config, seed=cfg.seed)
+    m = {n: np.zeros_like(v) for n, v in params.items()}
+    s = {n: np.zeros_like(v) for n, v in params.items()}
+    weights = answer_weights(cfg.batch_size)
+    result = TrainResult(params=params)
+    window: list[float] = []
+    for step in range(cfg.steps):
+        batch = data[rng.integers(0, len(data), size=cfg.batch_size)]
+        loss, grads = loss_and_grads(params, config, batch[:, :-1], batch[:, 1:], weights)
+        result.losses.append(loss)
+        window.append(loss)
+        lr = learning_rate(step, cfg)
+        for name, value in params.items():
+            g = grads[name]
+            m[name] = cfg.beta1 * m[name] + (1 - cfg.beta1) * g
+            s[name] = cfg.beta2 * s[name] + (1 - cfg.beta2) * g * g
+            m_hat = m[name] / (1 - cfg.beta1 ** (step + 1))
+            s_hat = s[name] / (1 - cfg.beta2 ** (step + 1))
+            if decays(name):
+                value *= 1.0 - lr * cfg.weight_decay
+            value -= lr * m_hat / (np.sqrt(s_hat) + cfg.adam_eps)
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            mean = float(np.mean(window))
+            window = []
+            result.curve.append((step + 1, mean))
+            line = f"step {step + 1:5d}  lr {lr:.2e}  loss {mean:.5f}"
+            if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
+                acc = reference.accuracy(params, config, held_out)
+                result.accuracy_curve.append((step + 1, acc))
+                line += f"  held-out accuracy {acc:.4f}"
+            if log is not None:
+                log(line)
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# The command
+# --------------------------------------------------------------------------------------------
+
+
+#: How the shipped weights were made (one BLAS thread: faster on a busy machine, and one fixed
+#: summation order).
+COMMAND = "OPENBLAS_NUM_THREADS=1 python -m llmfs.gpt.train --out llmfs/gpt/weights/tiny_gpt.npz"
+
+
+def default_figures_folder() -> Path:
+    """``figures/`` at the root of the checkout."""
+    return Path(__file__).resolve().parent.parent.parent / "figures"
+
+
+def make_record(
+    config: GPTConfig, cfg: TrainConfig, result: TrainResult, saved_accuracy: float, sha256: str
+) -> dict[str, Any]:
+    """The training record written beside the weights (no times or machine names, so that it is
+    as reproducible as the weights)."""
+    split = task.split()
+    return {
+        "command": COMMAND,
+        "task": "a + b for 0 <= a, b <= 99, answer digits least significant first",
+        "model": asdict(config),
+        "parameters": count_parameters(config),
+        "train": asdict(cfg),
+        "split": {
+            "seed": task.SPLIT_SEED,
+            "held_out_fraction": task.HELD_OUT_FRACTION,
+            "train_problems": len(split.train),
+            "held_out_problems": len(split.held_out),
+            "held_out_sha256": task.digest(split.held_out),
+        },
+        "loss_curve": [[step, round(loss, 6)] for step, loss in result.curve],
+        "held_out_accuracy_curve": [[step, acc] for step, acc in result.accuracy_curve],
+        "final_loss": round(float(np.mean(result.losses[-cfg.log_every :])), 6),
+        "saved_dtype": "float32",
+        "saved_held_out_accuracy": saved_accuracy,
+        "sha256": sha256,
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``python -m llmfs.gpt.train``."""
+    parser.add_argument("--out", type=Path, required=True, help="weights file to write (.npz)")
+    parser.add_argument(
+        "--figures", type=Path, default=None, help="folder for capstone_loss.* (default figures/)"
+    )
+    parser.add_argument("--no-figure", action="store_true", help="do not draw the loss curve")
+    parser.add_argument("--seed", type=int, default=TrainConfig.seed)
+    parser.add_argument("--steps", type=int, default=TrainConfig.steps)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Trains, saves and reports; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m llmfs.gpt.train", description=__doc__.split("\n")[0]
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    cfg = TrainConfig(seed=args.seed, steps=args.steps)
+    config = TINY_CONFIG
+    print(f"model: {config} ({count_parameters(config)} parameters)")
+    start = time.perf_counter()
+    result = train(config, cfg, log=print)
+    seconds = time.perf_counter() - start
+    path = save_params(result.params, args.out)
+    checksum = write_checksum(path)
+    saved = load_params(path)
+    saved_accuracy = reference.held_out_accuracy(saved, config)
+    sha = checksum.read_text().split()[0]
+    record = make_record(config, cfg, result, saved_accuracy, sha)
+    record_path = path.with_suffix(".json")
+    record_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    print(f"trained {cfg.steps} steps in {seconds:.1f} s; final loss {record['final_loss']}")
+    held = len(task.split().held_out)
+    print(f"held-out accuracy of the saved weights: {saved_accuracy:.4f} ({held} problems)")
+    print(f"wrote {path} ({path.stat().st_size} bytes), {checksum}, {record_path}")
+    if not args.no_figure:
+        from llmfs.gpt.plot import write_loss_figure
+
+        for written in write_loss_figure(record, args.figures or default_figures_folder()):
+            print(f"wrote {written}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+"""What a plan knows about an operand: its layout and dtype, without its data.
+
+A plan is made from descriptors and keeps no buffers, so it can be made before the data exists
+and reused for any operands of the same layouts.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from llmfs.tensor import ops
+from llmfs.tensor.dtypes import resolve_dtype
+from llmfs.tensor.errors import DescriptorError, TensorError
+from llmfs.tensor.layout import check_shape, row_major_strides
+
+
+def _descriptor_strides(strides: object, rank: int) -> tuple[int, ...]:
+    # operator.index, not int(): int() would truncate 1.7 to a stride of 1 and accept "3".
+    if isinstance(strides, (str, bytes)):
+        raise DescriptorError("strides", strides, "must be a sequence of integers")
+    try:
+        entries: tuple[Any, ...] = tuple(strides)  # type: ignore[arg-type]  # refused below
+    except TypeError:
+        raise DescriptorError("strides", strides, "must be a sequence of integers") from None
+    steps: list[int] = []
+    for axis, entry in enumerate(entries):
+        if isinstance(entry, (bool, np.bool_)):
+            raise DescriptorError(
+                "strides", strides, f"entry {axis} must be an integer, not a bool ({entry!r})"
+            )
+        try:
+            steps.append(operator.index(entry))
+        except TypeError:
+            raise DescriptorError(
+                "strides",
+                strides,
+                f"entry {axis} must be an integer (a number of elements), not "
+                f"{type(entry).__name__} {entry!r}",
+            ) from None
+    if len(steps) != rank:
+        raise DescriptorError(
+            "strides", strides, f"must have one entry per axis ({rank}), but has {len(steps)}"
+        )
+    return tuple(steps)
+
+
+def _descriptor_dtype(dtype: object) -> np.dtype:
+    try:
+        return resolve_dtype(dtype, where="a TensorDescriptor's dtype")
+    except TensorError:
+        raise
+    except (TypeError, ValueError):
+        # NumPy refuses some spellings (a dict, a malformed string) with a ValueError of its own.
+        raise DescriptorError(
+            "dtype", dtype, "must name a supported dtype (float16, float32 or float64)"
+        ) from None
+
+
+@dataclass(frozen=True)
+class TensorDescriptor:
+    """An operand's layout without its data: shape, strides (in elements) and storage dtype.
+
+    ``dtype=None`` describes a real Python number (a scalar operand, shape ``()``).
+    Build one from an operand with :meth:`of`, or explicitly (``strides=None`` is row-major).
+
+    Raises :class:`InvalidShapeError` for a shape that is not a sequence of sizes ``>= 0``,
+    :class:`DescriptorError` for strides that are not exact integers (one per axis: ``1.7`` is
+    refused, never truncated) and :class:`DTypeError`/:class:`DescriptorError` for a dtype that is
+    not float16, float32 or float64.
+    """
+
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: np.dtype | None
+
+    def __init__(
+        self,
+        shape: Sequence[int],
+        strides: Sequence[int] | None = None,
+        dtype: object | None = "float32",
+    ) -> None:
+        dims = check_shape(shape)
+        steps = (
+            row_major_strides(dims) if strides is None else _descriptor_strides(strides, len(dims))
+        )
+        object.__setattr__(self, "shape", dims)
+        object.__setattr__(self, "strides", steps)
+        object.__setattr__(self, "dtype", None if dtype is None else _descriptor_dtype(dtype))
+
+    @classmethod
+    def of(cls, operand: object) -> TensorDescriptor:
+        """The descriptor of a Tensor, TensorView, real number, or a descriptor itself."""
+        if isinstance(operand, TensorDescriptor):
+            return operand
+        if ops.is_scalar(operand):
+            return cls((), (), None)
+        view = ops.as_view(operand, what="an einsum operand", numbers=True)
+        return cls(view.shape, view.strides, view.dtype)
+
+    @property
+    def is_scalar(self) -> bool:
+        """True for a Python-number operand."""
+        return self.dtype is None
+
+
+__all__ = ["TensorDescriptor"]
