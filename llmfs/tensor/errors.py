@@ -446,26 +446,16 @@ class OverlappingWriteError(TensorViewError):
     the cell keep? NumPy marks such views read-only; PyTorch refuses in-place writes to them."""
 
     condition = "each written coordinate has its own storage cell"
-
-    def __init__(
-        self,
-        shape: Sequence[int],
-        strides: Sequence[int],
-        first: Sequence[int],
-        second: Sequence[int],
-        offset: int,
-    ) -> None:
-        self.shape = tuple(shape)
-        self.strides = tuple(strides)
-        self.first = tuple(first)
-        self.second = tuple(second)
-        self.offset = offset
-        super().__init__(
-            f"cannot write through a view of shape {_fmt(self.shape)} with strides "
-            f"{_fmt(self.strides)}: coordinates {_fmt(self.first)} and {_fmt(self.second)} both "
-            f"read storage offset {offset}, so one cell would receive two values. Write to the "
-            "owner's storage, or materialize() the view and write into the copy"
-        )
+    template = (
+        "cannot write through a view of shape {shape} with strides {strides}: coordinates "
+        "{first} and {second} both read storage offset {offset}, so one cell would receive two "
+        "values. Write to the owner's storage, or materialize() the view and write into the copy"
+    )
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    first: tuple[int, ...]
+    second: tuple[int, ...]
+    offset: int
 
 
 class InvalidLayoutError(TensorViewError):
@@ -823,6 +813,7 @@ __all__ = [
     "MetalUnavailableError",
     "NonContiguousReshapeError",
     "OutputBufferError",
+    "OverlappingWriteError",
     "PermutationLengthMismatchError",
     "PlanMismatchError",
     "RankMismatchError",
