@@ -124,3 +124,12 @@ def test_an_explicit_overlapping_layout_is_refused_too() -> None:
     diagonal_runs = as_strided(owner, [3, 2], [1, 1], 0)
     with pytest.raises(OverlappingWriteError, match=r"\[0, 1\] and \[1, 0\]"):
         copyto(diagonal_runs, 0)
+
+
+def test_a_stale_view_is_never_written_through() -> None:
+    base = _base()
+    early = base.view()
+    copyto(base, 1)
+    with pytest.raises(StaleViewError):
+        copyto(early, 2)
+    assert base.tolist() == [[1] * 3] * 2
