@@ -2,8 +2,10 @@
 
 JupyterLab (the harness's isolated server) opens the committed student notebook; Run All must
 finish with no error; the unanswered check of the first exercise (ch04.q1, a broadcast view)
-shows none of its answers; then the learner answers it correctly in the predict-then-run widget
-and sees every field marked right. The screenshots land in ``test-output/browser/``.
+shows none of its answers and its storage diagram stays a sentence; then the learner answers it
+correctly in the predict-then-run widget, sees every field marked right, and the diagram draws
+itself: six coordinates, six lines, two of them into each storage cell of ``b`` (a click on
+offset 0 lights both). The screenshots land in ``test-output/browser/``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 STUDENT = REPO / "notebooks" / "ch04_broadcasting_reductions.ipynb"
 EXERCISE_TAG = "exercise:ch04.q1"
 CHECK_TAG = "check:ch04.q1"  # added to this test's copy only, so the harness can find the cell
+DIAGRAM_ID = "ch04-q1-diagram"
+DIAGRAM_TAG = "diagram:ch04.q1"  # likewise
 
 ANSWERS = {
     "strides": "[0, 1]",
@@ -31,7 +35,7 @@ ANSWERS = {
 
 
 def student_notebook() -> dict[str, Any]:
-    """The committed student notebook, with the check cell of ch04.q1 tagged for the test."""
+    """The committed student notebook, with the check and diagram cells of ch04.q1 tagged."""
     notebook = json.loads(STUDENT.read_text(encoding="utf-8"))
     cells = notebook["cells"]
     [position] = [
@@ -40,6 +44,9 @@ def student_notebook() -> dict[str, Any]:
     check_cell = cells[position + 1]
     assert "".join(check_cell["source"]).strip() == "check(q1)"
     check_cell["metadata"].setdefault("tags", []).append(CHECK_TAG)
+    [diagram_cell] = [cell for cell in cells if cell.get("id") == DIAGRAM_ID]
+    assert "StorageDiagram(" in "".join(diagram_cell["source"])
+    diagram_cell["metadata"].setdefault("tags", []).append(DIAGRAM_TAG)
     return notebook
 
 
@@ -57,6 +64,9 @@ def test_chapter_4_runs_top_to_bottom_and_the_broadcast_exercise_is_answered_in_
     unanswered = notebook.cell_output(CHECK_TAG)
     unanswered.get_by_text("still to answer").first.wait_for(timeout=20_000)
     assert "[0, 1, 2, 0, 1, 2]" not in unanswered.inner_text()
+    locked = notebook.cell_output(DIAGRAM_TAG)
+    locked.get_by_text("This diagram shows the answer to ch04.q1").wait_for(timeout=20_000)
+    assert locked.locator("line.llmfs-read").count() == 0
 
     # The widget of ch04.q1: type the five predictions, press Run, read the verdicts.
     widget = page.locator(".llmfs-predict-then-run").first
@@ -72,3 +82,20 @@ def test_chapter_4_runs_top_to_bottom_and_the_broadcast_exercise_is_answered_in_
     assert "0,3" in text.replace(" ", "")
     shot = notebook.screenshot("chapter4_q1_widget")
     assert shot.stat().st_size > 10_000
+
+    # The exercise is finished, so its storage diagram draws: one line per coordinate, and the
+    # zero stride sends two of them into each of b's three cells.
+    diagram = notebook.cell_output(DIAGRAM_TAG).locator(".llmfs-storage-diagram")
+    diagram.locator("line.llmfs-read").first.wait_for(timeout=20_000)
+    assert diagram.locator("g.llmfs-cell").count() == 6
+    assert diagram.locator("line.llmfs-read").count() == 6
+    assert diagram.locator("g.llmfs-slot").count() == 3
+    diagram.locator('g.llmfs-slot[data-offset="0"]').click()
+    lit = diagram.locator("g.llmfs-cell.llmfs-on")
+    assert sorted(lit.nth(k).get_attribute("data-cell") for k in range(lit.count())) == [
+        "p0c0",
+        "p0c3",
+    ]
+    assert diagram.locator("line.llmfs-read.llmfs-on").count() == 2
+    diagram.scroll_into_view_if_needed()
+    notebook.screenshot("chapter4_q1_diagram")
