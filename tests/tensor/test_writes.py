@@ -9,6 +9,7 @@ import pytest
 
 from llmfs.tensor import (
     BroadcastError,
+    DTypeError,
     OverlappingWriteError,
     StaleViewError,
     Tensor,
@@ -30,7 +31,7 @@ def test_a_write_through_a_slice_reaches_the_owner_cells_it_reads() -> None:
 
 
 def test_the_source_broadcasts_to_the_destination_and_a_number_fills_it() -> None:
-    base = _base()
+    base = Tensor.from_vec([2, 3], [10.0, 11.0, 12.0, 20.0, 21.0, 22.0])
     copyto(base.view().transpose(0, 1), Tensor.from_vec([2], [7, 8]))
     assert base.tolist() == [[7, 7, 7], [8, 8, 8]]
     copyto(base, 0.5)
@@ -133,3 +134,15 @@ def test_a_stale_view_is_never_written_through() -> None:
     with pytest.raises(StaleViewError):
         copyto(early, 2)
     assert base.tolist() == [[1] * 3] * 2
+
+
+def test_a_value_that_would_change_kind_is_refused() -> None:
+    ints = Tensor.from_vec([2], [1, 2])
+    if ints.dtype.kind != "i":
+        pytest.skip("this build stores integer input as floats")
+    with pytest.raises(DTypeError, match="int64"):
+        copyto(ints, Tensor.from_vec([2], [0.5, 1.5]))
+    copyto(ints, Tensor.from_vec([2], [7, 8]))
+    floats = Tensor.from_vec([2], [0.5, 1.5])
+    copyto(floats, ints)  # int into float keeps every value: allowed, as in NumPy
+    assert ints.tolist() == [7, 8] and floats.tolist() == [7.0, 8.0]
