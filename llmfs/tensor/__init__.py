@@ -55,6 +55,7 @@ from llmfs.tensor.errors import (
     NegativeSliceBoundError,
     NonContiguousReshapeError,
     OutputBufferError,
+    OverlappingWriteError,
     PermutationLengthMismatchError,
     PlanMismatchError,
     RankMismatchError,
@@ -129,6 +130,7 @@ from llmfs.tensor.ops import (
 )
 from llmfs.tensor.tensor import MutableStorage, Tensor
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
+from llmfs.tensor.writes import copyto
 
 __all__ = [
     "FLOAT_DTYPES",
@@ -170,6 +172,7 @@ __all__ = [
     "NegativeSliceBoundError",
     "NonContiguousReshapeError",
     "OutputBufferError",
+    "OverlappingWriteError",
     "PermutationLengthMismatchError",
     "PlanMismatchError",
     "RankMismatchError",
@@ -199,6 +202,7 @@ __all__ = [
     "can_view_as_contiguous",
     "can_view_as_contiguous_all",
     "copying_transpose",
+    "copyto",
     "cos",
     "div",
     "einsum",

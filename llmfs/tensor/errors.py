@@ -440,6 +440,24 @@ class BroadcastError(TensorViewError):
         return self.detail or "sizes must be equal, or one of them 1"
 
 
+class OverlappingWriteError(TensorViewError):
+    """A write through a view in which two coordinates read the same storage cell (a broadcast
+    view's zero stride, or an explicit layout that overlaps itself): which written value would
+    the cell keep? NumPy marks such views read-only; PyTorch refuses in-place writes to them."""
+
+    condition = "each written coordinate has its own storage cell"
+    template = (
+        "cannot write through a view of shape {shape} with strides {strides}: coordinates "
+        "{first} and {second} both read storage offset {offset}, so one cell would receive two "
+        "values. Write to the owner's storage, or materialize() the view and write into the copy"
+    )
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    first: tuple[int, ...]
+    second: tuple[int, ...]
+    offset: int
+
+
 class InvalidLayoutError(TensorViewError):
     """Explicit (shape, strides, base offset) metadata would read outside its storage."""
 
@@ -832,6 +850,7 @@ __all__ = [
     "NegativeSliceBoundError",
     "NonContiguousReshapeError",
     "OutputBufferError",
+    "OverlappingWriteError",
     "PermutationLengthMismatchError",
     "PlanMismatchError",
     "RankMismatchError",

@@ -822,6 +822,55 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
     return check_shape(result)
 
 
+def overlapping_coordinates(
+    shape: Sequence[int], strides: Sequence[int]
+) -> tuple[Shape, Shape] | None:
+    """Two different coordinates that reach the same storage offset, or ``None`` when every
+    coordinate has a storage cell of its own (a layout that can be written through).
+
+    A zero stride on an axis of size >= 2 (broadcasting) is found at once: the coordinates differ
+    only on that axis, 0 and 1. Otherwise, with the axes of size >= 2 sorted by ``|stride|``, no
+    two coordinates meet when each stride exceeds the reach of the smaller ones (the sum of
+    ``(size - 1) * |stride|`` over them), which holds for every layout the view methods make from
+    an owner; an explicit layout that breaks it is walked in full, row-major, and the first
+    repeated offset answers. The offsets are relative to the base offset.
+    """
+    dims = tuple(shape)
+    steps = tuple(strides)
+    if element_count(dims) == 0:
+        return None
+    for axis, (size, stride) in enumerate(zip(dims, steps)):
+        if size >= 2 and stride == 0:
+            first = [0] * len(dims)
+            second = [0] * len(dims)
+            second[axis] = 1
+            return tuple(first), tuple(second)
+    moving = sorted((abs(stride), size) for size, stride in zip(dims, steps) if size >= 2)
+    reach = 0
+    for stride, size in moving:
+        if stride <= reach:
+            break
+        reach += (size - 1) * stride
+    else:
+        return None
+    seen: dict[int, Shape] = {}
+    coordinate = [0] * len(dims)
+    while True:
+        offset = sum(c * s for c, s in zip(coordinate, steps))
+        if offset in seen:
+            return seen[offset], tuple(coordinate)
+        seen[offset] = tuple(coordinate)
+        axis = len(dims) - 1
+        while axis >= 0:
+            coordinate[axis] += 1
+            if coordinate[axis] < dims[axis]:
+                break
+            coordinate[axis] = 0
+            axis -= 1
+        if axis < 0:  # every coordinate visited, no offset twice (e.g. [3, 2] with [2, 3])
+            return None
+
+
 # --------------------------------------------------------------------------------------------
 # Validation of explicit layouts
 # --------------------------------------------------------------------------------------------

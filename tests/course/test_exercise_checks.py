@@ -14,12 +14,15 @@ from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import (
     CHECKS,
     SPECS,
+    check_broadcast_shape,
+    check_broadcast_strides,
     check_compute_strides,
     check_flat_index,
     check_for,
     check_logical_offsets,
     check_merge_layout,
     check_reshape_after_copy,
+    check_softmax_rows,
     check_values,
     run_spec,
 )
@@ -31,7 +34,7 @@ from llmfs.course.exercise_checks.spec import (
     outcomes_match,
 )
 from llmfs.course.manifest import load_manifest
-from llmfs.tensor import layout
+from llmfs.tensor import layout, ops
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -208,7 +211,9 @@ def _solution_functions() -> dict[str, object]:
             if ids and manifest.exercise(ids[0]).kind == "implement":
                 source = "".join(cell["source"])
                 tree = ast.parse(source)
-                defs = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+                # The function and the imports its cell makes (chapter 4 uses ``ops``).
+                kinds = (ast.FunctionDef, ast.Import, ast.ImportFrom)
+                defs = [node for node in tree.body if isinstance(node, kinds)]
                 exec(compile(ast.Module(defs, []), chapter.solution, "exec"), namespace)
     return namespace
 
@@ -283,3 +288,96 @@ def test_every_implement_exercise_of_the_manifest_has_a_check() -> None:
     assert check_for("ch01.flat_index") is check_flat_index
     with pytest.raises(CourseError, match=r"no check for exercise 'ch01\.q1'"):
         check_for("ch01.q1")
+
+
+# -- chapter 4: broadcasting and the stable softmax ----------------------------------------------
+
+
+def test_a_left_aligned_broadcast_shape_fails_and_the_library_rule_passes() -> None:
+    def left_aligned(a, b):  # pads on the RIGHT: the classic mistake
+        rank = max(len(a), len(b))
+        a, b = list(a) + [1] * (rank - len(a)), list(b) + [1] * (rank - len(b))
+        if any(x != y and 1 not in (x, y) for x, y in zip(a, b)):
+            raise ValueError("no")
+        return [y if x == 1 else x for x, y in zip(a, b)]
+
+    assert check_broadcast_shape(left_aligned, record_attempt=False).status == "failed"
+    library = check_broadcast_shape(
+        lambda a, b: list(layout.broadcast_shapes(a, b)), record_attempt=False
+    )
+    assert library.passed, repr(library)
+    cases = draw_cases(SPECS["ch04.broadcast_shape"])
+    assert len({json.dumps(case) for case in cases}) == len(cases)  # no case twice
+    assert (
+        sum(
+            expected_outcome(SPECS["ch04.broadcast_shape"], c) == {"error": "ValueError"}
+            for c in cases
+        )
+        >= 20
+    )  # incompatible pairs are drawn too
+
+
+def test_broadcast_strides_that_keep_a_grown_axis_stride_fail() -> None:
+    def keeps_stride(shape, strides, target):  # forgets that a grown size-1 axis gets stride 0
+        lead = len(target) - len(shape)
+        if lead < 0 or any(s not in (1, t) for s, t in zip(shape, target[lead:])):
+            raise ValueError("no")
+        return [0] * lead + list(strides)
+
+    report = check_broadcast_strides(keeps_stride, record_attempt=False)
+    assert report.status == "failed"
+    assert "layout: shape" in report.note  # the failing case's offset table
+
+
+def _rows(x):
+    return ops.max(x, axis=1, keepdims=True)
+
+
+def test_the_direct_softmax_fails_on_large_scores_and_the_stable_one_passes() -> None:
+    def direct(x):  # no maximum subtracted: exp overflows to inf, inf / inf is nan
+        e = ops.exp(x)
+        return ops.div(e, ops.sum(e, axis=1, keepdims=True))
+
+    report = check_softmax_rows(direct, record_attempt=False)
+    assert report.status == "failed"
+    assert "[[NaN]]" in repr(report)  # a single large score: exp overflows
+    assert report.cases[0].expected == "raises ValueError"  # the empty row has no maximum
+
+    def stable(x):
+        e = ops.exp(ops.sub(x, _rows(x)))
+        return ops.div(e, ops.sum(e, axis=1, keepdims=True))
+
+    assert check_softmax_rows(stable, record_attempt=False).passed
+
+
+def test_a_softmax_without_keepdims_is_reported_without_a_traceback() -> None:
+    def flat_max(x):  # the [rows] maximum meets the columns: refused, or wrong when square
+        e = ops.exp(ops.sub(x, ops.max(x, axis=1)))
+        return ops.div(e, ops.sum(e, axis=1, keepdims=True))
+
+    report = check_softmax_rows(flat_max, record_attempt=False)
+    assert report.status == "failed"
+    # A [2, 1] input broadcasts its [2] maxima into a [2, 2] result: a wrong shape, shown.
+    assert report.cases[0].got == '{"shape": [2, 2]}'
+    assert "wrong; the smallest first" in report.note
+
+
+def test_softmax_values_compare_within_a_relative_tolerance() -> None:
+    spec = SPECS["ch04.softmax"]
+    args = ([[1.0, 2.0, 3.0]],)
+    expected = expected_outcome(spec, args)
+    nudged = outcome_of(lambda x: ops.mul(_softmax_of(x), 1 + 1e-9), args, spec)
+    assert outcomes_match(nudged, expected)
+    off = outcome_of(lambda x: ops.mul(_softmax_of(x), 1 + 1e-4), args, spec)
+    assert not outcomes_match(off, expected)
+    assert outcome_of(lambda x: [[0.09, 0.245, 0.665]], args, spec) == {
+        "value": {"not a tensor": "list"}
+    }
+    assert outcome_of(lambda x: _softmax_of(x).view().reshape([3]), args, spec) == {
+        "value": {"shape": [3]}
+    }
+
+
+def _softmax_of(x):
+    e = ops.exp(ops.sub(x, _rows(x)))
+    return ops.div(e, ops.sum(e, axis=1, keepdims=True))

@@ -20,6 +20,8 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.exercise_checks.layout import (
+    check_broadcast_shape,
+    check_broadcast_strides,
     check_can_reshape_without_copy,
     check_compute_strides,
     check_copying_transpose,
@@ -31,6 +33,7 @@ from llmfs.course.exercise_checks.layout import (
     check_permute_layout,
     check_reshape_after_copy,
     check_slice_layout,
+    check_softmax_rows,
 )
 from llmfs.course.exercise_checks.report import (
     NOT_IMPLEMENTED,
@@ -53,6 +56,9 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch02.materialize": check_materialize,
     "ch03.can_reshape": check_can_reshape_without_copy,
     "ch03.merge_layout": check_merge_layout,
+    "ch04.broadcast_shape": check_broadcast_shape,
+    "ch04.broadcast_strides": check_broadcast_strides,
+    "ch04.softmax": check_softmax_rows,
 }
 
 
@@ -74,6 +80,8 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "ImplementSpec",
+    "check_broadcast_shape",
+    "check_broadcast_strides",
     "check_can_reshape_without_copy",
     "check_compute_strides",
     "check_copying_transpose",
@@ -86,6 +94,7 @@ __all__ = [
     "check_permute_layout",
     "check_reshape_after_copy",
     "check_slice_layout",
+    "check_softmax_rows",
     "check_values",
     "run_spec",
 ]

@@ -1,4 +1,4 @@
-"""Checks of the "implement it" exercises about layouts (chapters 1 to 3).
+"""Checks of the "implement it" exercises about layouts and broadcasting (chapters 1 to 4).
 
 Each check runs the learner's function on many random cases drawn from the exercise's
 :class:`~llmfs.course.exercise_checks.spec.ImplementSpec` and compares every outcome with the
@@ -89,8 +89,27 @@ check_merge_layout = _checker(
     "Checks ``merge_layout(shape, strides, start, end) -> (shape, strides)``; ``ValueError`` when "
     "the axes are not neighbours in storage.",
 )
+check_broadcast_shape = _checker(
+    "ch04.broadcast_shape",
+    "Checks ``broadcast_shape(a, b) -> shape``: NumPy's broadcast shape of two shapes (aligned on "
+    "the right; on each axis the sizes are equal or one is 1); ``ValueError`` otherwise.",
+)
+check_broadcast_strides = _checker(
+    "ch04.broadcast_strides",
+    "Checks ``broadcast_strides(shape, strides, target) -> strides``: the strides of ``expand`` "
+    "(0 for a new or grown axis); ``ValueError`` for a target of lower rank or an axis of size "
+    "other than 1 asked to change size.",
+)
+check_softmax_rows = _checker(
+    "ch04.softmax",
+    "Checks ``softmax_rows(x) -> tensor``: the softmax of each row of a 2-D tensor, against a "
+    "NumPy reference (values within a relative 1e-6), large scores included; a row with no "
+    "values is an error (``ValueError``, as ``EmptyReductionError`` is one).",
+)
 
 __all__ = [
+    "check_broadcast_shape",
+    "check_broadcast_strides",
     "check_can_reshape_without_copy",
     "check_compute_strides",
     "check_copying_transpose",
@@ -102,4 +121,5 @@ __all__ = [
     "check_permute_layout",
     "check_reshape_after_copy",
     "check_slice_layout",
+    "check_softmax_rows",
 ]

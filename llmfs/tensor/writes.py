@@ -1,0 +1,66 @@
+"""Writing values through a view: :func:`copyto`, NumPy's ``np.copyto`` (PyTorch's ``copy_``).
+
+A view may be written through only when each of its coordinates has a storage cell of its own.
+A broadcast view reads one cell from many coordinates (a zero stride), so a write through it
+would have to store several values in one cell: it is refused with
+:class:`~llmfs.tensor.errors.OverlappingWriteError`, as NumPy marks ``broadcast_to`` results
+read-only and PyTorch refuses in-place writes to ``expand``\\ ed tensors. Like every write, a
+write through a view moves the owner's version, so every view made before it (the written view
+included) is stale afterwards.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llmfs.tensor import layout
+from llmfs.tensor.errors import DTypeError, OverlappingWriteError, TensorError
+from llmfs.tensor.ops import Operand, Scalar, as_view, is_scalar, scalar_view
+from llmfs.tensor.tensor import Tensor
+from llmfs.tensor.view import TensorView
+
+
+def copyto(dst: Tensor | TensorView, src: Operand | Scalar) -> None:
+    """Writes ``src``'s values, broadcast to ``dst``'s shape, into the storage cells ``dst``
+    reads (in ``dst``'s owner), in logical row-major order. Returns ``None``, as ``np.copyto``.
+
+    ``src`` is a Tensor, a view or a real number; it is read completely before anything is
+    written, so it may share storage with ``dst``. Its values must convert to ``dst``'s dtype
+    without changing kind (NumPy's ``same_kind`` casting: float32 into float64 and back, not
+    float into int).
+
+    Raises :class:`OverlappingWriteError` when two coordinates of ``dst`` share one storage cell
+    (a broadcast view), :class:`BroadcastError` when ``src`` cannot broadcast to ``dst``'s shape,
+    :class:`DTypeError` for a conversion that changes kind, :class:`StaleViewError` for a stale
+    view, and :class:`TensorError` for a ``dst`` that is not a tensor or a view.
+    """
+    if isinstance(dst, Tensor):
+        target = dst.view()
+    elif isinstance(dst, TensorView):
+        target = as_view(dst, what="copyto's destination")
+    else:
+        raise TensorError(
+            f"copyto's destination must be a Tensor or a TensorView, got {type(dst).__name__}"
+        )
+    overlap = layout.overlapping_coordinates(target.shape, target.strides)
+    if overlap is not None:
+        first, second = overlap
+        offset = layout.storage_offset(target.shape, target.strides, target.base_offset, first)
+        raise OverlappingWriteError(target.shape, target.strides, first, second, offset)
+    owner = target.owner
+    dtype = owner.dtype
+    if is_scalar(src) and isinstance(src, (int, float)):
+        source = scalar_view(src, dtype)
+    else:
+        source = as_view(src, what="copyto's source")
+    if not np.can_cast(source.dtype, dtype, casting="same_kind"):
+        raise DTypeError(source.dtype, [dtype.name], where="copyto into this destination")
+    values = source.expand(target.shape).to_numpy().astype(dtype, copy=False).reshape(-1)
+    if target.is_empty:
+        return
+    offsets = np.fromiter(target.logical_offsets(), dtype=np.int64, count=values.size)
+    with owner.mutate():
+        owner._storage[offsets] = values
+
+
+__all__ = ["copyto"]
