@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercise_checks.einsum import check_naive_einsum
 from llmfs.course.exercise_checks.layout import (
     check_can_reshape_without_copy,
     check_compute_strides,
@@ -53,6 +54,7 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch02.materialize": check_materialize,
     "ch03.can_reshape": check_can_reshape_without_copy,
     "ch03.merge_layout": check_merge_layout,
+    "ch06.naive_einsum": check_naive_einsum,
 }
 
 
@@ -83,6 +85,7 @@ __all__ = [
     "check_logical_offsets",
     "check_materialize",
     "check_merge_layout",
+    "check_naive_einsum",
     "check_permute_layout",
     "check_reshape_after_copy",
     "check_slice_layout",

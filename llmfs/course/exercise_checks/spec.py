@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercise_checks.einsum import naive_einsum_cases, naive_einsum_reference
 from llmfs.course.exercise_checks.report import CaseResult, CheckReport
 from llmfs.tensor import Tensor, TensorError, TensorView, as_strided, copying_transpose, layout
 from llmfs.tensor.traversal import StridedOffsets
@@ -635,6 +636,13 @@ SPECS: dict[str, ImplementSpec] = {
             "shape strides new_shape",
         ),
         _spec("ch03.merge_layout", "merge_layout", _merge_cases, _merge, "shape strides start end"),
+        _spec(
+            "ch06.naive_einsum",
+            "naive_einsum",
+            naive_einsum_cases,
+            naive_einsum_reference,
+            "expression x y",
+        ),
     )
 }
 
