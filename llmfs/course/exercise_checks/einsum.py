@@ -25,7 +25,7 @@ from llmfs.tensor import Tensor, TensorView, as_strided, einsum
 #: The labels the random expressions use.
 LETTERS = "ijklmn"
 
-#: The visible fixture of the chapter: ``a = [[1, 2, 3], [4, 5, 6]]``, ``b = [[1, 0], [0, 1], [1, 1]]``.
+#: The chapter's fixture as layouts: a = [[1, 2, 3], [4, 5, 6]], b = [[1, 0], [0, 1], [1, 1]].
 _A = [[1, 2, 3, 4, 5, 6], [2, 3], [3, 1], 0]
 _B = [[1, 0, 0, 1, 1, 1], [3, 2], [2, 1], 0]
 
