@@ -160,6 +160,7 @@ def test_classic_mistakes_fail_with_the_smallest_case_first(mistake: Any) -> Non
     report = check_naive_einsum(mistake, record_attempt=False)
     assert report.status == "failed", repr(report)
     assert "random cases (seed 0) wrong; the smallest first" in report.note
+    assert "argument 2 layout: shape [" in report.note  # the offsets of the smallest case
     lengths = [len(case.label) for case in report.cases]
     assert lengths[0] == min(lengths)
 
