@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercise_checks.einsum import check_naive_einsum
 from llmfs.course.exercise_checks.layout import (
     check_broadcast_shape,
     check_broadcast_strides,
@@ -59,6 +60,7 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch04.broadcast_shape": check_broadcast_shape,
     "ch04.broadcast_strides": check_broadcast_strides,
     "ch04.softmax": check_softmax_rows,
+    "ch06.naive_einsum": check_naive_einsum,
 }
 
 
@@ -91,6 +93,7 @@ __all__ = [
     "check_logical_offsets",
     "check_materialize",
     "check_merge_layout",
+    "check_naive_einsum",
     "check_permute_layout",
     "check_reshape_after_copy",
     "check_slice_layout",

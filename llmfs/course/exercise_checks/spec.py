@@ -24,6 +24,7 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.attempts import record_attempt as write
+from llmfs.course.exercise_checks.einsum import naive_einsum_cases, naive_einsum_reference
 from llmfs.course.exercise_checks.report import CaseResult, CheckReport
 from llmfs.tensor import (
     NonContiguousReshapeError,
@@ -187,10 +188,25 @@ def _size(args: Sequence[Any]) -> tuple[int, int]:
     return (sum(ch.isdigit() for ch in text) + text.count(","), len(text))
 
 
+def _is_strided(value: Any) -> bool:
+    """True for one ``[storage, shape, strides, base_offset]`` argument (an einsum operand)."""
+    return (
+        isinstance(value, list)
+        and len(value) == 4
+        and all(isinstance(part, list) for part in value[:3])
+        and isinstance(value[3], int)
+    )
+
+
 def layout_table(args: Sequence[Any]) -> str:
     """The offset table of a case's input layout (coordinate -> storage offset), when its
-    arguments start with ``shape, strides`` (or ``storage, shape, strides``); else ``""``."""
+    arguments start with ``shape, strides`` (or ``storage, shape, strides``), or one table per
+    ``[storage, shape, strides, base_offset]`` argument; else ``""``."""
 
+    operands = [(k, a) for k, a in enumerate(args) if _is_strided(a)]
+    if operands:
+        tables = [(k, layout_table(a[1:])) for k, a in operands]
+        return "\n".join(f"argument {k + 1} {text}" for k, text in tables if text)
     ints = [a for a in args if isinstance(a, list) and all(isinstance(v, int) for v in a)]
     if len(args) >= 2 and isinstance(args[0], list) and isinstance(args[1], list):
         start = 0
@@ -780,6 +796,13 @@ SPECS: dict[str, ImplementSpec] = {
             "x",
             prepare=_softmax_prepare,
             summarize=_softmax_summary,
+        ),
+        _spec(
+            "ch06.naive_einsum",
+            "naive_einsum",
+            naive_einsum_cases,
+            naive_einsum_reference,
+            "expression x y",
         ),
     )
 }
