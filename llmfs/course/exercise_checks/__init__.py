@@ -19,6 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercise_checks.attention import (
+    check_causal_self_attention,
+    check_merge_heads,
+    check_split_heads,
+    counting_copies,
+)
 from llmfs.course.exercise_checks.layout import (
     check_can_reshape_without_copy,
     check_compute_strides,
@@ -53,6 +59,9 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch02.materialize": check_materialize,
     "ch03.can_reshape": check_can_reshape_without_copy,
     "ch03.merge_layout": check_merge_layout,
+    "ch07.split_heads": check_split_heads,
+    "ch07.merge_heads": check_merge_heads,
+    "ch07.attention": check_causal_self_attention,
 }
 
 
@@ -75,6 +84,7 @@ __all__ = [
     "CheckReport",
     "ImplementSpec",
     "check_can_reshape_without_copy",
+    "check_causal_self_attention",
     "check_compute_strides",
     "check_copying_transpose",
     "check_flat_index",
@@ -82,10 +92,13 @@ __all__ = [
     "check_is_contiguous",
     "check_logical_offsets",
     "check_materialize",
+    "check_merge_heads",
     "check_merge_layout",
     "check_permute_layout",
     "check_reshape_after_copy",
     "check_slice_layout",
+    "check_split_heads",
     "check_values",
+    "counting_copies",
     "run_spec",
 ]
