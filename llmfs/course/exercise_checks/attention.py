@@ -67,7 +67,7 @@ def counting_copies() -> Iterator[CopyCount]:
         count.copies += 1
         return original_materialize(self)
 
-    Tensor._init = init  # type: ignore[method-assign]
+    Tensor._init = init  # type: ignore[method-assign,assignment]
     TensorView.materialize = materialize  # type: ignore[method-assign]
     try:
         yield count
