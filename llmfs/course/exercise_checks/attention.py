@@ -108,8 +108,11 @@ def _packed_cases(rng: random.Random, n: int, *, errors: bool, scale: float) -> 
         batch, seq = rng.randint(1, 2), rng.randint(1, 4)
         heads, size = rng.randint(1, 3), rng.randint(1, 3)
         width = 3 * heads * size
-        if errors and rng.random() < 0.1:
-            width += rng.choice((-1, 1)) if width > 3 else 1  # not 3 x heads x head size
+        roll = rng.random()
+        if errors and roll < 0.08:
+            width += rng.choice((-1, 1)) if width > 3 else 1  # not a multiple of 3
+        elif errors and roll < 0.14 and (heads * size) % (heads + 1):
+            heads += 1  # 3 parts, but each part does not split into this many heads
         cases.append((_values(rng, [batch, seq, width], scale), heads))
     return cases
 
