@@ -16,12 +16,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_repository_manifest_lists_the_chapters_in_order() -> None:
     manifest = load_manifest(REPO / "course" / "manifest.toml")
-    assert [(c.id, c.title) for c in manifest.chapters][:4] == [
+    chapters = [(c.id, c.title) for c in manifest.chapters]
+    assert chapters[:4] == [
         ("ch01", "Storage, shape and strides"),
         ("ch02", "Shared-storage views and explicit copying"),
         ("ch03", "Merge, split, steps and no-copy reshape"),
         ("ch04", "Broadcasting and reductions over named axes"),
     ]
+    assert ("ch07", "Attention heads over shared storage") in chapters
+    assert chapters == sorted(chapters)
     assert manifest.root == REPO
     assert all(chapter.objectives for chapter in manifest.chapters)
 

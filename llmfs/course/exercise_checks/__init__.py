@@ -19,7 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfs.course import CourseError
-from llmfs.course.exercise_checks.einsum import check_naive_einsum
+from llmfs.course.exercise_checks.attention import (
+    check_causal_self_attention,
+    check_merge_heads,
+    check_split_heads,
+    counting_copies,
+)
 from llmfs.course.exercise_checks.layout import (
     check_broadcast_shape,
     check_broadcast_strides,
@@ -61,6 +66,9 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch04.broadcast_strides": check_broadcast_strides,
     "ch04.softmax": check_softmax_rows,
     "ch06.naive_einsum": check_naive_einsum,
+    "ch07.split_heads": check_split_heads,
+    "ch07.merge_heads": check_merge_heads,
+    "ch07.attention": check_causal_self_attention,
 }
 
 
@@ -85,6 +93,7 @@ __all__ = [
     "check_broadcast_shape",
     "check_broadcast_strides",
     "check_can_reshape_without_copy",
+    "check_causal_self_attention",
     "check_compute_strides",
     "check_copying_transpose",
     "check_flat_index",
@@ -92,12 +101,15 @@ __all__ = [
     "check_is_contiguous",
     "check_logical_offsets",
     "check_materialize",
+    "check_merge_heads",
     "check_merge_layout",
     "check_naive_einsum",
     "check_permute_layout",
     "check_reshape_after_copy",
     "check_slice_layout",
     "check_softmax_rows",
+    "check_split_heads",
     "check_values",
+    "counting_copies",
     "run_spec",
 ]

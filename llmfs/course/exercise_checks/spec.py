@@ -67,6 +67,10 @@ class ImplementSpec:
     summarize: Callable[[Any, tuple[Any, ...]], Any] | None = None
     #: The names of the function's arguments, in order (for a grader's report of a case).
     parameters: tuple[str, ...] = ()
+    #: How to call the learner's function on the prepared arguments, e.g. while counting the
+    #: copies it makes (``call(fn, args)``; its result goes to ``summarize``); default
+    #: ``fn(*args)``.
+    call: Callable[[Callable[..., Any], tuple[Any, ...]], Any] | None = None
 
 
 def error_name(error: BaseException) -> str:
@@ -114,7 +118,10 @@ def outcome_of(
     if spec is not None and spec.prepare is not None:
         call_args = spec.prepare(*call_args)
     try:
-        result = fn(*call_args)
+        if spec is not None and spec.call is not None:
+            result = spec.call(fn, call_args)
+        else:
+            result = fn(*call_args)
     except Exception as error:  # the learner's code may raise anything; it is an outcome
         return {"error": error_name(error)}
     try:
@@ -706,7 +713,9 @@ def _spec(
     )
 
 
-#: Exercise id -> its specification (the grader draws its own seeds).
+#: Exercise id -> its specification (the grader draws its own seeds). Chapters whose checks live
+#: in their own module (:mod:`llmfs.course.exercise_checks.attention`) add their specs to it when
+#: the package is imported.
 SPECS: dict[str, ImplementSpec] = {
     spec.exercise_id: spec
     for spec in (
