@@ -25,6 +25,7 @@ from llmfs.course.exercise_checks.attention import (
     check_split_heads,
     counting_copies,
 )
+from llmfs.course.exercise_checks.einsum import check_naive_einsum
 from llmfs.course.exercise_checks.layout import (
     check_broadcast_shape,
     check_broadcast_strides,
