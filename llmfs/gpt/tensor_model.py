@@ -14,7 +14,8 @@ What is a view and what is a copy (the "copy budget" of one forward pass, :func:
 * The causal mask is a ``[T, T]`` tensor of ``0`` and ``-inf`` added to the scores: broadcasting
   expands it to ``[B, H, T, T]`` with zero strides, without copying.
 * Merging the heads back (``[B, H, T, D]`` -> permute -> ``[B, T, H, D]`` -> ``[B, T, C]``)
-  cannot be a view (the permuted heads are not contiguous), so it costs exactly ONE materialize per block.
+  cannot be a view (the permuted heads are not contiguous), so it costs exactly ONE materialize
+  per block.
 * Every elementwise op, reduction and matmul computes a new owner; none of them copies values
   that it could read through a view.
 
@@ -354,12 +355,16 @@ def forward_time(
     backend: str,
     dtype: object = np.float32,
     repeat: int = 3,
+    warmup: int = 1,
 ) -> float:
-    """Median seconds of one :func:`forward` of ``tokens`` on ``backend`` (after one untimed run,
-    which also compiles kernels where a backend compiles them)."""
+    """Median seconds of one :func:`forward` of ``tokens`` on ``backend``, after ``warmup`` untimed
+    runs (which also compile kernels where a backend compiles them)."""
+    if repeat < 1:
+        raise TaskError(f"repeat must be at least 1, got {repeat}")
     with use_backend(backend):
         w = tensor_params(params, dtype)
-        forward(w, config, tokens)
+        for _ in range(warmup):
+            forward(w, config, tokens)
         samples = []
         for _ in range(repeat):
             start = time.perf_counter()
@@ -368,13 +373,26 @@ def forward_time(
     return statistics.median(samples)
 
 
-#: Per backend: the batch of prompts timed, and its dtype. The pure-Python ``reference`` backend
-#: loops over every value, so it gets one prompt; the emulated Metal backend runs float32 only.
-DEFAULT_TIMING: dict[str, tuple[int, object]] = {
-    "numpy": (64, np.float32),
-    "reference": (1, np.float64),
-    "metal-emulator": (1, np.float32),
-    "metal": (64, np.float32),
+@dataclass(frozen=True)
+class TimingPlan:
+    """What one backend is timed on: ``batch`` held-out prompts cut to their first ``length``
+    tokens, in ``dtype``, ``repeat`` timed runs after ``warmup`` untimed ones."""
+
+    batch: int
+    length: int = task.PROMPT_LENGTH
+    dtype: str = "float32"
+    repeat: int = 3
+    warmup: int = 1
+
+
+#: Per backend: the pure-Python ``reference`` backend loops over every value in Python (seconds
+#: per pass), so it gets one short prompt, timed once; the emulated Metal backend runs float32
+#: only and compiles its kernels on the first (untimed) run.
+DEFAULT_TIMING: dict[str, TimingPlan] = {
+    "numpy": TimingPlan(batch=64),
+    "reference": TimingPlan(batch=1, length=2, dtype="float64", repeat=1, warmup=0),
+    "metal-emulator": TimingPlan(batch=1),
+    "metal": TimingPlan(batch=64),
 }
 
 
@@ -382,25 +400,26 @@ def backend_times(
     params: Params,
     config: GPTConfig,
     backends: Sequence[str] | None = None,
-    plan: dict[str, tuple[int, object]] | None = None,
-    repeat: int = 3,
+    plan: dict[str, TimingPlan] | None = None,
 ) -> list[BackendTime]:
     """Times one forward pass of held-out prompts on each available backend (default: all of
-    them). A backend that refuses an op gets a note instead of a time, never an exception."""
-    plan = {**DEFAULT_TIMING, **(plan or {})}
+    them) as ``plan`` (default :data:`DEFAULT_TIMING`) says. A backend that refuses an op gets a
+    note instead of a time, never an exception."""
+    plans = {**DEFAULT_TIMING, **(plan or {})}
     names = list(backends) if backends is not None else list(available_backends())
     prompts = task.prompts(task.split().held_out)
     rows = []
     for name in names:
-        batch, dtype = plan.get(name, (1, np.float32))
-        tokens = prompts[:batch]
-        label = np.dtype(dtype).name  # type: ignore[call-overload]
+        how = plans.get(name, TimingPlan(batch=1))
+        tokens = prompts[: how.batch, : how.length]
         try:
-            seconds: float | None = forward_time(params, config, tokens, name, dtype, repeat)
+            seconds: float | None = forward_time(
+                params, config, tokens, name, how.dtype, how.repeat, how.warmup
+            )
             note = ""
         except Exception as error:  # any refusal is reported, not raised
             seconds, note = None, f"{type(error).__name__}: {str(error).splitlines()[0]}"
-        rows.append(BackendTime(name, label, tuple(tokens.shape), seconds, note))
+        rows.append(BackendTime(name, how.dtype, tuple(tokens.shape), seconds, note))
     return rows
 
 
@@ -433,6 +452,7 @@ __all__ = [
     "BackendTime",
     "Step",
     "TensorParams",
+    "TimingPlan",
     "Trace",
     "accuracy",
     "attention",
