@@ -19,6 +19,17 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercise_checks.gpt import (
+    GPT_CHECKS,
+    GPT_SPECS,
+    check_block,
+    check_causal_self_attention,
+    check_gelu,
+    check_generate,
+    check_gpt_forward,
+    check_layer_norm,
+    check_mlp,
+)
 from llmfs.course.exercise_checks.layout import (
     check_can_reshape_without_copy,
     check_compute_strides,
@@ -40,6 +51,9 @@ from llmfs.course.exercise_checks.report import (
 )
 from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec
 
+# Chapter 8's specs live beside their checks; spec_for and the grader read the one SPECS dict.
+SPECS.update(GPT_SPECS)
+
 #: Exercise id -> the check that grades it (the grader passes the learner's function or result).
 CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch01.compute_strides": check_compute_strides,
@@ -53,6 +67,7 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch02.materialize": check_materialize,
     "ch03.can_reshape": check_can_reshape_without_copy,
     "ch03.merge_layout": check_merge_layout,
+    **GPT_CHECKS,
 }
 
 
@@ -74,15 +89,22 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "ImplementSpec",
+    "check_block",
     "check_can_reshape_without_copy",
+    "check_causal_self_attention",
     "check_compute_strides",
     "check_copying_transpose",
     "check_flat_index",
     "check_for",
+    "check_gelu",
+    "check_generate",
+    "check_gpt_forward",
     "check_is_contiguous",
+    "check_layer_norm",
     "check_logical_offsets",
     "check_materialize",
     "check_merge_layout",
+    "check_mlp",
     "check_permute_layout",
     "check_reshape_after_copy",
     "check_slice_layout",
