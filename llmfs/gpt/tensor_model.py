@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -47,6 +48,8 @@ from llmfs.tensor import Tensor, TensorView, available_backends, use_backend
 Operand = Tensor | TensorView
 #: Parameters as tensors, with the names of :mod:`llmfs.gpt.model`.
 TensorParams = dict[str, Tensor]
+#: A forward pass: ``(weights, config, tokens) -> logits``.
+ForwardFn = Callable[[TensorParams, GPTConfig, np.ndarray], Tensor]
 
 
 # --------------------------------------------------------------------------------------------
@@ -95,6 +98,37 @@ class Trace:
             f"computed results, {self.count('copy')} copies (materialize)"
         )
         return "\n".join(lines)
+
+
+@dataclass
+class CopyCount:
+    """Materializations counted by :func:`count_materializations`: their shapes, in order."""
+
+    shapes: list[tuple[int, ...]] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.shapes)
+
+
+@contextmanager
+def count_materializations() -> Iterator[CopyCount]:
+    """Counts every :meth:`TensorView.materialize` (and so :func:`llmfs.tensor.materialize` and
+    ``copying_transpose``) run inside the ``with`` block, by any code: the copy budget of code
+    that records no trace, such as a learner's forward pass. Not thread-safe (it wraps the method
+    on the class for the duration of the block)."""
+    counted = CopyCount()
+    original = TensorView.materialize
+
+    def counting(self: TensorView) -> Tensor:
+        counted.shapes.append(tuple(self.shape))
+        return original(self)
+
+    TensorView.materialize = counting  # type: ignore[method-assign]
+    try:
+        yield counted
+    finally:
+        TensorView.materialize = original  # type: ignore[method-assign]
 
 
 def _note(trace: Trace | None, name: str, result: Operand, *, copy: bool = False) -> None:
@@ -356,19 +390,22 @@ def forward_time(
     dtype: object = np.float32,
     repeat: int = 3,
     warmup: int = 1,
+    forward_fn: ForwardFn | None = None,
 ) -> float:
-    """Median seconds of one :func:`forward` of ``tokens`` on ``backend``, after ``warmup`` untimed
-    runs (which also compile kernels where a backend compiles them)."""
+    """Median seconds of one forward pass of ``tokens`` on ``backend``, after ``warmup`` untimed
+    runs (which also compile kernels where a backend compiles them). ``forward_fn(w, config,
+    tokens)`` is the forward pass timed (default :func:`forward`; a learner's works too)."""
+    run = forward if forward_fn is None else forward_fn
     if repeat < 1:
         raise TaskError(f"repeat must be at least 1, got {repeat}")
     with use_backend(backend):
         w = tensor_params(params, dtype)
         for _ in range(warmup):
-            forward(w, config, tokens)
+            run(w, config, tokens)
         samples = []
         for _ in range(repeat):
             start = time.perf_counter()
-            forward(w, config, tokens)
+            run(w, config, tokens)
             samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
@@ -401,10 +438,11 @@ def backend_times(
     config: GPTConfig,
     backends: Sequence[str] | None = None,
     plan: dict[str, TimingPlan] | None = None,
+    forward_fn: ForwardFn | None = None,
 ) -> list[BackendTime]:
-    """Times one forward pass of held-out prompts on each available backend (default: all of
-    them) as ``plan`` (default :data:`DEFAULT_TIMING`) says. A backend that refuses an op gets a
-    note instead of a time, never an exception."""
+    """Times one forward pass (``forward_fn``, default :func:`forward`) of held-out prompts on each
+    available backend (default: all of them) as ``plan`` (default :data:`DEFAULT_TIMING`) says. A
+    backend that refuses an op gets a note instead of a time, never an exception."""
     plans = {**DEFAULT_TIMING, **(plan or {})}
     names = list(backends) if backends is not None else list(available_backends())
     prompts = task.prompts(task.split().held_out)
@@ -414,7 +452,7 @@ def backend_times(
         tokens = prompts[: how.batch, : how.length]
         try:
             seconds: float | None = forward_time(
-                params, config, tokens, name, how.dtype, how.repeat, how.warmup
+                params, config, tokens, name, how.dtype, how.repeat, how.warmup, forward_fn
             )
             note = ""
         except Exception as error:  # any refusal is reported, not raised
@@ -450,6 +488,8 @@ def check_against_reference(
 __all__ = [
     "DEFAULT_TIMING",
     "BackendTime",
+    "CopyCount",
+    "ForwardFn",
     "Step",
     "TensorParams",
     "TimingPlan",
@@ -461,6 +501,7 @@ __all__ = [
     "causal_mask",
     "check_against_reference",
     "copy_budget",
+    "count_materializations",
     "embed",
     "format_times",
     "forward",

@@ -160,3 +160,14 @@ def test_backend_times_time_numpy_and_report_a_refusal_instead_of_raising(
     assert missing.seconds is None and "no-such-backend" in missing.note
     text = tm.format_times([row, missing])
     assert "ms per forward pass" in text and "not measured" in text
+
+
+def test_count_materializations_counts_copies_made_by_any_code_and_restores_the_method() -> None:
+    w = tm.tensor_params(_random_params(0))
+    original = TensorView.materialize
+    with tm.count_materializations() as copies:
+        tm.forward(w, SMALL, np.zeros((1, 3), dtype=np.int64))
+        Tensor.zeros([2, 3]).view().T.materialize()
+    assert copies.count == SMALL.n_layer + 1
+    assert copies.shapes[-1] == (3, 2)
+    assert TensorView.materialize is original
