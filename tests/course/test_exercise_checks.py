@@ -3,7 +3,6 @@ wrong code is reported case by case (never a traceback), and verdicts come from 
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 
@@ -197,20 +196,27 @@ def test_outcomes_are_plain_json_and_compare_strictly() -> None:
 
 
 def _solution_functions() -> dict[str, object]:
-    """Every function the solution notebooks define in an implement exercise's cell."""
-    namespace: dict[str, object] = {}
+    """Every function the solution notebooks define in an implement exercise's cell, each in a
+    module of its own built as the grader builds it: the cell's function preceded by the earlier
+    imports, definitions and assignments it needs (chapter 8's layers use the tensor library and
+    each other)."""
+    from llmfs.course.grading.extract import implement_module
+
+    functions: dict[str, object] = {}
     manifest = load_manifest(REPO / "course" / "manifest.toml")
     for chapter in manifest.chapters:
         notebook = json.loads((REPO / chapter.solution).read_text(encoding="utf-8"))
-        for cell in notebook["cells"]:
+        for position, cell in enumerate(notebook["cells"], start=1):
             tags = cell["metadata"].get("tags", [])
             ids = [t.removeprefix("exercise:") for t in tags if t.startswith("exercise:")]
             if ids and manifest.exercise(ids[0]).kind == "implement":
-                source = "".join(cell["source"])
-                tree = ast.parse(source)
-                defs = [node for node in tree.body if isinstance(node, ast.FunctionDef)]
-                exec(compile(ast.Module(defs, []), chapter.solution, "exec"), namespace)
-    return namespace
+                name = manifest.exercise(ids[0]).function
+                source, why = implement_module(notebook, position, name)
+                assert source is not None, why
+                namespace: dict[str, object] = {}
+                exec(compile(source, chapter.solution, "exec"), namespace)
+                functions[name] = namespace[name]
+    return functions
 
 
 SOLUTIONS = _solution_functions()
