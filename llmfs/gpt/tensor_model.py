@@ -237,24 +237,23 @@ def block(
     eps = config.layer_norm_eps
     h = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
     _note(trace, f"h.{i}.ln_1", h)
-    x = x + attention(h, w, p + "attn.", config, trace)
-    _note(trace, f"h.{i} residual + attention", x)
-    h = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+    resid: Tensor = x + attention(h, w, p + "attn.", config, trace)
+    _note(trace, f"h.{i} residual + attention", resid)
+    h = layer_norm(resid, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
     _note(trace, f"h.{i}.ln_2", h)
-    x = x + mlp(h, w, p + "mlp.", trace)
-    _note(trace, f"h.{i} residual + mlp", x)
-    return x
+    out: Tensor = resid + mlp(h, w, p + "mlp.", trace)
+    _note(trace, f"h.{i} residual + mlp", out)
+    return out
 
 
 def _as_batch(tokens: object, config: GPTConfig) -> tuple[np.ndarray, bool]:
     ids = np.asarray(tokens)
+    given = list(ids.shape)
     single = ids.ndim == 1
     if single:
         ids = ids[None, :]
     if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
-        raise TaskError(
-            f"tokens must be [T] or [B, T] ints, got shape {list(np.shape(tokens))} of {ids.dtype}"
-        )
+        raise TaskError(f"tokens must be [T] or [B, T] ints, got shape {given} of {ids.dtype}")
     t = ids.shape[1]
     if not 1 <= t <= config.n_ctx:
         raise TaskError(f"sequence length {t} is outside 1..n_ctx = {config.n_ctx}")

@@ -171,3 +171,17 @@ def test_count_materializations_counts_copies_made_by_any_code_and_restores_the_
     assert copies.count == SMALL.n_layer + 1
     assert copies.shapes[-1] == (3, 2)
     assert TensorView.materialize is original
+
+
+def test_float32_logits_on_the_metal_emulator_equal_the_reference_at_1e_4(
+    shipped: tuple[dict[str, np.ndarray], GPTConfig],
+) -> None:
+    from llmfs.tensor import available_backends, use_backend
+
+    if "metal-emulator" not in available_backends():
+        pytest.skip("the Metal emulator does not load here (it needs a C++ compiler)")
+    params, config = shipped
+    tokens = task.sequences(task.split().held_out[::200])[:, : config.n_ctx]
+    with use_backend("metal-emulator"):
+        got = tm.forward(tm.tensor_params(params, np.float32), config, tokens).to_numpy()
+    assert np.abs(got - reference.forward(params, config, tokens)).max() <= 1e-4
