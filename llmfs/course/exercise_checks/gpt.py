@@ -1,11 +1,11 @@
 """Checks of chapter 8's "implement it" exercises: the capstone GPT's layers on ``llmfs.tensor``.
 
-A case is plain JSON (sizes and a seed); :func:`ImplementSpec.prepare` turns it into the tensors
-the learner's function takes (random inputs and random weights, float64, drawn from the seed), and
-the learner's result is summarized as its shape and its largest difference from the NumPy
-reference (:mod:`llmfs.gpt.reference`) on the same inputs: ``"< 1e-9"`` when it agrees. Generation
-is compared token by token. A hard-coded answer fails, since every case draws new values, and the
-grader draws other seeds.
+A case is one plain JSON object naming the sizes and a seed, e.g. ``{"shape": [2, 5], "seed":
+4711}``; the spec's ``prepare`` turns it into the tensors the learner's function takes (random
+inputs and random weights, float64, drawn from the seed), and the learner's result is summarized
+as its shape and its largest difference from the NumPy reference (:mod:`llmfs.gpt.reference`) on
+the same inputs: ``"< 1e-09"`` when it agrees. Generation is compared token by token. A
+hard-coded answer fails, since every case draws new values, and the grader draws other seeds.
 """
 
 from __future__ import annotations
@@ -68,8 +68,11 @@ def _params(config: GPTConfig, seed: int) -> dict[str, np.ndarray]:
 def _ln_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     return [
         (
-            [rng.randint(1, 3) for _ in range(rng.randint(0, 2))] + [rng.randint(2, 8)],
-            rng.randrange(10**6),
+            {
+                "shape": [rng.randint(1, 3) for _ in range(rng.randint(0, 2))]
+                + [rng.randint(2, 8)],
+                "seed": rng.randrange(10**6),
+            },
         )
         for _ in range(n)
     ]
@@ -82,8 +85,8 @@ def _ln_arrays(shape: list[int], seed: int) -> tuple[np.ndarray, ...]:
     return x, rng.normal(1, 0.5, features), rng.normal(0, 0.5, features)
 
 
-def _ln_prepare(shape: list[int], seed: int) -> tuple[Any, ...]:
-    x, w, b = _ln_arrays(shape, seed)
+def _ln_prepare(case: dict[str, Any]) -> tuple[Any, ...]:
+    x, w, b = _ln_arrays(case["shape"], case["seed"])
     return _tensor(x), _tensor(w), _tensor(b), EPS
 
 
@@ -92,7 +95,12 @@ def _ln_prepare(shape: list[int], seed: int) -> tuple[Any, ...]:
 
 def _gelu_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     return [
-        ([rng.randint(1, 4) for _ in range(rng.randint(1, 3))], rng.randrange(10**6))
+        (
+            {
+                "shape": [rng.randint(1, 4) for _ in range(rng.randint(1, 3))],
+                "seed": rng.randrange(10**6),
+            },
+        )
         for _ in range(n)
     ]
 
@@ -107,36 +115,38 @@ def _gelu_array(shape: list[int], seed: int) -> np.ndarray:
 def _block_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     return [
         (
-            rng.randint(1, 2),
-            rng.randint(1, 5),
-            rng.randint(1, 3),
-            rng.randint(1, 4),
-            rng.randrange(10**6),
+            {
+                "batch": rng.randint(1, 2),
+                "positions": rng.randint(1, 5),
+                "heads": rng.randint(1, 3),
+                "head_size": rng.randint(1, 4),
+                "seed": rng.randrange(10**6),
+            },
         )
         for _ in range(n)
     ]
 
 
 def _block_arrays(
-    batch: int, t: int, n_head: int, head_size: int, seed: int
+    batch: int, positions: int, heads: int, head_size: int, seed: int
 ) -> tuple[np.ndarray, dict[str, np.ndarray], GPTConfig]:
-    config = _config(t, n_head, head_size)
-    x = np.random.default_rng(seed + 1).normal(0, 1, size=(batch, t, config.n_embd))
+    config = _config(positions, heads, head_size)
+    x = np.random.default_rng(seed + 1).normal(0, 1, size=(batch, positions, config.n_embd))
     return x, _params(config, seed), config
 
 
-def _attn_prepare(batch: int, t: int, n_head: int, head_size: int, seed: int) -> tuple[Any, ...]:
-    x, params, config = _block_arrays(batch, t, n_head, head_size, seed)
+def _attn_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    x, params, config = _block_arrays(**case)
     return _tensor(x), {k: _tensor(v) for k, v in params.items()}, PREFIX_ATTN, config
 
 
-def _mlp_prepare(batch: int, t: int, n_head: int, head_size: int, seed: int) -> tuple[Any, ...]:
-    x, params, _ = _block_arrays(batch, t, n_head, head_size, seed)
+def _mlp_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    x, params, _ = _block_arrays(**case)
     return _tensor(x), {k: _tensor(v) for k, v in params.items()}, PREFIX_MLP
 
 
-def _block_prepare(batch: int, t: int, n_head: int, head_size: int, seed: int) -> tuple[Any, ...]:
-    x, params, config = _block_arrays(batch, t, n_head, head_size, seed)
+def _block_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    x, params, config = _block_arrays(**case)
     return _tensor(x), {k: _tensor(v) for k, v in params.items()}, 0, config
 
 
@@ -147,41 +157,41 @@ def _model_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     cases: list[tuple[Any, ...]] = []
     for _ in range(n):
         n_ctx = rng.randint(2, 6)
-        cases.append(
-            (
-                rng.randint(1, 2),  # n_layer
-                rng.randint(1, 2),  # n_head
-                rng.randint(2, 4),  # head_size
-                n_ctx,
-                rng.randint(1, 2),  # batch
-                rng.randint(1, n_ctx),  # prompt length
-                rng.randrange(10**6),
-            )
-        )
+        case = {
+            "layers": rng.randint(1, 2),
+            "heads": rng.randint(1, 2),
+            "head_size": rng.randint(2, 4),
+            "n_ctx": n_ctx,
+            "batch": rng.randint(1, 2),
+            "positions": rng.randint(1, n_ctx),
+            "seed": rng.randrange(10**6),
+        }
+        cases.append((case,))
     return cases
 
 
 def _model(
-    n_layer: int, n_head: int, head_size: int, n_ctx: int, batch: int, t: int, seed: int
+    layers: int, heads: int, head_size: int, n_ctx: int, batch: int, positions: int, seed: int
 ) -> tuple[dict[str, np.ndarray], GPTConfig, np.ndarray]:
-    config = _config(n_ctx, n_head, head_size, n_layer)
-    tokens = np.random.default_rng(seed + 2).integers(0, config.vocab_size, size=(batch, t))
+    config = _config(n_ctx, heads, head_size, layers)
+    rng = np.random.default_rng(seed + 2)
+    tokens = rng.integers(0, config.vocab_size, size=(batch, positions))
     return _params(config, seed), config, tokens
 
 
-def _forward_prepare(*args: int) -> tuple[Any, ...]:
-    params, config, tokens = _model(*args)
+def _forward_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    params, config, tokens = _model(**case)
     return {k: _tensor(v) for k, v in params.items()}, config, tokens
 
 
-def _generate_prepare(*args: int) -> tuple[Any, ...]:
-    params, config, tokens = _model(*args)
+def _generate_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    params, config, tokens = _model(**case)
     new = config.n_ctx + 1 - tokens.shape[1]
     return {k: _tensor(v) for k, v in params.items()}, config, tokens, new
 
 
-def _generate_reference(*args: int) -> Any:
-    params, config, tokens = _model(*args)
+def _generate_reference(case: dict[str, int]) -> Any:
+    params, config, tokens = _model(**case)
     new = config.n_ctx + 1 - tokens.shape[1]
     return reference.generate(params, config, tokens, new).tolist()
 
@@ -256,7 +266,7 @@ GPT_SPECS: dict[str, ImplementSpec] = {
             "ch08.gelu",
             "gelu",
             _gelu_cases,
-            lambda shape, seed: (_tensor(_gelu_array(shape, seed)),),
+            lambda case: (_tensor(_gelu_array(case["shape"], case["seed"])),),
             reference.gelu,
             "x",
             100,
@@ -310,7 +320,7 @@ def _checker(exercise_id: str, doc: str) -> Callable[..., CheckReport]:
     check.__name__ = check.__qualname__ = f"check_{spec.function}"
     check.__doc__ = doc + (
         f"\n\n``seed`` (default {spec.visible_seed}, the notebook's) and ``cases`` (default "
-        f"{spec.cases}) choose the random cases; a case lists the sizes and the seed its values "
+        f"{spec.cases}) choose the random cases; a case names the sizes and the seed its values "
         f"are drawn from."
     )
     return check
