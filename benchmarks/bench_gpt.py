@@ -4,7 +4,7 @@ model written in plain NumPy.
 Run: ``python benchmarks/bench_gpt.py``. Both sides take weights already converted to the dtype
 (so no conversion is timed) and compute the same steps: the llmfs side is
 :func:`llmfs.gpt.tensor_model.forward` (views for Q/K/V and the heads, one materialize per block,
-a one-hot product for the embedding lookup), the peer is :mod:`llmfs.gpt.reference`'s layers
+``take`` for the embedding lookup), the peer is :mod:`llmfs.gpt.reference`'s layers
 applied to arrays of that dtype (fancy indexing for the lookup). Medians of alternating calls,
 printed as ratios; the goal is <= 1.5x where the arithmetic, not the per-op overhead, dominates
 (the held-out batch). The small batches show the fixed cost of each op call.

@@ -56,6 +56,7 @@ def report(weights: Path = TINY_GPT_PATH, show: int = 5) -> str:
 def tensor_report(weights: Path = TINY_GPT_PATH, backends: Sequence[str] | None = None) -> str:
     """The text of ``--tensor``: held-out accuracy through :mod:`llmfs.tensor`, logits against
     the reference, the copy budget and per-backend forward times."""
+    # Imported here: the plain command stays pure NumPy and never loads llmfs.tensor.
     from llmfs.gpt import tensor_model
 
     params, config = load_tiny_gpt(weights)

@@ -21,10 +21,9 @@ What is a view and what is a copy (the "copy budget" of one forward pass, :func:
 
 Weights are converted once (:func:`tensor_params`) into tensors of one dtype: float64 gives logits
 equal to the reference to ~1e-12, float32 to ~1e-5 (the emulated Metal backend runs float32 only).
-The embedding lookup is a one-hot matrix product (``one_hot(ids) @ wte``): row ``i`` of the product
-is exactly row ``ids[i]`` of the table (every other term is ``0 * w``), so it runs through the
-backend's matmul like the rest of the model. Greedy generation reads the last position's logits
-back to NumPy to pick the arg-max token.
+The embedding lookup is :func:`llmfs.tensor.take` of the token ids (an int64 tensor) along the
+table's rows, a gather into a new owner. Greedy generation reads the last position's logits back
+to NumPy to pick the arg-max token.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import llmfs.tensor as lt
-from llmfs.gpt import task
+from llmfs.gpt import reference, task
 from llmfs.gpt.errors import TaskError
 from llmfs.gpt.model import GPTConfig, Params, check_params
 from llmfs.gpt.reference import GELU_C
@@ -113,22 +112,23 @@ class CopyCount:
 
 @contextmanager
 def count_materializations() -> Iterator[CopyCount]:
-    """Counts every :meth:`TensorView.materialize` (and so :func:`llmfs.tensor.materialize` and
-    ``copying_transpose``) run inside the ``with`` block, by any code: the copy budget of code
+    """Counts every ``materialize()`` of a view or a tensor (and so :func:`llmfs.tensor.materialize`
+    and ``copying_transpose``) run inside the ``with`` block, by any code: the copy budget of code
     that records no trace, such as a learner's forward pass. Not thread-safe (it wraps the method
-    on the class for the duration of the block)."""
+    on the class that defines it for the duration of the block, then puts it back)."""
     counted = CopyCount()
-    original = TensorView.materialize
+    owner = next(c for c in TensorView.__mro__ if "materialize" in c.__dict__)
+    original = owner.__dict__["materialize"]
 
     def counting(self: TensorView) -> Tensor:
         counted.shapes.append(tuple(self.shape))
-        return original(self)
+        return original(self)  # type: ignore[no-any-return]
 
-    TensorView.materialize = counting  # type: ignore[method-assign]
+    setattr(owner, "materialize", counting)  # noqa: B010 - the class is chosen at run time
     try:
         yield counted
     finally:
-        TensorView.materialize = original  # type: ignore[method-assign]
+        setattr(owner, "materialize", original)  # noqa: B010
 
 
 def _note(trace: Trace | None, name: str, result: Operand, *, copy: bool = False) -> None:
@@ -264,21 +264,13 @@ def _as_batch(tokens: object, config: GPTConfig) -> tuple[np.ndarray, bool]:
     return ids, single
 
 
-def one_hot(ids: np.ndarray, vocab_size: int, dtype: object = np.float64) -> Tensor:
-    """``[..., vocab_size]``: 1 at each id, 0 elsewhere (the lookup's left operand)."""
-    hot = np.zeros((*ids.shape, vocab_size))
-    np.put_along_axis(hot, ids[..., None], 1.0, axis=-1)
-    return Tensor.from_numpy(hot, dtype=dtype)
-
-
 def embed(tokens: object, w: TensorParams, config: GPTConfig, trace: Trace | None = None) -> Tensor:
-    """Token embedding plus position embedding: ``[B, T, C]``. The token rows come from a one-hot
-    product (exactly the table's rows); the positions are a slice VIEW of ``wpe`` that broadcasts
-    over the batch."""
+    """Token embedding plus position embedding: ``[B, T, C]``. The token rows are gathered with
+    ``take(wte, ids)``; the positions are a slice VIEW of ``wpe`` that broadcasts over the
+    batch."""
     ids, _ = _as_batch(tokens, config)
-    dtype = w["wte.weight"].dtype
-    rows = one_hot(ids, config.vocab_size, dtype) @ w["wte.weight"]
-    _note(trace, "token rows = one_hot(ids) @ wte", rows)
+    rows = lt.take(w["wte.weight"], Tensor.from_numpy(ids.astype(np.int64)), axis=0)
+    _note(trace, "token rows = take(wte, ids)", rows)
     positions = w["wpe.weight"].slice(0, 0, ids.shape[1])
     _note(trace, "positions = wpe[:T]", positions)
     x = rows + positions
@@ -477,8 +469,6 @@ def check_against_reference(
 ) -> float:
     """Largest absolute difference between this module's logits (``dtype``) and the NumPy
     reference's (float64) for ``tokens``."""
-    from llmfs.gpt import reference
-
     check_params(params, config)
     ours = forward(tensor_params(params, dtype), config, tokens).to_numpy()
     return float(np.abs(ours.astype(np.float64) - reference.forward(params, config, tokens)).max())
@@ -511,7 +501,6 @@ __all__ = [
     "layer_norm",
     "merge_heads",
     "mlp",
-    "one_hot",
     "softmax",
     "solve",
     "split_heads",
