@@ -3,6 +3,11 @@ computed now from the shipped weights (checksum verified) with the NumPy referen
 
 Options: ``--weights PATH`` evaluates another ``.npz`` (its ``.sha256`` beside it is checked),
 ``--show N`` prints N held-out problems (spread over the set) with the model's answers.
+
+``--tensor`` computes the same accuracy through :mod:`llmfs.tensor` instead (the course's model,
+:mod:`llmfs.gpt.tensor_model`, float32 on the numpy backend), prints the largest difference of its
+logits from the reference in float64 and float32, the copy budget of one forward pass, and the
+time of one forward pass on each available backend (``--backends numpy,reference`` chooses).
 """
 
 from __future__ import annotations
@@ -48,6 +53,38 @@ def report(weights: Path = TINY_GPT_PATH, show: int = 5) -> str:
     return "\n".join(lines)
 
 
+def tensor_report(weights: Path = TINY_GPT_PATH, backends: Sequence[str] | None = None) -> str:
+    """The text of ``--tensor``: held-out accuracy through :mod:`llmfs.tensor`, logits against
+    the reference, the copy budget and per-backend forward times."""
+    # Imported here: the plain command stays pure NumPy and never loads llmfs.tensor.
+    from llmfs.gpt import tensor_model
+
+    params, config = load_tiny_gpt(weights)
+    held_out = task.split().held_out
+    start = time.perf_counter()
+    acc = tensor_model.accuracy(tensor_model.tensor_params(params, np.float32), config, held_out)
+    seconds = time.perf_counter() - start
+    sample = task.sequences(held_out[::16])[:, : config.n_ctx]
+    diff64 = tensor_model.check_against_reference(params, config, sample, np.float64)
+    diff32 = tensor_model.check_against_reference(params, config, sample, np.float32)
+    trace = tensor_model.copy_budget(
+        tensor_model.tensor_params(params), config, task.prompts(held_out[:1])
+    )
+    lines = [
+        f"weights: {weights} (checksum verified)",
+        f"held-out accuracy through llmfs.tensor: {acc:.4f} ({round(acc * len(held_out))}/"
+        f"{len(held_out)} problems, float32 on the numpy backend, {seconds:.2f} s)",
+        f"logits vs the NumPy reference ({len(sample)} sequences): max |difference| "
+        f"{diff64:.2e} in float64, {diff32:.2e} in float32",
+        f"copy budget of one forward pass: {trace.count('copy')} copies (one per block), "
+        f"{trace.count('view')} views, {trace.count('compute')} computed results",
+        "forward time per backend:",
+    ]
+    rows = tensor_model.backend_times(params, config, backends)
+    lines += ["  " + line for line in tensor_model.format_times(rows).splitlines()]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Prints :func:`report`; exit status 1 (with the reason) when the weights cannot be used."""
     parser = argparse.ArgumentParser(
@@ -55,9 +92,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--weights", type=Path, default=TINY_GPT_PATH)
     parser.add_argument("--show", type=int, default=5)
+    parser.add_argument(
+        "--tensor", action="store_true", help="evaluate through llmfs.tensor and time backends"
+    )
+    parser.add_argument(
+        "--backends", default=None, help="with --tensor: comma-separated backends to time"
+    )
     args = parser.parse_args(argv)
     try:
-        print(report(args.weights, args.show))
+        if args.tensor:
+            names = args.backends.split(",") if args.backends else None
+            print(tensor_report(args.weights, names))
+        else:
+            print(report(args.weights, args.show))
     except GPTError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -26,6 +26,19 @@ from llmfs.course.exercise_checks.attention import (
     counting_copies,
 )
 from llmfs.course.exercise_checks.einsum import check_naive_einsum
+from llmfs.course.exercise_checks.gpt import (
+    GPT_CHECKS,
+    GPT_SPECS,
+    check_block,
+    check_gelu,
+    check_generate,
+    check_gpt_forward,
+    check_layer_norm,
+    check_mlp,
+)
+from llmfs.course.exercise_checks.gpt import (
+    check_causal_self_attention as check_gpt_attention,
+)
 from llmfs.course.exercise_checks.layout import (
     check_broadcast_shape,
     check_broadcast_strides,
@@ -50,6 +63,9 @@ from llmfs.course.exercise_checks.report import (
 )
 from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec
 
+# Chapter 8's specs live beside their checks; spec_for and the grader read the one SPECS dict.
+SPECS.update(GPT_SPECS)
+
 #: Exercise id -> the check that grades it (the grader passes the learner's function or result).
 CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch01.compute_strides": check_compute_strides,
@@ -70,6 +86,7 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch07.split_heads": check_split_heads,
     "ch07.merge_heads": check_merge_heads,
     "ch07.attention": check_causal_self_attention,
+    **GPT_CHECKS,
 }
 
 
@@ -91,6 +108,7 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "ImplementSpec",
+    "check_block",
     "check_broadcast_shape",
     "check_broadcast_strides",
     "check_can_reshape_without_copy",
@@ -99,11 +117,17 @@ __all__ = [
     "check_copying_transpose",
     "check_flat_index",
     "check_for",
+    "check_gelu",
+    "check_generate",
+    "check_gpt_attention",
+    "check_gpt_forward",
     "check_is_contiguous",
+    "check_layer_norm",
     "check_logical_offsets",
     "check_materialize",
     "check_merge_heads",
     "check_merge_layout",
+    "check_mlp",
     "check_naive_einsum",
     "check_permute_layout",
     "check_reshape_after_copy",

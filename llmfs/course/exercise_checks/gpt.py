@@ -1,0 +1,385 @@
+"""Checks of chapter 8's "implement it" exercises: the capstone GPT's layers on ``llmfs.tensor``.
+
+A case is one plain JSON object naming the sizes and a seed, e.g. ``{"shape": [2, 5], "seed":
+4711}``; the spec's ``prepare`` turns it into the tensors the learner's function takes (random
+inputs and random weights, float64, drawn from the seed), and the learner's result is summarized
+as its shape and its largest difference from the NumPy reference (:mod:`llmfs.gpt.reference`) on
+the same inputs: ``"< 1e-09"`` when it agrees. Generation is compared token by token. A
+hard-coded answer fails, since every case draws new values, and the grader draws other seeds.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from llmfs.course.exercise_checks.report import CheckReport
+from llmfs.course.exercise_checks.spec import ImplementSpec, run_spec, to_json
+from llmfs.gpt import reference
+from llmfs.gpt.model import GPTConfig, init_params
+from llmfs.tensor import Tensor, TensorView
+
+#: Largest absolute difference from the reference that counts as equal (float64 throughout).
+TOLERANCE = 1e-9
+AGREES = f"< {TOLERANCE:g}"
+ERROR_KEY = "max |difference| from NumPy"
+PREFIX_ATTN = "h.0.attn."
+PREFIX_MLP = "h.0.mlp."
+EPS = 1e-5
+
+
+def _tensor(array: np.ndarray) -> Tensor:
+    return Tensor.from_numpy(np.asarray(array, dtype=np.float64))
+
+
+def _compare(result: Any, expected: np.ndarray) -> dict[str, Any]:
+    """The shape of ``result`` and its largest difference from ``expected``."""
+    if not isinstance(result, (Tensor, TensorView)):
+        return {"result": f"a {type(result).__name__}, not a Tensor or TensorView"}
+    got = result.to_numpy().astype(np.float64)
+    if got.shape != expected.shape:
+        return {"shape": list(got.shape), ERROR_KEY: "shapes differ"}
+    error = float(np.abs(got - expected).max()) if got.size else 0.0
+    return {"shape": list(got.shape), ERROR_KEY: AGREES if error <= TOLERANCE else f"{error:.3g}"}
+
+
+def _agrees(expected: np.ndarray) -> dict[str, Any]:
+    return {"shape": list(expected.shape), ERROR_KEY: AGREES}
+
+
+def _config(t: int, n_head: int, head_size: int, n_layer: int = 1, vocab: int = 12) -> GPTConfig:
+    return GPTConfig(
+        vocab_size=vocab, n_ctx=t, n_embd=n_head * head_size, n_head=n_head, n_layer=n_layer
+    )
+
+
+def _params(config: GPTConfig, seed: int) -> dict[str, np.ndarray]:
+    """GPT-2's initialisation plus noise, so every weight (LayerNorm's too) matters."""
+    rng = np.random.default_rng(seed)
+    return {n: v + rng.normal(0.0, 0.3, v.shape) for n, v in init_params(config, seed).items()}
+
+
+# -- layer_norm(x, weight, bias, eps) ---------------------------------------------------------
+
+
+def _ln_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    return [
+        (
+            {
+                "shape": [rng.randint(1, 3) for _ in range(rng.randint(0, 2))]
+                + [rng.randint(2, 8)],
+                "seed": rng.randrange(10**6),
+            },
+        )
+        for _ in range(n)
+    ]
+
+
+def _ln_arrays(shape: list[int], seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    features = shape[-1]
+    x = rng.normal(rng.uniform(-3, 3), rng.uniform(0.5, 4), size=shape)
+    return x, rng.normal(1, 0.5, features), rng.normal(0, 0.5, features)
+
+
+def _ln_prepare(case: dict[str, Any]) -> tuple[Any, ...]:
+    x, w, b = _ln_arrays(case["shape"], case["seed"])
+    return _tensor(x), _tensor(w), _tensor(b), EPS
+
+
+# -- gelu(x) ----------------------------------------------------------------------------------
+
+
+def _gelu_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    return [
+        (
+            {
+                "shape": [rng.randint(1, 4) for _ in range(rng.randint(1, 3))],
+                "seed": rng.randrange(10**6),
+            },
+        )
+        for _ in range(n)
+    ]
+
+
+def _gelu_array(shape: list[int], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-6, 6, size=shape)
+
+
+# -- causal_self_attention(x, w, prefix, config), mlp(x, w, prefix), block(x, w, i, config) ----
+
+
+def _block_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    return [
+        (
+            {
+                "batch": rng.randint(1, 2),
+                "positions": rng.randint(1, 5),
+                "heads": rng.randint(1, 3),
+                "head_size": rng.randint(1, 4),
+                "seed": rng.randrange(10**6),
+            },
+        )
+        for _ in range(n)
+    ]
+
+
+def _block_arrays(
+    batch: int, positions: int, heads: int, head_size: int, seed: int
+) -> tuple[np.ndarray, dict[str, np.ndarray], GPTConfig]:
+    config = _config(positions, heads, head_size)
+    x = np.random.default_rng(seed + 1).normal(0, 1, size=(batch, positions, config.n_embd))
+    return x, _params(config, seed), config
+
+
+def _attn_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    x, params, config = _block_arrays(**case)
+    return _tensor(x), {k: _tensor(v) for k, v in params.items()}, PREFIX_ATTN, config
+
+
+def _mlp_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    x, params, _ = _block_arrays(**case)
+    return _tensor(x), {k: _tensor(v) for k, v in params.items()}, PREFIX_MLP
+
+
+def _block_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    x, params, config = _block_arrays(**case)
+    return _tensor(x), {k: _tensor(v) for k, v in params.items()}, 0, config
+
+
+# -- gpt_forward(w, config, tokens), generate(w, config, tokens, max_new_tokens) ---------------
+
+
+def _model_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    cases: list[tuple[Any, ...]] = []
+    for _ in range(n):
+        n_ctx = rng.randint(2, 6)
+        case = {
+            "layers": rng.randint(1, 2),
+            "heads": rng.randint(1, 2),
+            "head_size": rng.randint(2, 4),
+            "n_ctx": n_ctx,
+            "batch": rng.randint(1, 2),
+            "positions": rng.randint(1, n_ctx),
+            "seed": rng.randrange(10**6),
+        }
+        cases.append((case,))
+    return cases
+
+
+def _model(
+    layers: int, heads: int, head_size: int, n_ctx: int, batch: int, positions: int, seed: int
+) -> tuple[dict[str, np.ndarray], GPTConfig, np.ndarray]:
+    config = _config(n_ctx, heads, head_size, layers)
+    rng = np.random.default_rng(seed + 2)
+    tokens = rng.integers(0, config.vocab_size, size=(batch, positions))
+    return _params(config, seed), config, tokens
+
+
+def _forward_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    params, config, tokens = _model(**case)
+    return {k: _tensor(v) for k, v in params.items()}, config, tokens
+
+
+def _generate_prepare(case: dict[str, int]) -> tuple[Any, ...]:
+    params, config, tokens = _model(**case)
+    new = config.n_ctx + 1 - tokens.shape[1]
+    return {k: _tensor(v) for k, v in params.items()}, config, tokens, new
+
+
+def _generate_reference(case: dict[str, int]) -> Any:
+    params, config, tokens = _model(**case)
+    new = config.n_ctx + 1 - tokens.shape[1]
+    return reference.generate(params, config, tokens, new).tolist()
+
+
+def _generate_summary(result: Any, call_args: tuple[Any, ...]) -> Any:
+    if isinstance(result, (Tensor, TensorView)):
+        result = result.to_numpy()
+    if isinstance(result, np.ndarray):
+        if not np.issubdtype(result.dtype, np.integer) and not np.array_equal(
+            result, np.round(result)
+        ):
+            return {"result": f"an array of {result.dtype} that are not token ids"}
+        return result.astype(np.int64).tolist()
+    return to_json(result)
+
+
+# -- specs --------------------------------------------------------------------------------------
+
+
+def _np(value: Any) -> Any:
+    if isinstance(value, (Tensor, TensorView)):
+        return value.to_numpy()
+    if isinstance(value, dict):
+        return {k: _np(v) for k, v in value.items()}
+    return value
+
+
+def _tensor_spec(
+    exercise_id: str,
+    function: str,
+    make: Callable[[random.Random, int], list[tuple[Any, ...]]],
+    prepare: Callable[..., tuple[Any, ...]],
+    expected: Callable[..., np.ndarray],
+    parameters: str,
+    cases: int,
+) -> ImplementSpec:
+    """A spec whose outcome is the result's shape and its largest difference from ``expected``
+    (the NumPy reference applied to the very arguments the learner's function was given)."""
+
+    def reference_outcome(*args: Any) -> Any:
+        return _agrees(expected(*(_np(a) for a in prepare(*args))))
+
+    def summarize(result: Any, call_args: tuple[Any, ...]) -> Any:
+        return _compare(result, expected(*(_np(a) for a in call_args)))
+
+    return ImplementSpec(
+        exercise_id,
+        function,
+        make,
+        reference_outcome,
+        cases=cases,
+        prepare=prepare,
+        summarize=summarize,
+        parameters=tuple(parameters.split()),
+    )
+
+
+#: Chapter 8's exercise ids -> specs (merged into :data:`~.spec.SPECS` by the package).
+GPT_SPECS: dict[str, ImplementSpec] = {
+    spec.exercise_id: spec
+    for spec in (
+        _tensor_spec(
+            "ch08.layer_norm",
+            "layer_norm",
+            _ln_cases,
+            _ln_prepare,
+            reference.layer_norm,
+            "x weight bias eps",
+            100,
+        ),
+        _tensor_spec(
+            "ch08.gelu",
+            "gelu",
+            _gelu_cases,
+            lambda case: (_tensor(_gelu_array(case["shape"], case["seed"])),),
+            reference.gelu,
+            "x",
+            100,
+        ),
+        _tensor_spec(
+            "ch08.attention",
+            "causal_self_attention",
+            _block_cases,
+            _attn_prepare,
+            reference.attention,
+            "x w prefix config",
+            40,
+        ),
+        _tensor_spec(
+            "ch08.mlp", "mlp", _block_cases, _mlp_prepare, reference.mlp, "x w prefix", 40
+        ),
+        _tensor_spec(
+            "ch08.block", "block", _block_cases, _block_prepare, reference.block, "x w i config", 30
+        ),
+        _tensor_spec(
+            "ch08.forward",
+            "gpt_forward",
+            _model_cases,
+            _forward_prepare,
+            lambda w, config, tokens: reference.forward(w, config, tokens),
+            "w config tokens",
+            20,
+        ),
+        ImplementSpec(
+            "ch08.generate",
+            "generate",
+            _model_cases,
+            _generate_reference,
+            cases=20,
+            prepare=_generate_prepare,
+            summarize=_generate_summary,
+            parameters=("w", "config", "tokens", "max_new_tokens"),
+        ),
+    )
+}
+
+
+def _checker(exercise_id: str, doc: str) -> Callable[..., CheckReport]:
+    spec = GPT_SPECS[exercise_id]
+
+    def check(
+        fn: Any, *, seed: int | None = None, cases: int | None = None, record_attempt: bool = True
+    ) -> CheckReport:
+        return run_spec(spec, fn, seed=seed, cases=cases, record_attempt=record_attempt)
+
+    check.__name__ = check.__qualname__ = f"check_{spec.function}"
+    check.__doc__ = doc + (
+        f"\n\n``seed`` (default {spec.visible_seed}, the notebook's) and ``cases`` (default "
+        f"{spec.cases}) choose the random cases; a case names the sizes and the seed its values "
+        f"are drawn from."
+    )
+    return check
+
+
+check_layer_norm = _checker(
+    "ch08.layer_norm",
+    "Checks ``layer_norm(x, weight, bias, eps) -> Tensor`` (over the last axis, biased variance) "
+    "against the NumPy reference on random inputs, to 1e-9.",
+)
+check_gelu = _checker(
+    "ch08.gelu", "Checks ``gelu(x) -> Tensor`` (tanh form) against the NumPy reference, to 1e-9."
+)
+check_causal_self_attention = _checker(
+    "ch08.attention",
+    "Checks ``causal_self_attention(x, w, prefix, config) -> Tensor`` on random ``[B, T, C]`` "
+    "inputs and random weights against the NumPy reference, to 1e-9.",
+)
+check_mlp = _checker(
+    "ch08.mlp", "Checks ``mlp(x, w, prefix) -> Tensor`` against the NumPy reference, to 1e-9."
+)
+check_block = _checker(
+    "ch08.block",
+    "Checks ``block(x, w, i, config) -> Tensor`` (pre-LayerNorm residual block) against the NumPy "
+    "reference, to 1e-9.",
+)
+check_gpt_forward = _checker(
+    "ch08.forward",
+    "Checks ``gpt_forward(w, config, tokens) -> logits`` on random small models against the NumPy "
+    "reference, to 1e-9.",
+)
+check_generate = _checker(
+    "ch08.generate",
+    "Checks ``generate(w, config, tokens, max_new_tokens) -> new token ids`` (greedy) against the "
+    "reference's tokens, one by one.",
+)
+
+#: Exercise id -> check, for the package's CHECKS.
+GPT_CHECKS: dict[str, Callable[..., CheckReport]] = {
+    "ch08.layer_norm": check_layer_norm,
+    "ch08.gelu": check_gelu,
+    "ch08.attention": check_causal_self_attention,
+    "ch08.mlp": check_mlp,
+    "ch08.block": check_block,
+    "ch08.forward": check_gpt_forward,
+    "ch08.generate": check_generate,
+}
+
+__all__ = [
+    "AGREES",
+    "ERROR_KEY",
+    "GPT_CHECKS",
+    "GPT_SPECS",
+    "TOLERANCE",
+    "check_block",
+    "check_causal_self_attention",
+    "check_gelu",
+    "check_generate",
+    "check_gpt_forward",
+    "check_layer_norm",
+    "check_mlp",
+]

@@ -1,0 +1,508 @@
+"""The capstone model's forward pass on :mod:`llmfs.tensor`: the same GPT-2 as
+:mod:`llmfs.gpt.reference`, computed with the course's tensors, views and ops on any backend.
+
+Every step is a function over :class:`~llmfs.tensor.Tensor`/:class:`~llmfs.tensor.TensorView`
+values, named as in the reference so that each can be checked against it on its own:
+
+``embed`` -> for each block ``x = x + attention(ln_1(x))``, ``x = x + mlp(ln_2(x))`` ->
+``layer_norm(ln_f)`` -> ``x @ wte.weight.T`` (the tied head, a transposed VIEW of the embedding).
+
+What is a view and what is a copy (the "copy budget" of one forward pass, :func:`copy_budget`):
+
+* Q, K and V are slices of the packed ``[B, T, 3C]`` projection, split into heads and permuted to
+  ``[B, H, T, D]``: views, nothing copied; ``K^T`` is a transposed view.
+* The causal mask is a ``[T, T]`` tensor of ``0`` and ``-inf`` added to the scores: broadcasting
+  expands it to ``[B, H, T, T]`` with zero strides, without copying.
+* Merging the heads back (``[B, H, T, D]`` -> permute -> ``[B, T, H, D]`` -> ``[B, T, C]``)
+  cannot be a view (the permuted heads are not contiguous), so it costs exactly ONE materialize
+  per block.
+* Every elementwise op, reduction and matmul computes a new owner; none of them copies values
+  that it could read through a view.
+
+Weights are converted once (:func:`tensor_params`) into tensors of one dtype: float64 gives logits
+equal to the reference to ~1e-12, float32 to ~1e-5 (the emulated Metal backend runs float32 only).
+The embedding lookup is :func:`llmfs.tensor.take` of the token ids (an int64 tensor) along the
+table's rows, a gather into a new owner. Greedy generation reads the last position's logits back
+to NumPy to pick the arg-max token.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import llmfs.tensor as lt
+from llmfs.gpt import reference, task
+from llmfs.gpt.errors import TaskError
+from llmfs.gpt.model import GPTConfig, Params, check_params
+from llmfs.gpt.reference import GELU_C
+from llmfs.tensor import Tensor, TensorView, available_backends, use_backend
+
+Operand = Tensor | TensorView
+#: Parameters as tensors, with the names of :mod:`llmfs.gpt.model`.
+TensorParams = dict[str, Tensor]
+#: A forward pass: ``(weights, config, tokens) -> logits``.
+ForwardFn = Callable[[TensorParams, GPTConfig, np.ndarray], Tensor]
+
+
+# --------------------------------------------------------------------------------------------
+# The copy-budget trace
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a forward pass: its name, result shape, and what it cost in storage.
+
+    ``kind`` is ``"view"`` (new metadata over existing storage, nothing copied), ``"compute"``
+    (an op wrote its result into a new owner) or ``"copy"`` (a materialize: values moved into a new
+    owner without any arithmetic)."""
+
+    name: str
+    kind: str
+    shape: tuple[int, ...]
+
+
+@dataclass
+class Trace:
+    """The steps of one forward pass, in order; ``repr`` is the deterministic copy-budget table."""
+
+    steps: list[Step] = field(default_factory=list)
+
+    def record(self, name: str, result: Operand, *, copy: bool = False) -> None:
+        kind = "view" if isinstance(result, TensorView) else ("copy" if copy else "compute")
+        self.steps.append(Step(name, kind, tuple(result.shape)))
+
+    def count(self, kind: str) -> int:
+        """How many steps were of ``kind`` (``"view"``, ``"compute"`` or ``"copy"``)."""
+        return len([s for s in self.steps if s.kind == kind])
+
+    @property
+    def copies(self) -> list[Step]:
+        """The materializations: the copy budget."""
+        return [s for s in self.steps if s.kind == "copy"]
+
+    def __repr__(self) -> str:
+        width = max((len(s.name) for s in self.steps), default=4)
+        lines = [f"{'step':<{width}}  {'kind':<7}  shape"]
+        lines += [f"{s.name:<{width}}  {s.kind:<7}  {list(s.shape)}" for s in self.steps]
+        lines.append(
+            f"{len(self.steps)} steps: {self.count('view')} views, {self.count('compute')} "
+            f"computed results, {self.count('copy')} copies (materialize)"
+        )
+        return "\n".join(lines)
+
+
+@dataclass
+class CopyCount:
+    """Materializations counted by :func:`count_materializations`: their shapes, in order."""
+
+    shapes: list[tuple[int, ...]] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.shapes)
+
+
+@contextmanager
+def count_materializations() -> Iterator[CopyCount]:
+    """Counts every ``materialize()`` of a view or a tensor (and so :func:`llmfs.tensor.materialize`
+    and ``copying_transpose``) run inside the ``with`` block, by any code: the copy budget of code
+    that records no trace, such as a learner's forward pass. Not thread-safe (it wraps the method
+    on the class that defines it for the duration of the block, then puts it back)."""
+    counted = CopyCount()
+    owner = next(c for c in TensorView.__mro__ if "materialize" in c.__dict__)
+    original = owner.__dict__["materialize"]
+
+    def counting(self: TensorView) -> Tensor:
+        counted.shapes.append(tuple(self.shape))
+        return original(self)  # type: ignore[no-any-return]
+
+    setattr(owner, "materialize", counting)  # noqa: B010 - the class is chosen at run time
+    try:
+        yield counted
+    finally:
+        setattr(owner, "materialize", original)  # noqa: B010
+
+
+def _note(trace: Trace | None, name: str, result: Operand, *, copy: bool = False) -> None:
+    if trace is not None:
+        trace.record(name, result, copy=copy)
+
+
+# --------------------------------------------------------------------------------------------
+# Layers
+# --------------------------------------------------------------------------------------------
+
+
+def tensor_params(params: Params, dtype: object = np.float64) -> TensorParams:
+    """Every parameter as an owning :class:`Tensor` of ``dtype`` (float64 or float32)."""
+    return {name: Tensor.from_numpy(np.asarray(v), dtype=dtype) for name, v in params.items()}
+
+
+def layer_norm(x: Operand, weight: Operand, bias: Operand, eps: float) -> Tensor:
+    """LayerNorm over the last axis, biased variance: ``(x - mean) / lt.sqrt(var + eps) * weight +
+    bias`` (the reference's order of operations)."""
+    m = lt.mean(x, axis=-1, keepdims=True)
+    centered = x - m
+    var = lt.mean(centered * centered, axis=-1, keepdims=True)
+    return centered / lt.sqrt(var + eps) * weight + bias
+
+
+def gelu(x: Operand) -> Tensor:
+    """GELU, tanh form: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))``."""
+    return 0.5 * x * (1.0 + lt.tanh(GELU_C * (x + 0.044715 * (x * x * x))))
+
+
+def softmax(x: Operand, axis: int = -1) -> Tensor:
+    """Softmax over ``axis`` after subtracting the maximum (so ``exp`` never overflows; ``-inf``
+    entries become exactly 0)."""
+    e = lt.exp(x - lt.max(x, axis=axis, keepdims=True))
+    return e / lt.sum(e, axis=axis, keepdims=True)
+
+
+def causal_mask(t: int, dtype: object = np.float64) -> Tensor:
+    """``[t, t]``: 0 where position ``i`` may attend to ``j`` (``j <= i``), ``-inf`` above the
+    diagonal. Added to the scores, it broadcasts over batch and heads as a zero-stride view."""
+    return Tensor.from_numpy(np.triu(np.full((t, t), -np.inf), k=1), dtype=dtype)
+
+
+def split_heads(x: Operand, n_head: int) -> TensorView:
+    """``[B, T, C]`` -> ``[B, H, T, C // H]`` as a view (split the feature axis, swap T and H)."""
+    view = x.view() if isinstance(x, Tensor) else x
+    c = view.shape[2]
+    return view.split(2, [n_head, c // n_head]).permute([0, 2, 1, 3])
+
+
+def merge_heads(y: Operand, trace: Trace | None = None) -> TensorView:
+    """``[B, H, T, D]`` -> ``[B, T, H * D]`` with exactly one copy: permuted heads are not
+    contiguous, so they are materialized once, then merged as a view."""
+    view = y.view() if isinstance(y, Tensor) else y
+    moved = view.permute([0, 2, 1, 3])
+    _note(trace, "heads permuted to [B, T, H, D]", moved)
+    copied = moved.materialize()
+    _note(trace, "materialize (heads)", copied, copy=True)
+    return copied.merge(2, 3)
+
+
+def attention(
+    x: Operand, w: TensorParams, prefix: str, config: GPTConfig, trace: Trace | None = None
+) -> Tensor:
+    """Causal multi-head self-attention of ``x`` (``[B, T, C]``) with the weights under ``prefix``
+    (``"h.{i}.attn."``), as :func:`llmfs.gpt.reference.attention`."""
+    view = x.view() if isinstance(x, Tensor) else x
+    c = config.n_embd
+    t = view.shape[1]
+    qkv = view @ w[prefix + "c_attn.weight"] + w[prefix + "c_attn.bias"]
+    _note(trace, "qkv = x @ W + b", qkv)
+    q, k, v = (split_heads(qkv.slice(2, i * c, (i + 1) * c), config.n_head) for i in range(3))
+    _note(trace, "q, k, v: slices split into heads", q)
+    kt = k.transpose(2, 3)
+    _note(trace, "k transposed", kt)
+    scores = q @ kt / math.sqrt(config.head_size)
+    _note(trace, "scores = q @ k^T / sqrt(d)", scores)
+    masked = scores + causal_mask(t, scores.dtype)
+    _note(trace, "scores + causal mask", masked)
+    weights = softmax(masked, axis=-1)
+    _note(trace, "softmax", weights)
+    heads = weights @ v
+    _note(trace, "weights @ v", heads)
+    merged = merge_heads(heads, trace)
+    _note(trace, "heads merged to [B, T, C]", merged)
+    out = merged @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+    _note(trace, "attention output projection", out)
+    return out
+
+
+def mlp(x: Operand, w: TensorParams, prefix: str, trace: Trace | None = None) -> Tensor:
+    """The block's MLP under ``prefix`` (``"h.{i}.mlp."``): up-projection, GELU, down-projection."""
+    hidden = gelu(x @ w[prefix + "c_fc.weight"] + w[prefix + "c_fc.bias"])
+    _note(trace, "gelu(x @ W_fc + b)", hidden)
+    out = hidden @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+    _note(trace, "mlp output projection", out)
+    return out
+
+
+def block(
+    x: Operand, w: TensorParams, i: int, config: GPTConfig, trace: Trace | None = None
+) -> Tensor:
+    """Block ``i``: ``x + attention(ln_1(x))``, then ``+ mlp(ln_2(.))`` (pre-LayerNorm)."""
+    p = f"h.{i}."
+    eps = config.layer_norm_eps
+    h = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+    _note(trace, f"h.{i}.ln_1", h)
+    resid: Tensor = x + attention(h, w, p + "attn.", config, trace)
+    _note(trace, f"h.{i} residual + attention", resid)
+    h = layer_norm(resid, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+    _note(trace, f"h.{i}.ln_2", h)
+    out: Tensor = resid + mlp(h, w, p + "mlp.", trace)
+    _note(trace, f"h.{i} residual + mlp", out)
+    return out
+
+
+def _as_batch(tokens: object, config: GPTConfig) -> tuple[np.ndarray, bool]:
+    ids = np.asarray(tokens)
+    given = list(ids.shape)
+    single = ids.ndim == 1
+    if single:
+        ids = ids[None, :]
+    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+        raise TaskError(f"tokens must be [T] or [B, T] ints, got shape {given} of {ids.dtype}")
+    t = ids.shape[1]
+    if not 1 <= t <= config.n_ctx:
+        raise TaskError(f"sequence length {t} is outside 1..n_ctx = {config.n_ctx}")
+    if ids.size and (ids.min() < 0 or ids.max() >= config.vocab_size):
+        raise TaskError(
+            f"token ids {int(ids.min())}..{int(ids.max())} fall outside 0..{config.vocab_size - 1}"
+        )
+    return ids, single
+
+
+def embed(tokens: object, w: TensorParams, config: GPTConfig, trace: Trace | None = None) -> Tensor:
+    """Token embedding plus position embedding: ``[B, T, C]``. The token rows are gathered with
+    ``take(wte, ids)``; the positions are a slice VIEW of ``wpe`` that broadcasts over the
+    batch."""
+    ids, _ = _as_batch(tokens, config)
+    rows = lt.take(w["wte.weight"], Tensor.from_numpy(ids.astype(np.int64)), axis=0)
+    _note(trace, "token rows = take(wte, ids)", rows)
+    positions = w["wpe.weight"].slice(0, 0, ids.shape[1])
+    _note(trace, "positions = wpe[:T]", positions)
+    x = rows + positions
+    _note(trace, "embed = tokens + positions", x)
+    return x
+
+
+def forward(
+    w: TensorParams, config: GPTConfig, tokens: object, trace: Trace | None = None
+) -> Tensor:
+    """Logits of every position: ``[T, vocab]`` for ``[T]`` tokens, ``[B, T, vocab]`` for
+    ``[B, T]``, in the weights' dtype. ``trace`` (optional) records every step. Raises
+    :class:`TaskError` on a length outside ``1..n_ctx`` or an unknown id."""
+    ids, single = _as_batch(tokens, config)
+    x = embed(ids, w, config, trace)
+    for i in range(config.n_layer):
+        x = block(x, w, i, config, trace)
+    x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], config.layer_norm_eps)
+    _note(trace, "ln_f", x)
+    head = w["wte.weight"].T
+    _note(trace, "head = wte^T (tied)", head)
+    logits = x @ head
+    _note(trace, "logits = x @ wte^T", logits)
+    if single:
+        return logits.view()[0].materialize()
+    return logits
+
+
+def generate(w: TensorParams, config: GPTConfig, tokens: object, max_new_tokens: int) -> np.ndarray:
+    """Greedy generation, as :func:`llmfs.gpt.reference.generate`: each new token is the arg-max
+    (lowest id on a tie) of the last position's logits. Returns the new tokens only,
+    ``[max_new_tokens]`` or ``[B, max_new_tokens]``."""
+    ids, single = _as_batch(tokens, config)
+    if max_new_tokens < 0 or ids.shape[1] + max_new_tokens - 1 > config.n_ctx:
+        raise TaskError(
+            f"{ids.shape[1]} prompt tokens + {max_new_tokens} new tokens need "
+            f"{ids.shape[1] + max_new_tokens - 1} positions; n_ctx = {config.n_ctx}"
+        )
+    new = []
+    for _ in range(max_new_tokens):
+        last = forward(w, config, ids).view()[:, -1, :].to_numpy()
+        nxt = last.argmax(axis=-1)
+        new.append(nxt)
+        ids = np.concatenate([ids, nxt[:, None]], axis=1)
+    out = np.stack(new, axis=1) if new else np.zeros((ids.shape[0], 0), dtype=np.int64)
+    return out[0] if single else out
+
+
+def solve(w: TensorParams, config: GPTConfig, a: int, b: int) -> str:
+    """The model's answer text to ``a + b`` (three digits, least significant first)."""
+    ids = np.asarray(task.encode(task.prompt(a, b)), dtype=np.int64)
+    return task.decode(generate(w, config, ids, task.ANSWER_LENGTH))
+
+
+def accuracy(
+    w: TensorParams, config: GPTConfig, problems: np.ndarray, batch_size: int = 1024
+) -> float:
+    """Fraction of ``problems`` (``[n, 2]``) answered exactly right, computed now through
+    :mod:`llmfs.tensor` in batches of ``batch_size``."""
+    problems = np.asarray(problems)
+    if len(problems) == 0:
+        raise TaskError("accuracy of no problems is undefined: problems is empty")
+    if batch_size < 1:
+        raise TaskError(f"batch_size must be at least 1, got {batch_size}")
+    right = 0
+    for start in range(0, len(problems), batch_size):
+        chunk = problems[start : start + batch_size]
+        generated = generate(w, config, task.prompts(chunk), task.ANSWER_LENGTH)
+        expected = task.sequences(chunk)[:, task.PROMPT_LENGTH :]
+        right += int((generated == expected).all(axis=1).sum())
+    return right / len(problems)
+
+
+def held_out_accuracy(w: TensorParams, config: GPTConfig) -> float:
+    """:func:`accuracy` on the held-out problems of the shipped split."""
+    return accuracy(w, config, task.split().held_out)
+
+
+def copy_budget(w: TensorParams, config: GPTConfig, tokens: object) -> Trace:
+    """The trace of one forward pass of ``tokens``: every step with its kind (view, computed
+    result, copy)."""
+    trace = Trace()
+    forward(w, config, tokens, trace)
+    return trace
+
+
+# --------------------------------------------------------------------------------------------
+# Timing per backend
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BackendTime:
+    """The median time of one forward pass on one backend, or why it was not measured."""
+
+    backend: str
+    dtype: str
+    batch: tuple[int, ...]
+    seconds: float | None
+    note: str = ""
+
+
+def forward_time(
+    params: Params,
+    config: GPTConfig,
+    tokens: np.ndarray,
+    backend: str,
+    dtype: object = np.float32,
+    repeat: int = 3,
+    warmup: int = 1,
+    forward_fn: ForwardFn | None = None,
+) -> float:
+    """Median seconds of one forward pass of ``tokens`` on ``backend``, after ``warmup`` untimed
+    runs (which also compile kernels where a backend compiles them). ``forward_fn(w, config,
+    tokens)`` is the forward pass timed (default :func:`forward`; a learner's works too)."""
+    run = forward if forward_fn is None else forward_fn
+    if repeat < 1:
+        raise TaskError(f"repeat must be at least 1, got {repeat}")
+    with use_backend(backend):
+        w = tensor_params(params, dtype)
+        for _ in range(warmup):
+            run(w, config, tokens)
+        samples = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            run(w, config, tokens)
+            samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """What one backend is timed on: ``batch`` held-out prompts cut to their first ``length``
+    tokens, in ``dtype``, ``repeat`` timed runs after ``warmup`` untimed ones."""
+
+    batch: int
+    length: int = task.PROMPT_LENGTH
+    dtype: str = "float32"
+    repeat: int = 3
+    warmup: int = 1
+
+
+#: Per backend: the pure-Python ``reference`` backend loops over every value in Python (seconds
+#: per pass), so it gets one short prompt, timed once; the emulated Metal backend runs float32
+#: only and compiles its kernels on the first (untimed) run.
+DEFAULT_TIMING: dict[str, TimingPlan] = {
+    "numpy": TimingPlan(batch=64),
+    "reference": TimingPlan(batch=1, length=2, dtype="float64", repeat=1, warmup=0),
+    "metal-emulator": TimingPlan(batch=1),
+    "metal": TimingPlan(batch=64),
+}
+
+
+def backend_times(
+    params: Params,
+    config: GPTConfig,
+    backends: Sequence[str] | None = None,
+    plan: dict[str, TimingPlan] | None = None,
+    forward_fn: ForwardFn | None = None,
+) -> list[BackendTime]:
+    """Times one forward pass (``forward_fn``, default :func:`forward`) of held-out prompts on each
+    available backend (default: all of them) as ``plan`` (default :data:`DEFAULT_TIMING`) says. A
+    backend that refuses an op gets a note instead of a time, never an exception."""
+    plans = {**DEFAULT_TIMING, **(plan or {})}
+    names = list(backends) if backends is not None else list(available_backends())
+    prompts = task.prompts(task.split().held_out)
+    rows = []
+    for name in names:
+        how = plans.get(name, TimingPlan(batch=1))
+        tokens = prompts[: how.batch, : how.length]
+        try:
+            seconds: float | None = forward_time(
+                params, config, tokens, name, how.dtype, how.repeat, how.warmup, forward_fn
+            )
+            note = ""
+        except Exception as error:  # any refusal is reported, not raised
+            seconds, note = None, f"{type(error).__name__}: {str(error).splitlines()[0]}"
+        rows.append(BackendTime(name, how.dtype, tuple(tokens.shape), seconds, note))
+    return rows
+
+
+def format_times(rows: Sequence[BackendTime]) -> str:
+    """The timing table: one line per backend."""
+    lines = []
+    for r in rows:
+        what = f"{r.backend:<15} {r.dtype:<8} batch {list(r.batch)}"
+        if r.seconds is None:
+            lines.append(f"{what}: not measured ({r.note})")
+        else:
+            lines.append(f"{what}: {r.seconds * 1e3:9.2f} ms per forward pass")
+    return "\n".join(lines)
+
+
+def check_against_reference(
+    params: Params, config: GPTConfig, tokens: np.ndarray, dtype: object = np.float64
+) -> float:
+    """Largest absolute difference between this module's logits (``dtype``) and the NumPy
+    reference's (float64) for ``tokens``."""
+    check_params(params, config)
+    ours = forward(tensor_params(params, dtype), config, tokens).to_numpy()
+    return float(np.abs(ours.astype(np.float64) - reference.forward(params, config, tokens)).max())
+
+
+__all__ = [
+    "DEFAULT_TIMING",
+    "BackendTime",
+    "CopyCount",
+    "ForwardFn",
+    "Step",
+    "TensorParams",
+    "TimingPlan",
+    "Trace",
+    "accuracy",
+    "attention",
+    "backend_times",
+    "block",
+    "causal_mask",
+    "check_against_reference",
+    "copy_budget",
+    "count_materializations",
+    "embed",
+    "format_times",
+    "forward",
+    "forward_time",
+    "gelu",
+    "generate",
+    "held_out_accuracy",
+    "layer_norm",
+    "merge_heads",
+    "mlp",
+    "softmax",
+    "solve",
+    "split_heads",
+    "tensor_params",
+]

@@ -1,0 +1,101 @@
+"""Chapter 8's implement checks: the library's layers pass, common mistakes and hard-coded answers
+fail, and every case is compared with the NumPy reference on the values the function was given."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import llmfs.tensor as lt
+from llmfs.course.exercise_checks import (
+    CHECKS,
+    SPECS,
+    check_block,
+    check_causal_self_attention,
+    check_gelu,
+    check_generate,
+    check_gpt_forward,
+    check_layer_norm,
+    check_mlp,
+)
+from llmfs.course.exercise_checks.gpt import AGREES, ERROR_KEY
+from llmfs.gpt import tensor_model as tm
+from llmfs.tensor import Tensor
+
+
+def test_every_chapter_8_check_is_registered_with_its_spec() -> None:
+    ids = {
+        "ch08.layer_norm",
+        "ch08.gelu",
+        "ch08.attention",
+        "ch08.mlp",
+        "ch08.block",
+        "ch08.forward",
+        "ch08.generate",
+    }
+    assert ids <= set(CHECKS) and ids <= set(SPECS)
+
+
+def test_the_librarys_layers_pass_every_check() -> None:
+    reports = [
+        check_layer_norm(tm.layer_norm, record_attempt=False),
+        check_gelu(tm.gelu, record_attempt=False),
+        check_causal_self_attention(tm.attention, record_attempt=False),
+        check_mlp(tm.mlp, record_attempt=False),
+        check_block(tm.block, record_attempt=False),
+        check_gpt_forward(tm.forward, seed=5, record_attempt=False),
+        check_generate(tm.generate, seed=5, record_attempt=False),
+    ]
+    assert all(report.passed for report in reports), [repr(r) for r in reports]
+
+
+def test_the_unbiased_variance_is_caught() -> None:
+    def unbiased(x, weight, bias, eps):  # type: ignore[no-untyped-def]
+        n = x.shape[-1]
+        mean = lt.mean(x, axis=-1, keepdims=True)
+        centered = x - mean
+        var = lt.sum(centered * centered, axis=-1, keepdims=True) / max(n - 1, 1)
+        return centered / lt.sqrt(var + eps) * weight + bias
+
+    report = check_layer_norm(unbiased, record_attempt=False)
+    assert report.status == "failed"
+    assert f'"{ERROR_KEY}": "{AGREES}"' in repr(report)  # the expected side
+    assert not any(case.ok for case in report.cases)
+
+
+def test_attention_without_the_causal_mask_is_caught() -> None:
+    def unmasked(x, w, prefix, config):  # type: ignore[no-untyped-def]
+        c, h, d = config.n_embd, config.n_head, config.head_size
+        qkv = x @ w[prefix + "c_attn.weight"] + w[prefix + "c_attn.bias"]
+        q, k, v = (
+            qkv.slice(2, i * c, (i + 1) * c).split(2, [h, d]).permute([0, 2, 1, 3])
+            for i in range(3)
+        )
+        heads = tm.softmax(q @ k.transpose(2, 3) / d**0.5) @ v
+        merged = heads.permute([0, 2, 1, 3]).materialize().merge(2, 3)
+        return merged @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+
+    assert check_causal_self_attention(unmasked, record_attempt=False).status == "failed"
+
+
+def test_hard_coded_and_wrongly_shaped_answers_fail() -> None:
+    def zeros_like_input(x, weight, bias, eps):  # type: ignore[no-untyped-def]
+        return Tensor.zeros(list(x.shape), np.float64)
+
+    assert check_layer_norm(zeros_like_input, record_attempt=False).status == "failed"
+    assert check_gelu(lambda x: x, record_attempt=False).status == "failed"
+    assert check_gelu(lambda x: 1.0, record_attempt=False).status == "failed"
+
+    def always_zero(w, config, tokens, max_new_tokens):  # type: ignore[no-untyped-def]
+        return np.zeros((tokens.shape[0], max_new_tokens), dtype=np.int64)
+
+    assert check_generate(always_zero, record_attempt=False).status == "failed"
+    report = check_gpt_forward(lambda w, c, t: tm.forward(w, c, t)[:, -1, :], record_attempt=False)
+    assert report.status == "failed" and "shapes differ" in repr(report)
+    assert ERROR_KEY in repr(report)
+
+
+def test_stubs_read_as_not_implemented() -> None:
+    def stub(*args):  # type: ignore[no-untyped-def]
+        raise NotImplementedError("ch08.mlp: replace this line with your code")
+
+    assert check_mlp(stub, record_attempt=False).status == "not implemented"
