@@ -126,8 +126,9 @@ def executed(attempts_log: Path) -> dict[str, list[Shown]]:
     return results
 
 
-def test_the_three_chapters_are_published_in_order_with_at_least_six_exercises() -> None:
-    assert [chapter.id for chapter in CHAPTERS] == ["ch01", "ch02", "ch03"]
+def test_the_chapters_are_published_in_order_with_at_least_six_exercises() -> None:
+    ids = [chapter.id for chapter in CHAPTERS]
+    assert ids == sorted(ids) and {"ch01", "ch02", "ch03", "ch05"} <= set(ids)
     for chapter in CHAPTERS:
         assert len(chapter.exercises) >= 6, chapter.id
         assert {exercise.kind for exercise in chapter.exercises} >= {"predict", "implement"}

@@ -19,6 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercise_checks.kernels import (
+    check_add_kernel,
+    check_relu_kernel,
+    check_scale_kernel,
+    check_view_offset,
+)
 from llmfs.course.exercise_checks.layout import (
     check_can_reshape_without_copy,
     check_compute_strides,
@@ -53,6 +59,10 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch02.materialize": check_materialize,
     "ch03.can_reshape": check_can_reshape_without_copy,
     "ch03.merge_layout": check_merge_layout,
+    "ch05.relu": check_relu_kernel,
+    "ch05.view_offset": check_view_offset,
+    "ch05.scale": check_scale_kernel,
+    "ch05.broadcast_add": check_add_kernel,
 }
 
 
@@ -74,6 +84,7 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "ImplementSpec",
+    "check_add_kernel",
     "check_can_reshape_without_copy",
     "check_compute_strides",
     "check_copying_transpose",
@@ -84,8 +95,11 @@ __all__ = [
     "check_materialize",
     "check_merge_layout",
     "check_permute_layout",
+    "check_relu_kernel",
     "check_reshape_after_copy",
+    "check_scale_kernel",
     "check_slice_layout",
     "check_values",
+    "check_view_offset",
     "run_spec",
 ]
