@@ -17,6 +17,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("llmfs.demo", "print chapter 2's trace table in the terminal"),
     "build": ("llmfs.course.build", "generate notebooks/ (student versions) from solutions/"),
     "figures": ("llmfs.widgets.figures", "regenerate every figure under figures/"),
+    "check": ("llmfs.course.grading.selfcheck", "check your own notebooks: progress and hints"),
+    "grade": ("llmfs.course.grading.grade", "grade submissions into a resumable gradebook"),
+    "key": ("llmfs.course.grading.key", "write the answer key (one page per chapter)"),
 }
 
 

@@ -1,0 +1,28 @@
+"""Grading and self-checking the exercises: ``llmfs grade``, ``llmfs check``, ``llmfs key``.
+
+How a submission is graded (every step is a plain function of the submission's bytes, the course's
+checks and a seed, so the same inputs always give the same gradebook rows):
+
+1. :mod:`~llmfs.course.grading.extract` reads the answers *statically* from the exercise cells
+   (``ast.literal_eval`` of each ``predict(...)`` field, the markdown text of an explain cell,
+   the source of an implement function and the definitions it needs). Nothing the learner's code
+   prints or computes can change an answer.
+2. :mod:`~llmfs.course.grading.key` reads the expected answers from the *solution* notebooks.
+3. :mod:`~llmfs.course.grading.sandbox` runs the whole notebook in a fresh kernel (separate
+   process, per-cell and total timeouts, memory limit, temporary folder), only to report whether
+   it runs, and runs each implement function on hidden random cases in a separate limited
+   process that sends back plain JSON outcomes.
+4. :mod:`~llmfs.course.grading.score` compares everything in the grader's own process and
+   :mod:`~llmfs.course.grading.gradebook` stores one row per student and exercise in SQLite.
+
+:mod:`~llmfs.course.grading.reports` writes ``gradebook.csv``, the feedback files and the explain
+review sheets; :mod:`~llmfs.course.grading.grade`, :mod:`~llmfs.course.grading.selfcheck` and
+:mod:`~llmfs.course.grading.key` are the ``llmfs grade``, ``llmfs check`` and ``llmfs key``
+commands. The sandboxed children are :mod:`~llmfs.course.grading.runner` (a notebook),
+:mod:`~llmfs.course.grading.kernel` (its limited kernel) and :mod:`~llmfs.course.grading.worker`
+(implement functions).
+
+Importing this package is cheap: the kernel machinery is imported only when a notebook runs.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,443 @@
+"""Answers read statically from a notebook's exercise cells, as plain JSON-serializable data.
+
+Nothing here runs the learner's code. An exercise is found by its cell tag (``exercise:<id>``);
+a predict exercise whose tag was removed is still found by the ``exercise_id="<id>"`` keyword of
+its ``predict(...)`` call. What a cell holds becomes:
+
+* **predict**: ``{field: value}`` from the keyword literals of the cell's ``predict(...)`` call
+  (or the ``dict(...)`` call of a several-values exercise), read with ``ast.literal_eval``. A
+  field left as ``None`` is unanswered; a field that is not a literal (``shape=view.shape``) is
+  :class:`Unreadable`: the grader scores written answers, never computed ones.
+* **explain**: the cell's markdown minus every line of the blank student cell (the question, the
+  hint, the ``_Your answer here._`` placeholder); empty means unanswered.
+* **implement**: a small module with the function the manifest names, as defined in the exercise
+  cell, preceded by the top-level imports, definitions and assignments of earlier cells that it
+  needs (transitively, by name). Each needed statement is wrapped in ``try``/``except Exception``
+  so that a broken helper leaves the function itself defined. A function that imports from the
+  course's own tooling (``llmfs.course``: the checks and their reference answers) is not read.
+
+Duplicated cells (two cells tagged with one exercise) are reported; the first is graded.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmfs.course import CourseError
+from llmfs.course.manifest import EXERCISE_TAG_PREFIX, Exercise
+
+Notebook = dict[str, Any]
+
+ANSWER_PLACEHOLDER = "_Your answer here._"
+#: An implement function may use the tensor library, not the course's checks and their answers.
+COURSE_PACKAGE = "llmfs.course"
+_IGNORED_KEYWORDS = frozenset({"exercise_id", "label"})
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A field whose entry is not a Python literal; ``text`` is the entry as written."""
+
+    text: str
+
+    def __repr__(self) -> str:
+        return f"<not a literal: {self.text}>"
+
+
+@dataclass(frozen=True)
+class Found:
+    """One exercise as found in a notebook.
+
+    ``positions`` are the 1-based positions of every cell tagged with the exercise (empty when
+    none is; then ``position`` may still name an untagged cell found by its ``exercise_id``).
+    ``answer`` is None when the exercise is missing or unanswered; ``problem`` explains a cell
+    that exists but cannot be read (a syntax error, no ``predict(...)`` call, no function).
+    """
+
+    exercise: Exercise
+    position: int | None
+    positions: tuple[int, ...] = ()
+    answer: Any = None
+    problem: str = ""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def missing(self) -> bool:
+        """True when no cell holds this exercise."""
+        return self.position is None
+
+
+def parse_notebook(data: bytes, label: str) -> Notebook:
+    """The notebook JSON in ``data``; :class:`CourseError` naming ``label`` and the position of the
+    first JSON error, or saying what is missing, when it is not a notebook.
+
+    Lenient on purpose: a learner's notebook may lack cell ids or have an old minor format.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise CourseError(f"{label}: not UTF-8 text (byte {error.start})") from None
+    try:
+        notebook = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise CourseError(
+            f"{label}: invalid notebook JSON at line {error.lineno} column {error.colno} "
+            f"({error.msg})"
+        ) from None
+    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+        raise CourseError(f"{label}: not a notebook (no 'cells' list)")
+    for position, cell in enumerate(notebook["cells"], start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            raise CourseError(f"{label}: cell #{position} is not a notebook cell")
+    return notebook
+
+
+def source_of(cell: Mapping[str, Any]) -> str:
+    """A cell's source as one string (nbformat allows a string or a list of lines)."""
+    source = cell.get("source", "")
+    if isinstance(source, list):
+        return "".join(str(part) for part in source)
+    return str(source)
+
+
+def tags_of(cell: Mapping[str, Any]) -> list[str]:
+    """A cell's metadata tags (empty when absent or malformed)."""
+    metadata = cell.get("metadata")
+    tags = metadata.get("tags", []) if isinstance(metadata, dict) else []
+    return [str(tag) for tag in tags] if isinstance(tags, list) else []
+
+
+def tagged_cells(notebook: Notebook) -> dict[str, list[int]]:
+    """Exercise id -> 1-based positions of every cell tagged with it (duplicates kept)."""
+    found: dict[str, list[int]] = {}
+    for position, cell in enumerate(notebook["cells"], start=1):
+        for tag in tags_of(cell):
+            if tag.startswith(EXERCISE_TAG_PREFIX):
+                found.setdefault(tag[len(EXERCISE_TAG_PREFIX) :], []).append(position)
+    return found
+
+
+def cell_at(notebook: Notebook, position: int) -> dict[str, Any]:
+    """The cell at a 1-based position."""
+    cell: dict[str, Any] = notebook["cells"][position - 1]
+    return cell
+
+
+def sha256_text(text: str) -> str:
+    """Hex SHA-256 of UTF-8 text (answers are compared and keyed by it)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class NotPython(Exception):
+    """A cell's source that Python cannot parse; the message says where and why."""
+
+
+def parse_source(source: str) -> ast.Module:
+    """The cell's source parsed by Python; :class:`NotPython` (with the line) when it cannot be:
+    a syntax error, a null byte, or nesting too deep for the parser."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as error:
+        where = f"line {error.lineno}: " if error.lineno else ""
+        raise NotPython(f"{where}{error.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise NotPython(f"{type(error).__name__}: {error}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# predict
+# --------------------------------------------------------------------------------------------
+
+
+def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
+    calls = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = (
+                func.id
+                if isinstance(func, ast.Name)
+                else func.attr
+                if isinstance(func, ast.Attribute)
+                else None
+            )
+            if called == name:
+                calls.append(node)
+    calls.sort(key=lambda call: (call.lineno, call.col_offset))
+    return calls
+
+
+def _keyword_text(call: ast.Call, keyword: str) -> str | None:
+    for item in call.keywords:
+        if item.arg == keyword and isinstance(item.value, ast.Constant):
+            value = item.value.value
+            return value if isinstance(value, str) else None
+    return None
+
+
+def predict_call(source: str, exercise_id: str) -> tuple[ast.Call | None, str]:
+    """The ``predict(...)`` (else ``dict(...)``) call of an exercise cell, or None and why not.
+
+    With several ``predict`` calls, the one whose ``exercise_id`` keyword is this exercise wins.
+    """
+    try:
+        tree = parse_source(source)
+    except NotPython as error:
+        return None, f"the exercise cell is not valid Python ({error})"
+    calls = _calls(tree, "predict")
+    for call in calls:
+        if _keyword_text(call, "exercise_id") == exercise_id:
+            return call, ""
+    if calls:
+        return calls[0], ""
+    dict_calls = _calls(tree, "dict")
+    if dict_calls:
+        return dict_calls[0], ""
+    return None, "the exercise cell has no predict(...) call"
+
+
+def call_fields(call: ast.Call, source: str) -> dict[str, Any]:
+    """Field -> literal value (None: unanswered; :class:`Unreadable`: not a literal)."""
+    fields: dict[str, Any] = {}
+    for item in call.keywords:
+        if item.arg is None or item.arg in _IGNORED_KEYWORDS:
+            continue
+        try:
+            fields[item.arg] = ast.literal_eval(item.value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            text = ast.get_source_segment(source, item.value) or ast.dump(item.value)
+            fields[item.arg] = Unreadable(text.strip())
+    return fields
+
+
+def _untagged_predict_cell(notebook: Notebook, exercise_id: str) -> int | None:
+    # A learner who deleted the tag (or pasted the cell into a new one) keeps the call's id.
+    for position, cell in enumerate(notebook["cells"], start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        source = source_of(cell)
+        if exercise_id not in source:
+            continue
+        try:
+            tree = parse_source(source)
+        except NotPython:
+            continue
+        if any(_keyword_text(c, "exercise_id") == exercise_id for c in _calls(tree, "predict")):
+            return position
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# explain
+# --------------------------------------------------------------------------------------------
+
+
+def explain_text(source: str, blank_source: str) -> str:
+    """The learner's own text in an explain cell: every line of the blank cell removed.
+
+    Lines are compared with surrounding spaces stripped; blank lines at either end are dropped.
+    """
+    blank = {line.strip() for line in blank_source.splitlines() if line.strip()}
+    blank.add(ANSWER_PLACEHOLDER)
+    kept = [line.rstrip() for line in source.splitlines() if line.strip() not in blank]
+    return "\n".join(kept).strip()
+
+
+# --------------------------------------------------------------------------------------------
+# implement
+# --------------------------------------------------------------------------------------------
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return set()
+
+
+def _used_names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _guarded(statement: ast.stmt) -> ast.stmt:
+    handler = ast.ExceptHandler(
+        type=ast.Name("Exception", ast.Load()), name=None, body=[ast.Pass()]
+    )
+    return ast.Try(body=[statement], handlers=[handler], orelse=[], finalbody=[])
+
+
+def function_definition(source: str, name: str) -> ast.FunctionDef | None:
+    """The last top-level ``def name`` of a cell's source (None if absent or not Python)."""
+    try:
+        tree = parse_source(source)
+    except NotPython:
+        return None
+    found = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            found = node
+    return found
+
+
+def function_fingerprint(node: ast.FunctionDef) -> str:
+    """The function's code without comments, docstring or positions (to tell a stub apart)."""
+    body = list(node.body)
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    copy = ast.FunctionDef(
+        name=node.name,
+        args=node.args,
+        body=body,
+        decorator_list=node.decorator_list,
+        returns=node.returns,
+        type_comment=None,
+    )
+    return ast.dump(copy, annotate_fields=False, include_attributes=False)
+
+
+def implement_module(notebook: Notebook, position: int, name: str) -> tuple[str | None, str]:
+    """The source of a module defining ``name`` as the exercise cell at ``position`` does.
+
+    Earlier code cells contribute the top-level statements (imports, definitions, assignments)
+    the function needs, transitively. Returns (None, why) when the cell has no such function.
+    """
+    cells = notebook["cells"][:position]
+    statements: list[ast.stmt] = []
+    for index, cell in enumerate(cells, start=1):
+        if cell.get("cell_type") != "code":
+            continue
+        try:
+            tree = parse_source(source_of(cell))
+        except NotPython as error:
+            if index == position:
+                return None, f"the exercise cell is not valid Python ({error})"
+            continue
+        for node in tree.body:
+            if _bound_names(node):
+                statements.append(node)
+    target = function_definition(source_of(notebook["cells"][position - 1]), name)
+    if target is None:
+        return None, f"the exercise cell defines no function {name}(...)"
+    needed: set[str] = _used_names(target)
+    chosen: list[ast.stmt] = []
+    # Walk backwards so the latest definition of a name (notebook order) is the one kept.
+    for node in reversed(statements):
+        if node is target:
+            continue
+        bound = _bound_names(node)
+        if name in bound and isinstance(node, ast.FunctionDef):
+            continue
+        if bound & needed:
+            chosen.append(node)
+            needed -= bound
+            needed |= _used_names(node)
+    chosen.reverse()
+    for node in [*chosen, target]:
+        for inner in ast.walk(node):
+            modules = (
+                [inner.module or ""]
+                if isinstance(inner, ast.ImportFrom)
+                else [alias.name for alias in inner.names]
+                if isinstance(inner, ast.Import)
+                else []
+            )
+            if any(m == COURSE_PACKAGE or m.startswith(COURSE_PACKAGE + ".") for m in modules):
+                return None, (
+                    f"{name}(...) imports the course's own tooling ({COURSE_PACKAGE}), which "
+                    "holds the checks' answers; write the function from the chapter's ideas"
+                )
+    module = ast.Module(body=[*(_guarded(node) for node in chosen), target], type_ignores=[])
+    return ast.unparse(ast.fix_missing_locations(module)), ""
+
+
+# --------------------------------------------------------------------------------------------
+# one exercise, one notebook
+# --------------------------------------------------------------------------------------------
+
+
+def find_exercise(
+    notebook: Notebook,
+    exercise: Exercise,
+    *,
+    blank_source: str = "",
+    function: str | None = None,
+    tagged: Mapping[str, list[int]] | None = None,
+) -> Found:
+    """The exercise's answer in ``notebook`` (see the module docstring for each kind).
+
+    ``blank_source`` is the exercise cell of the blank student notebook (explain: the text to
+    remove; implement: the stub to tell apart); ``function`` the implement function's name.
+    """
+    where = tagged if tagged is not None else tagged_cells(notebook)
+    positions = tuple(where.get(exercise.id, ()))
+    notes: list[str] = []
+    position: int | None = positions[0] if positions else None
+    if len(positions) > 1:
+        cells = ", ".join(f"#{p}" for p in positions)
+        notes.append(
+            f"{len(positions)} cells are tagged {exercise.tag} (cells {cells}); "
+            f"only the first (#{positions[0]}) is graded"
+        )
+    if position is None and exercise.kind == "predict":
+        position = _untagged_predict_cell(notebook, exercise.id)
+        if position is not None:
+            notes.append(f"found untagged in cell #{position} by its exercise_id")
+    if position is None:
+        return Found(exercise, None, positions, None, "", tuple(notes))
+    cell = cell_at(notebook, position)
+    source = source_of(cell)
+    if exercise.kind == "predict":
+        if cell.get("cell_type") != "code":
+            return Found(exercise, position, positions, None, "the exercise cell is not code")
+        call, problem = predict_call(source, exercise.id)
+        if call is None:
+            return Found(exercise, position, positions, None, problem, tuple(notes))
+        return Found(exercise, position, positions, call_fields(call, source), "", tuple(notes))
+    if exercise.kind == "explain":
+        text = explain_text(source, blank_source)
+        return Found(exercise, position, positions, text or None, "", tuple(notes))
+    name = function or ""
+    if cell.get("cell_type") != "code":
+        return Found(exercise, position, positions, None, "the exercise cell is not code")
+    try:
+        module, problem = implement_module(notebook, position, name)
+        if module is None:
+            return Found(exercise, position, positions, None, problem, tuple(notes))
+        stub = function_definition(blank_source, name)
+        mine = function_definition(source, name)
+        if stub is not None and mine is not None:
+            if function_fingerprint(stub) == function_fingerprint(mine):
+                return Found(exercise, position, positions, None, "", tuple(notes))
+    except (RecursionError, MemoryError):
+        problem = "the exercise cell is nested too deeply to read"
+        return Found(exercise, position, positions, None, problem, tuple(notes))
+    return Found(exercise, position, positions, module, "", tuple(notes))
+
+
+def plain(value: Any) -> Any:
+    """An extracted answer as JSON data (an :class:`Unreadable` entry becomes its text)."""
+    if isinstance(value, Unreadable):
+        return {"not a literal": value.text}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((plain(v) for v in value), key=repr)
+    if isinstance(value, (bytes, complex)):
+        return repr(value)
+    return value

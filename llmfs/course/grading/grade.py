@@ -1,0 +1,347 @@
+"""``llmfs grade``: grade a class's submissions of one chapter into a resumable gradebook.
+
+Three modes::
+
+    llmfs grade SUBMISSIONS... --chapter N [--checks DIR] [--jobs K] [--out DIR] [--seed S]
+    llmfs grade --explain [--out DIR] [--scores CSV]      # review sheets; read scores back
+    llmfs grade --merge GRADEBOOK... [--out DIR]          # merge gradebooks of many runs
+
+A submission is one student notebook: a ``.ipynb`` file (the student id is its name without
+the suffix, or ``--student`` for a single file) or a folder per student (the id is the folder's
+name; the notebook inside is the one named like the chapter's, else its only notebook). A
+SUBMISSIONS folder holds one file or folder per student.
+
+Everything is written under ``--out`` (default ``./grading``): ``gradebook.sqlite``,
+``gradebook.csv``, ``feedback/<student>.md`` and, with ``--explain``, ``review/``. A re-run skips
+every submission already graded from the same bytes with the same seed and checks, so an
+interrupted run is finished by running the same command again; ``--regrade`` grades all again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import secrets
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from llmfs.course import CourseError
+from llmfs.course.grading import reports
+from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
+from llmfs.course.grading.key import ChapterKey, find_chapter, load_chapter_key
+from llmfs.course.grading.limits import Limits
+from llmfs.course.grading.sandbox import RunOutcome, kill_all
+from llmfs.course.grading.score import (
+    SubmissionResult,
+    checks_fingerprint,
+    grade_submission,
+    unreadable_results,
+)
+from llmfs.course.manifest import Chapter, Manifest, load_manifest
+
+GRADEBOOK_FILE = "gradebook.sqlite"
+CSV_FILE = "gradebook.csv"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One student's file to grade (``problem`` set when the folder holds no usable notebook)."""
+
+    student: str
+    path: Path
+    problem: str = ""
+
+
+def _notebook_in(folder: Path, chapter: Chapter) -> tuple[Path, str]:
+    wanted = Path(chapter.notebook).name
+    candidates = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+    named = [p for p in candidates if p.name == wanted]
+    if named:
+        return named[0], ""
+    if len(candidates) == 1:
+        return candidates[0], ""
+    return folder, (
+        f"the folder {folder.name}/ holds {len(candidates)} notebooks and none is named {wanted}"
+    )
+
+
+def collect_submissions(
+    paths: Sequence[Path], chapter: Chapter, student: str | None = None
+) -> list[Submission]:
+    """The submissions named by ``paths`` (see the module docstring), sorted by student.
+
+    Raises :class:`CourseError` for a path that does not exist, ``--student`` with several
+    submissions, or two submissions with the same student id.
+    """
+    found: list[Submission] = []
+    for path in paths:
+        if path.is_file():
+            found.append(Submission(path.stem, path))
+        elif path.is_dir():
+            for entry in sorted(path.iterdir()):
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_file() and entry.suffix == ".ipynb":
+                    found.append(Submission(entry.stem, entry))
+                elif entry.is_dir():
+                    notebook, problem = _notebook_in(entry, chapter)
+                    found.append(Submission(entry.name, notebook, problem))
+        else:
+            raise CourseError(f"{path}: no such submission file or folder")
+    if student is not None:
+        if len(found) != 1:
+            raise CourseError(f"--student names one submission, but {len(found)} were given")
+        found = [Submission(student, found[0].path, found[0].problem)]
+    seen: dict[str, Path] = {}
+    for item in found:
+        if item.student in seen:
+            raise CourseError(
+                f"two submissions for student {item.student!r}: {seen[item.student]} and "
+                f"{item.path}"
+            )
+        seen[item.student] = item.path
+    return sorted(found, key=lambda s: s.student)
+
+
+class Progress:
+    """A progress bar on a terminal, one line per submission elsewhere (logs, CI)."""
+
+    def __init__(self, total: int, stream: IO[str]) -> None:
+        self.total = total
+        self.done = 0
+        self.stream = stream
+        self.start = time.monotonic()
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+
+    def step(self, label: str) -> None:
+        """One more submission finished."""
+        self.done += 1
+        seconds = time.monotonic() - self.start
+        if self.tty:
+            width = 30
+            filled = int(width * self.done / max(self.total, 1))
+            bar = "#" * filled + "." * (width - filled)
+            end = "\n" if self.done == self.total else ""
+            self.stream.write(
+                f"\r[{bar}] {self.done}/{self.total} {seconds:5.0f} s {label[:30]:<30}{end}"
+            )
+        else:
+            self.stream.write(f"graded {self.done}/{self.total}: {label}\n")
+        self.stream.flush()
+
+
+def _summary(result: SubmissionResult) -> str:
+    scored = sum(r.score for r in result.results if r.score is not None)
+    possible = sum(r.points for r in result.results)
+    pending = sum(1 for r in result.results if r.status == "pending")
+    text = f"{result.student}: {scored:g} of {possible:g} points"
+    if pending:
+        text += f" ({pending} awaiting review)"
+    return text + f"; run: {result.run.describe()}"
+
+
+def grade_all(
+    submissions: Sequence[Submission],
+    key: ChapterKey,
+    book: Gradebook,
+    seed: int,
+    limits: Limits,
+    *,
+    jobs: int = 1,
+    regrade: bool = False,
+    execute: bool = True,
+    cases: int | None = None,
+    progress: IO[str] | None = None,
+    out: IO[str] | None = None,
+) -> tuple[int, int]:
+    """Grades every submission not already in the gradebook; returns (graded, skipped).
+
+    Each finished submission is committed at once, from this thread. On KeyboardInterrupt the
+    running sandboxes are killed and the interrupt propagates; what was committed stays.
+    """
+    chapter = key.chapter.id
+    checks = checks_fingerprint(key, limits, execute=execute, cases=cases)
+    todo: list[tuple[Submission, bytes]] = []
+    skipped = 0
+    for item in submissions:
+        try:
+            data = b"" if item.problem else item.path.read_bytes()
+        except OSError as error:
+            item = Submission(item.student, item.path, f"{item.path}: cannot be read ({error})")
+            data = b""
+        if not item.problem and not regrade:
+            digest = hashlib.sha256(data).hexdigest()
+            if book.is_graded(item.student, chapter, digest, seed, checks):
+                skipped += 1
+                continue
+        todo.append((item, data))
+    bar = Progress(len(todo), progress or sys.stderr)
+
+    def work(item: Submission, data: bytes) -> SubmissionResult:
+        if item.problem:
+            return SubmissionResult(
+                item.student,
+                key.chapter.id,
+                str(item.path),
+                hashlib.sha256(b"").hexdigest(),
+                seed,
+                checks,
+                RunOutcome("not run", None, "no notebook to run"),
+                unreadable_results(key, item.problem),
+            )
+        return grade_submission(
+            item.student, str(item.path), data, key, seed, limits, execute=execute, cases=cases
+        )
+
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="llmfs-grade")
+    futures: list[Future[SubmissionResult]] = []
+    try:
+        futures = [pool.submit(work, item, data) for item, data in todo]
+        pending = set(futures)
+        while pending:
+            done, pending = wait_for(pending, timeout=0.5, return_when="FIRST_COMPLETED")
+            for future in sorted(done, key=futures.index):
+                result = future.result()
+                book.record(result)
+                bar.step(result.student)
+                if out is not None:
+                    out.write(_summary(result) + "\n")
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        while not all(f.done() for f in futures):
+            kill_all()
+            time.sleep(0.1)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+    return len(todo), skipped
+
+
+def export(book: Gradebook, manifest: Manifest, out: Path, feedback: str) -> None:
+    """Rewrites ``gradebook.csv`` and the feedback files from the gradebook."""
+    reports.write_gradebook_csv(book, manifest, out / CSV_FILE)
+    reports.write_feedback(book, manifest, out / "feedback", feedback)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``llmfs grade``."""
+    parser.add_argument("submissions", nargs="*", type=Path, metavar="SUBMISSIONS")
+    parser.add_argument("--chapter", help="the chapter graded: 2, 02 or ch02")
+    parser.add_argument(
+        "--checks", type=Path, help="course folder with course/, solutions/, notebooks/"
+    )
+    parser.add_argument("--jobs", type=int, default=1, help="submissions graded in parallel")
+    parser.add_argument("--out", type=Path, default=Path("grading"), help="output folder")
+    parser.add_argument("--seed", type=int, help="hidden-case seed (default: chosen and stored)")
+    parser.add_argument("--student", help="student id for a single submission file")
+    parser.add_argument("--regrade", action="store_true", help="grade already graded ones again")
+    parser.add_argument("--cell-timeout", type=float, default=30.0, help="seconds per cell")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per notebook")
+    parser.add_argument("--memory-mb", type=int, default=2048, help="memory per sandbox (MiB)")
+    parser.add_argument("--cases", type=int, help="hidden cases per implement exercise")
+    parser.add_argument("--no-execute", action="store_true", help="do not run the notebooks")
+    parser.add_argument("--feedback", choices=("md", "html"), default="md")
+    parser.add_argument(
+        "--explain", action="store_true", help="write explain review sheets, read scores back"
+    )
+    parser.add_argument("--scores", type=Path, help="explain scores CSV to read (with --explain)")
+    parser.add_argument("--merge", nargs="+", type=Path, metavar="GRADEBOOK", help="merge these")
+
+
+def _manifest(checks: Path | None) -> tuple[Manifest, Path | None]:
+    if checks is None:
+        return load_manifest(), None
+    root = checks.resolve()
+    return load_manifest(root / "course" / "manifest.toml"), root
+
+
+def _explain(args: argparse.Namespace, manifest: Manifest, root: Path | None) -> int:
+    path = args.out / GRADEBOOK_FILE
+    if not path.is_file():
+        raise CourseError(f"{path}: no gradebook yet (grade submissions first)")
+    review = args.out / "review"
+    with Gradebook(path) as book:
+        scores = args.scores or review / reports.SCORES_FILE
+        if args.scores is not None or scores.is_file():
+            stored = reports.read_review_scores(book, scores)
+            print(f"read {stored} score(s) from {scores}")
+        chapters = sorted({s.chapter for s in book.submissions()})
+        keys = {c: load_chapter_key(manifest, manifest.chapter(c), root) for c in chapters}
+        sheets = reports.write_review_sheets(book, keys, review)
+        export(book, manifest, args.out, args.feedback)
+        pending = sum(1 for row in book.rows() if row.status == "pending")
+    print(f"wrote {len(sheets)} review sheet(s) and {review / reports.SCORES_FILE}")
+    print(f"{pending} answer(s) still pending review")
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    """Runs the command; 0 on success, 2 with a message on a usage or course error, 130 on
+    Ctrl-C (everything graded so far is kept)."""
+    try:
+        manifest, root = _manifest(args.checks)
+        if args.merge:
+            target = args.out / GRADEBOOK_FILE
+            for message in merge_gradebooks(target, args.merge):
+                print(message, file=sys.stderr)
+            with Gradebook(target) as book:
+                export(book, manifest, args.out, args.feedback)
+                count = len(book.submissions())
+            print(f"merged {len(args.merge)} gradebook(s) into {target}: {count} submission(s)")
+            return 0
+        if args.explain:
+            return _explain(args, manifest, root)
+        if not args.submissions or not args.chapter:
+            raise CourseError("give SUBMISSIONS and --chapter N (or --explain, or --merge)")
+        if args.jobs < 1:
+            raise CourseError(f"--jobs must be at least 1, got {args.jobs}")
+        try:
+            limits = Limits(
+                cell_timeout=args.cell_timeout,
+                total_timeout=args.timeout,
+                memory_mb=args.memory_mb,
+            )
+        except ValueError as error:
+            raise CourseError(str(error)) from None
+        if args.cases is not None and args.cases < 1:
+            raise CourseError(f"--cases must be at least 1, got {args.cases}")
+        chapter = find_chapter(manifest, args.chapter)
+        key = load_chapter_key(manifest, chapter, root)
+        submissions = collect_submissions(args.submissions, chapter, args.student)
+        with Gradebook(args.out / GRADEBOOK_FILE) as book:
+            seed = book.seed(args.seed, secrets.randbelow(2**31))
+            try:
+                graded, skipped = grade_all(
+                    submissions,
+                    key,
+                    book,
+                    seed,
+                    limits,
+                    jobs=args.jobs,
+                    regrade=args.regrade,
+                    execute=not args.no_execute,
+                    cases=args.cases,
+                    out=sys.stdout,
+                )
+            except KeyboardInterrupt:
+                print(
+                    "\ninterrupted: every submission graded so far is saved; run the same "
+                    "command again to grade the rest",
+                    file=sys.stderr,
+                )
+                return 130
+            export(book, manifest, args.out, args.feedback)
+        print(
+            f"graded {graded}, skipped {skipped} already graded; "
+            f"{args.out / CSV_FILE}, {args.out / 'feedback'}"
+        )
+    except CourseError as error:
+        print(f"llmfs grade: {error}", file=sys.stderr)
+        return 2
+    return 0

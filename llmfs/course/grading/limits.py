@@ -1,0 +1,110 @@
+"""Resource limits applied by a sandboxed process to itself, before any learner code runs.
+
+Both sandboxed processes (the notebook's kernel and the implement worker) call
+:func:`apply_limits` first thing, so every byte the learner's code allocates and every CPU second
+it burns counts against them. A process sets its own limits instead of the parent passing a
+``preexec_fn``: the grader runs submissions from several threads, where ``preexec_fn`` is unsafe.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+#: Environment for sandboxed processes: one thread per numeric library (each thread would reserve
+#: address space counted by the memory limit), few malloc arenas, no GUI backend.
+QUIET_ENV: dict[str, str] = {
+    "OPENBLAS_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+    "MALLOC_ARENA_MAX": "2",
+    "MPLBACKEND": "Agg",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Timeouts (seconds) and memory (MiB) for one submission.
+
+    ``cell_timeout`` bounds each notebook cell, ``total_timeout`` the whole notebook run,
+    ``memory_mb`` the address space of the kernel and of the implement worker,
+    ``implement_timeout`` one implement exercise's hidden cases, ``case_timeout`` one case.
+    Invariant: every value is positive.
+    """
+
+    cell_timeout: float = 30.0
+    total_timeout: float = 300.0
+    memory_mb: int = 2048
+    implement_timeout: float = 60.0
+    case_timeout: float = 2.0
+    file_mb: int = 64
+
+    def __post_init__(self) -> None:
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"Limits.{name} must be positive, got {value!r}")
+
+
+def apply_limits(memory_mb: int, cpu_seconds: float, file_mb: int) -> None:
+    """Caps this process's address space, CPU time and file size; no core dumps.
+
+    A limit the system refuses to lower (an exotic platform) is left as it is: the parent's
+    wall-clock timeout still ends the process.
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return
+    cpu = max(1, int(cpu_seconds + 0.999))
+    wanted = [
+        (getattr(resource, "RLIMIT_AS", None), memory_mb * 1024 * 1024),
+        (getattr(resource, "RLIMIT_CPU", None), cpu),
+        (getattr(resource, "RLIMIT_FSIZE", None), file_mb * 1024 * 1024),
+        (getattr(resource, "RLIMIT_CORE", None), 0),
+    ]
+    for which, value in wanted:
+        if which is None:
+            continue
+        try:
+            _, hard = resource.getrlimit(which)
+            cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(which, (cap, hard))
+        except (ValueError, OSError):
+            continue
+
+
+#: Variables a sandboxed process inherits; everything else (tokens, a CI's grading seed, cloud
+#: credentials) stays out of the learner's reach.
+INHERITED_ENV = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "TMPDIR",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "SYSTEMROOT",
+    "LLMFS_COURSE_ROOT",
+)
+
+
+def sandbox_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a sandboxed process: only :data:`INHERITED_ENV` (and ``LC_*``) of this
+    one's, plus :data:`QUIET_ENV` and ``extra``."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if name in INHERITED_ENV or name.startswith("LC_")
+    }
+    env.update(QUIET_ENV)
+    env.update(extra or {})
+    return env

@@ -1,0 +1,150 @@
+"""Runs one notebook top to bottom in a fresh, limited kernel; a child process of the grader.
+
+``python -m llmfs.course.grading.runner JOB.json`` reads the job (notebook path, working folder,
+limits, where to write), starts :mod:`llmfs.course.grading.kernel` through a temporary kernelspec,
+executes the code cells in order with nbclient (per-cell timeout, no stdin, the kernel's own
+output streams sent to /dev/null) and stops at the first cell that fails. It writes the kernel's
+process id to ``pid_file`` as soon as the kernel runs (so the grader can end it if this process
+must be killed) and its verdict to ``result_file``:
+
+``{"status": "ok" | "timeout" | "died" | "error", "cell": N or null, "message": "..."}``
+
+where ``cell`` is the 1-based position of the failing cell. The verdict only says how the run
+went: no score is ever read from the kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+KERNEL_NAME = "llmfs-grader"
+
+
+def _kernelspec(folder: Path, job: dict[str, Any]) -> Path:
+    spec_dir = folder / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True, exist_ok=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "llmfs.course.grading.kernel",
+        "--memory-mb",
+        str(job["memory_mb"]),
+        "--cpu-seconds",
+        str(job["cpu_seconds"]),
+        "--file-mb",
+        str(job["file_mb"]),
+        "-f",
+        "{connection_file}",
+    ]
+    spec = {"argv": argv, "display_name": "llmfs grader", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+    return folder / "kernels"
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:120]
+    return ""
+
+
+def run(job: dict[str, Any]) -> dict[str, Any]:
+    """Executes the job's notebook; returns the verdict (see the module docstring)."""
+    # jsonschema (imported by nbformat) loads rfc3987_syntax when it is installed, which builds a
+    # parser for seconds at every start; this process validates nothing, so it is left out.
+    sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    raw = json.loads(Path(job["notebook"]).read_text(encoding="utf-8"))
+    cells = []
+    for cell in raw.get("cells", []):
+        source = cell.get("source", "")
+        text = "".join(source) if isinstance(source, list) else str(source)
+        kind = cell.get("cell_type")
+        clean: dict[str, Any] = {"cell_type": kind, "metadata": {}, "source": text}
+        if kind == "code":
+            clean.update(outputs=[], execution_count=None)
+        cells.append(clean)
+    # Only the cells' kinds and sources matter: stored outputs and metadata are dropped.
+    notebook = nbformat.from_dict(
+        {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    )
+    kernels = _kernelspec(Path(job["scratch"]), job)
+    specs = KernelSpecManager(kernel_dirs=[str(kernels)], ensure_native_kernel=False)
+    manager = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
+    client = NotebookClient(
+        notebook,
+        km=manager,
+        timeout=job["cell_timeout"],
+        startup_timeout=60,
+        allow_errors=False,
+        allow_error_names=[],
+        shutdown_kernel="immediate",
+        record_timing=False,
+        extra_arguments=["--HistoryManager.enabled=False"],
+        resources={"metadata": {"path": job["workdir"]}},
+    )
+    verdict: dict[str, Any] = {"status": "ok", "cell": None, "message": "ran every cell"}
+    try:
+        with client.setup_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
+            pid = getattr(manager.provisioner, "pid", None)
+            Path(job["pid_file"]).write_text(str(pid or ""), encoding="utf-8")
+            for index, cell in enumerate(notebook.cells):
+                if cell.get("cell_type") != "code" or not str(cell.get("source", "")).strip():
+                    continue
+                position = index + 1
+                try:
+                    client.execute_cell(cell, index)
+                except CellTimeoutError:
+                    seconds = job["cell_timeout"]
+                    return {
+                        "status": "timeout",
+                        "cell": position,
+                        "message": f"cell #{position} ran longer than {seconds:g} s",
+                    }
+                except DeadKernelError:
+                    return {
+                        "status": "died",
+                        "cell": position,
+                        "message": f"the kernel died in cell #{position} (exit or out of limits)",
+                    }
+                except CellExecutionError as error:
+                    name = getattr(error, "ename", "") or "error"
+                    value = _first_line(str(getattr(error, "evalue", "") or ""))
+                    text = f"{name}: {value}" if value else name
+                    return {
+                        "status": "error",
+                        "cell": position,
+                        "message": f"cell #{position} raised {text}",
+                    }
+    except DeadKernelError:
+        return {"status": "died", "cell": None, "message": "the kernel died while starting"}
+    except RuntimeError as error:  # startup failures (kernel did not start in time, ...)
+        return {"status": "died", "cell": None, "message": f"the kernel did not start ({error})"}
+    return verdict
+
+
+def main() -> None:
+    """Entry point: ``python -m llmfs.course.grading.runner JOB.json``."""
+    job = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    try:
+        verdict = run(job)
+    except Exception as error:  # report, never hang: the grader reads the verdict file
+        verdict = {
+            "status": "died",
+            "cell": None,
+            "message": f"{type(error).__name__}: {_first_line(str(error))}",
+        }
+    Path(job["result_file"]).write_text(json.dumps(verdict), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""``llmfs check``: the learner's self-check on the solutions (all right) and on the unanswered
+notebooks (nothing right, and not one solution in what it prints)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import gradingkit as kit
+import pytest
+
+from llmfs.cli import main as llmfs_main
+from llmfs.course.grading.key import hints_of
+from llmfs.course.grading.limits import Limits
+from llmfs.course.grading.selfcheck import as_json, check_notebook, hints_used, render
+
+pytestmark = pytest.mark.notebooks
+
+CHAPTERS = kit.MANIFEST.published_chapters
+
+
+def _check(folder: Path, *extra: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = llmfs_main(["check", "--dir", str(folder), "--cell-timeout", "60", *extra])
+    return code, out.getvalue()
+
+
+def _copy(tmp: Path, which: str) -> Path:
+    # Learners' copies carry the student notebooks' names, whichever version they hold.
+    for chapter in CHAPTERS:
+        shutil.copy(kit.REPO / getattr(chapter, which), tmp / Path(chapter.notebook).name)
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def on_solutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    code, text = _check(_copy(tmp_path_factory.mktemp("solved"), "solution"), "--json")
+    assert code == 0, text
+    return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def on_blank(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    # One run of each notebook, rendered both ways (the command prints one or the other).
+    folder = _copy(tmp_path_factory.mktemp("blank"), "notebook")
+    limits = Limits(cell_timeout=60)
+    chapters = [
+        check_notebook(kit.MANIFEST, folder / Path(c.notebook).name, limits) for c in CHAPTERS
+    ]
+    return render(chapters), json.loads(json.dumps(as_json(chapters)))
+
+
+def test_the_solutions_are_answered_and_right_everywhere(on_solutions: dict[str, Any]) -> None:
+    assert [c["chapter"] for c in on_solutions["chapters"]] == [c.id for c in CHAPTERS]
+    for chapter in on_solutions["chapters"]:
+        assert chapter["run"] == "ok"
+        for exercise in chapter["exercises"]:
+            assert exercise["answered"], exercise["id"]
+            if exercise["kind"] == "explain":
+                assert exercise["right"] is None
+            else:
+                assert exercise["right"] is True, exercise
+                assert exercise["score"] == exercise["points"]
+        totals = chapter["totals"]
+        assert totals["answered"] == totals["exercises"]
+
+
+def test_the_unanswered_notebooks_have_nothing_answered_or_right(
+    on_blank: tuple[str, dict[str, Any]],
+) -> None:
+    _, data = on_blank
+    for chapter in data["chapters"]:
+        assert chapter["run"] == "ok"
+        assert chapter["totals"]["answered"] == 0
+        assert chapter["totals"]["right"] == 0
+        assert chapter["totals"]["points"] == 0
+
+
+def test_no_solution_appears_in_the_output_on_unanswered_notebooks(
+    on_blank: tuple[str, dict[str, Any]],
+) -> None:
+    text, data = on_blank
+    output = text + json.dumps(data)
+    for chapter in CHAPTERS:
+        key = kit.key_of(chapter)
+        shown = " ".join(
+            [e.title for e in chapter.exercises] + [h for i in key.exercises for h in i.hints]
+        )
+        secrets: list[str] = []
+        for item in key.exercises:
+            for value in item.answers.values():
+                secrets += [json.dumps(value), repr(value)]
+            secrets += [line.strip() for line in item.model_answer.splitlines()]
+            secrets += [line.strip() for line in item.solution_source.splitlines()[2:]]
+        secrets = [s for s in secrets if len(s) >= 6 and s not in shown]
+        leaked = sorted({s for s in secrets if s in output})
+        assert not leaked, chapter.id
+
+
+def test_the_text_report_is_a_table_per_chapter(on_blank: tuple[str, dict[str, Any]]) -> None:
+    text, _ = on_blank
+    for chapter in CHAPTERS:
+        assert f"{chapter.id}: {chapter.title}" in text
+        for exercise in chapter.exercises:
+            assert f"  {exercise.id} " in text
+    assert text.count(
+        "exercise                kind       answered  right   points    hints"
+    ) == len(CHAPTERS)
+
+
+def test_hints_used_come_from_the_learners_log(tmp_path: Path) -> None:
+    log = tmp_path / "attempts.jsonl"
+    lines = [
+        {"event": "hint", "exercise": "ch01.q1", "number": 1},
+        {"event": "hint", "exercise": "ch01.q1", "number": 2},
+        {"event": "hint", "exercise": "ch01.q1", "number": 2},
+        {"exercise": "ch01.q2", "attempt": 1, "hints": 1, "fields": {"shape": False}},
+        {"event": "reveal", "exercise": "ch01.q2", "fields": ["shape"]},
+    ]
+    log.write_text("\n".join([*map(json.dumps, lines), "not json"]), encoding="utf-8")
+    assert hints_used(log, "ch01.q1") == 2
+    assert hints_used(log, "ch01.q2") == 1
+    assert hints_used(log, "ch01.q3") == 0
+    assert hints_used(tmp_path / "missing.jsonl", "ch01.q1") == 0
+
+
+def test_check_without_notebooks_says_so(tmp_path: Path) -> None:
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert llmfs_main(["check", "--dir", str(tmp_path)]) == 2
+    assert "no course notebooks here" in err.getvalue()
+
+
+def test_a_broken_notebook_is_named_and_the_others_still_checked(tmp_path: Path) -> None:
+    (tmp_path / "broken.ipynb").write_text("{not json", encoding="utf-8")
+    (tmp_path / "other.ipynb").write_text(json.dumps({"cells": []}), encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = llmfs_main(["check", str(tmp_path / "broken.ipynb"), str(tmp_path / "other.ipynb")])
+    assert code == 1
+    assert "broken.ipynb: invalid notebook JSON at line 1 column 2" in err.getvalue()
+    assert "other.ipynb: not a notebook of this course" in err.getvalue()
+
+
+def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: Path) -> None:
+    chapter = CHAPTERS[0]
+    key = kit.key_of(chapter)
+    item = next(i for i in key.exercises if i.exercise.kind == "predict")
+    wrong = {name: kit.wrong_value(value) for name, value in item.answers.items()}
+    notebook = kit.set_source(
+        kit.student_notebook(chapter), item.exercise.id, kit.fill_fields(item.blank_source, wrong)
+    )
+    path = tmp_path / Path(chapter.notebook).name
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    code, text = _check(tmp_path)
+    assert code == 0
+    line = next(x for x in text.splitlines() if x.startswith(f"  {item.exercise.id} "))
+    assert line.split()[2:4] == ["yes", "no"]  # answered, not right
+    assert f"  {item.exercise.id} (wrong: " in text
+    hints = hints_of(item.exercise)
+    if hints:
+        assert f"hint: {hints[0]}" in text
+    for value in item.answers.values():
+        if len(json.dumps(value)) >= 6 and json.dumps(value) not in item.exercise.title:
+            assert json.dumps(value) not in text
