@@ -140,6 +140,16 @@ def _kernel_outcome(fn: Any, args: Sequence[Any], run: Callable[..., Any]) -> Ou
         return {"error": error_name(error)}
 
 
+def warm_up(spec: ImplementSpec | None, fn: Any) -> None:
+    """Does once, before a timed run of cases, the slow first step of a kernel exercise: compiling
+    the learner's kernel (a few seconds with a cold build cache). It runs the first visible case
+    and ignores its outcome, which the cases report again. Nothing for other exercises."""
+    if spec is None or spec.kernel is None:
+        return
+    first = draw_cases(spec, cases=1)[0]
+    outcome_of(fn, first, spec)
+
+
 def _fresh(value: Any) -> Any:
     # Each call gets its own lists, so a function that changes an argument cannot change a case.
     return json.loads(json.dumps(value))
@@ -690,4 +700,5 @@ __all__ = [
     "run_spec",
     "spec_for",
     "to_json",
+    "warm_up",
 ]
