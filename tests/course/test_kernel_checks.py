@@ -5,6 +5,7 @@ descriptor and a kernel that hard-codes the visible answers all fail, without a 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,35 @@ def test_a_kernel_hard_coding_the_visible_answers_fails_the_graders_seeds(
     assert run_spec(spec, table, record_attempt=False).status in ("passed", "failed")
     for seed in (1, 2):
         assert not run_spec(spec, table, seed=seed, record_attempt=False).passed
+
+
+@needs_kernels
+def test_the_graders_worker_compiles_a_kernel_before_timing_its_cases(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    source = f"def relu_kernel():\n    return {RELU!r}\n"
+    cases = [list(case) for case in draw_cases(SPECS["ch05.relu"], 7, 3)]
+    job = {
+        "tasks": [
+            {"exercise": "ch05.relu", "source": source, "function": "relu_kernel", "cases": cases}
+        ],
+        "memory_mb": 2048,
+        "cpu_seconds": 60,
+        "file_mb": 64,
+        "case_timeout": 1.0,  # less than a cold compile takes
+        "workdir": str(tmp_path),
+    }
+    env = {**os.environ, "LLMFS_CACHE_DIR": str(tmp_path / "cold-cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "llmfs.course.grading.worker"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    (line,) = result.stdout.splitlines()
+    outcomes = json.loads(line)["outcomes"]
+    spec = SPECS["ch05.relu"]
+    assert outcomes == [expected_outcome(spec, tuple(case)) for case in cases]

@@ -42,7 +42,7 @@ KERNEL_CASES = 16
 SHUFFLE_SEED = 5
 
 
-def _launch(source: str, name: str, buffers: list[np.ndarray], grid: int) -> None:
+def _launch(source: str, name: str, buffers: list[Any], grid: int) -> None:
     from llmfs.tensor.backends.metal import emulator_available, run_kernel
 
     if emulator_available():
@@ -248,12 +248,15 @@ def _run_add(
     return _floats(out)
 
 
-def _spec(exercise_id: str, function: str, make: Any, reference: Any, parameters: str, **kw: Any):
+def _spec(
+    exercise_id: str, function: str, make: Any, reference: Any, parameters: str, **kw: Any
+) -> ImplementSpec:
     return ImplementSpec(
         exercise_id, function, make, reference, parameters=tuple(parameters.split()), **kw
     )
 
 
+#: Chapter 5's exercise ids -> their specifications (also added to :data:`SPECS`).
 KERNEL_SPECS: dict[str, ImplementSpec] = {
     spec.exercise_id: spec
     for spec in (
