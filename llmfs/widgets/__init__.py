@@ -13,15 +13,21 @@ Notebook API (all importable from ``llmfs.widgets``):
 * ``predict(expression, exercise_id=..., shape=..., ...)`` then ``check(prediction)``: the same
   exercise as text; ``hint(exercise_id)`` shows its hints one at a time;
   ``model_answer(exercise_id)`` shows an explain exercise's model answer and rubric once written.
+* ``StorageDiagram(view)`` or ``StorageDiagram(base, ["sliced = base.slice(1, 1, 3)",
+  "sliced.materialize()"])``: the drawn storage diagram (logical cells, one strip per owner, a
+  line from every cell to the offset it reads), live; ``storage_diagram(...)`` is its pure model
+  (text ``repr``, static SVG in notebooks).
 
-ipywidgets and matplotlib are imported only when a widget or figure is made; importing this
-package needs only :mod:`llmfs.tensor`.
+ipywidgets, anywidget and matplotlib are imported only when a widget or figure is made; importing
+this package needs only :mod:`llmfs.tensor`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from llmfs.widgets.diagram import Diagram, build
+from llmfs.widgets.diagram import diagram as storage_diagram
 from llmfs.widgets.model import (
     ExpressionError,
     OwnerNames,
@@ -54,7 +60,11 @@ _LIVE = ("OffsetTable", "PredictThenRun", "TraceTable")
 
 
 def __getattr__(name: str) -> Any:
-    # The widget classes pull in ipywidgets, so they load on first use only.
+    # The widget classes pull in ipywidgets/anywidget, so they load on first use only.
+    if name == "StorageDiagram":
+        from llmfs.widgets import storage
+
+        return storage.StorageDiagram
     if name in _LIVE:
         from llmfs.widgets import live
 
@@ -65,6 +75,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "FIELDS",
     "Comparison",
+    "Diagram",
     "ExpressionError",
     "OffsetTable",
     "Outcome",
@@ -74,10 +85,12 @@ __all__ = [
     "PredictionError",
     "Sampled",
     "Step",
+    "StorageDiagram",
     "Trace",
     "TraceRow",
     "TraceTable",
     "Verdict",
+    "build",
     "check",
     "compare",
     "describe",
@@ -88,5 +101,6 @@ __all__ = [
     "offset_table",
     "predict",
     "run",
+    "storage_diagram",
     "trace",
 ]

@@ -1,9 +1,11 @@
 """``llmfs figures``: regenerate every figure under ``figures/`` from the library itself.
 
-Each figure is written three ways: ``.png`` and ``.svg`` (matplotlib, fixed fonts, no dates or
-version strings, so a rerun gives identical bytes) and ``.txt`` (the text renderer's output for
-the same model, which does not depend on the matplotlib version). ``figures/figures.json`` lists
-the files and the matplotlib version that drew them.
+Storage diagrams (views, strips, lines, copies, refusals) are drawn by the same code as the
+notebooks' storage diagram (:mod:`llmfs.widgets.svg`), written as ``.svg`` (pure text, no
+renderer involved, identical bytes on every machine) and ``.txt`` (the diagram's text form).
+The trace table is drawn by matplotlib as ``.png`` and ``.svg`` (fixed fonts, no dates or
+version strings, so a rerun gives identical bytes) with its ``.txt``. ``figures/figures.json``
+lists the files and the matplotlib version that drew the matplotlib ones.
 
 ``llmfs figures --check`` regenerates into a temporary folder and reports every committed file that
 differs (exit status 1), without touching ``figures/``.
@@ -19,8 +21,12 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from llmfs.tensor import Tensor
+from llmfs.widgets.diagram import diagram, render_diagram_text
 from llmfs.widgets.examples import seed_fixture, seed_trace
-from llmfs.widgets.text import render_mapping, render_offsets, render_trace
+from llmfs.widgets.model import trace
+from llmfs.widgets.svg import render_diagram_svg
+from llmfs.widgets.text import render_mapping, render_trace
 
 INDEX = "figures.json"
 
@@ -37,45 +43,55 @@ def _trace_table() -> tuple[object, str]:
     return trace_figure(trace), render_trace(trace)
 
 
-def _reshape_vs_transpose() -> tuple[object, str]:
-    from llmfs.widgets.plot import storage_figure
-
+def _reshape_vs_transpose() -> tuple[str, str]:
     base = seed_fixture()
-    view = base.view()
-    items = [
-        ("view.reshape([3, 2])", view.reshape([3, 2])),
-        ("view.transpose(0, 1)", view.transpose(0, 1)),
-    ]
-    figure = storage_figure(
-        items,
-        owners={"base": base},
-        title="reshape vs transpose: same shape [3, 2], different offsets",
+    drawn = diagram(
+        base.view(),
+        ["view.reshape([3, 2])", "view.transpose(0, 1)"],
+        name="view",
+        owner="base",
+        title="reshape vs transpose: same shape [3, 2], one storage, different offsets",
     )
-    text = "\n\n".join(f"{label}\n{render_offsets(item, 'base')}" for label, item in items)
-    return figure, text
+    return render_diagram_svg(drawn), render_diagram_text(drawn)
 
 
-def _slice_materialize() -> tuple[object, str]:
-    from llmfs.widgets.model import trace
-    from llmfs.widgets.plot import storage_figure
-
+def _slice_materialize() -> tuple[str, str]:
     base = seed_fixture()
-    view = base.view()
-    sliced = view.slice(1, 1, 3)
-    copy = sliced.materialize()
     slice_label = "sliced = view.slice(1, 1, 3)"
     copy_label = "sliced.materialize()"
-    figure = storage_figure(
-        [(slice_label, sliced), (copy_label, copy)],
-        owners={"base": base},
-        copied_from={copy_label: slice_label},
-        title="slice, then materialize: a new owner and its mapping",
+    drawn = diagram(
+        base.view(),
+        [slice_label, copy_label, "sliced.reshape([4])"],
+        name="view",
+        owner="base",
+        title="slice, then materialize: a new owner and its mapping; no stride jumps the gap",
     )
     rows = trace(base, ["view = base.view()", slice_label, copy_label]).copies
-    text = "\n\n".join(
-        [f"{slice_label}\n{render_offsets(sliced, 'base')}", *(render_mapping(r) for r in rows)]
+    text = "\n\n".join([render_diagram_text(drawn), *(render_mapping(r) for r in rows)])
+    return render_diagram_svg(drawn), text
+
+
+def _broadcast_zero_strides() -> tuple[str, str]:
+    row = Tensor.from_vec([3], [1.0, 2.0, 3.0])
+    drawn = diagram(
+        row,
+        ["row.view().unsqueeze(0).expand([4, 3])"],
+        name="row",
+        title="broadcast: stride 0 reads the same three offsets four times",
     )
-    return figure, text
+    return render_diagram_svg(drawn), render_diagram_text(drawn)
+
+
+def _split_heads() -> tuple[str, str]:
+    # A packed QKV projection for 2 tokens, 2 heads of size 2: shape [2, 3 * 2 * 2] = [2, 12].
+    qkv = Tensor.arange(24).reshape([2, 12]).materialize()
+    drawn = diagram(
+        qkv,
+        ["q = qkv.view().slice(1, 0, 4).split(1, [2, 2]).transpose(0, 1)"],
+        name="qkv",
+        title="split heads over packed QKV: q's two heads read their offsets in place, no copy",
+    )
+    return render_diagram_svg(drawn), render_diagram_text(drawn)
 
 
 def _capstone_loss() -> tuple[object, str]:
@@ -85,17 +101,30 @@ def _capstone_loss() -> tuple[object, str]:
     return loss_figure(shipped_record())
 
 
-#: name -> builder of (matplotlib figure, text version). The order is the order of the index.
+#: name -> builder of (figure, text version): a matplotlib figure (written as .png and .svg) or
+#: the SVG markup of a storage diagram (written as .svg). The order is the order of the index.
 FIGURES: dict[str, Callable[[], tuple[object, str]]] = {
     "trace_table": _trace_table,
     "reshape_vs_transpose": _reshape_vs_transpose,
     "slice_materialize": _slice_materialize,
+    "broadcast_zero_strides": _broadcast_zero_strides,
+    "split_heads": _split_heads,
     "capstone_loss": _capstone_loss,
 }
 
 
+def suffixes(name: str) -> tuple[str, ...]:
+    """The files a figure is written as: storage diagrams ``.svg`` and ``.txt``; matplotlib
+    figures ``.png``, ``.svg`` and ``.txt``."""
+    return (".png", ".svg", ".txt") if name in MATPLOTLIB else (".svg", ".txt")
+
+
+#: The figures drawn by matplotlib (the others are storage diagrams drawn as SVG text).
+MATPLOTLIB = ("trace_table", "capstone_loss")
+
+
 def generate(folder: Path) -> list[Path]:
-    """Writes every figure (``.png``, ``.svg``, ``.txt``) and the index into ``folder``.
+    """Writes every figure (see :func:`suffixes`) and the index into ``folder``.
 
     Returns the written paths, sorted. Raises ``ModuleNotFoundError`` when matplotlib is absent.
     """
@@ -107,9 +136,13 @@ def generate(folder: Path) -> list[Path]:
     written = []
     for name, build in FIGURES.items():
         figure, text = build()
-        for suffix in (".png", ".svg"):
-            save(figure, folder / f"{name}{suffix}")  # type: ignore[arg-type]
-            written.append(folder / f"{name}{suffix}")
+        if isinstance(figure, str):
+            (folder / f"{name}.svg").write_text(figure + "\n", encoding="utf-8")
+            written.append(folder / f"{name}.svg")
+        else:
+            for suffix in (".png", ".svg"):
+                save(figure, folder / f"{name}{suffix}")  # type: ignore[arg-type]
+                written.append(folder / f"{name}{suffix}")
         (folder / f"{name}.txt").write_text(text + "\n", encoding="utf-8")
         written.append(folder / f"{name}.txt")
     index = {

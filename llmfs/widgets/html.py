@@ -3,8 +3,13 @@
 Accessible table markup: a ``<caption>``, column headers ``<th scope="col">``, each step's label
 as a row header ``<th scope="row">``. Nothing relies on colour: marks are glyphs with words
 (``◇`` shared, ``◆`` new owner, ``×`` rejected with the violated condition; ``✓ right`` /
-``✗ wrong``), each also carrying an ``aria-label``. Colours and borders are inline styles only
-(no scripts), so the markup renders the same in JupyterLab outputs and in ipywidgets ``HTML``.
+``✗ wrong``), each also carrying an ``aria-label``; a selected row is marked ``▶`` (a pointer that
+every row reserves room for, so selecting never shifts the layout), bold and outlined. A rejected
+row opens (``<details>``, no script) to the library's full message.
+
+Looks come from the one shared stylesheet (:mod:`llmfs.widgets.style`): each top-level fragment is
+an element of class ``llmfs`` carrying it, so the markup renders the same in JupyterLab outputs,
+in ipywidgets ``HTML`` and in a static HTML export, in the light and the dark theme.
 
 Every cell carries ``data-*`` attributes (``data-field``, ``data-status``, ``data-offset``...) so
 tests can read the DOM without parsing styles. Output is deterministic (no ids, no addresses).
@@ -27,6 +32,7 @@ from llmfs.widgets.model import (
     format_number,
     offset_entries,
 )
+from llmfs.widgets.style import style_tag
 from llmfs.widgets.text import (
     TRACE_HEADERS,
     format_ints,
@@ -37,29 +43,31 @@ from llmfs.widgets.text import (
     yes_no,
 )
 
-TABLE_STYLE = "border-collapse:collapse;font-family:monospace;font-size:13px;margin:4px 0"
-CELL_STYLE = "border:1px solid #888;padding:2px 8px;text-align:left;vertical-align:top"
-HEAD_STYLE = CELL_STYLE + ";background:#eee"
 MARK_WORDS = {
     "shared": "shared storage of an existing owner",
     "copy": "new owner (a copy)",
     "rejected": "rejected request",
 }
-VERDICT_STYLE = {
-    "right": "background:#e3f4e3",
-    "wrong": "background:#fbe3e3",
-    "unanswered": "background:#f4f4f4",
-    "unreadable": "background:#fff4d6",
-}
 
 
 def _th(text: str, scope: str = "col", extra: str = "") -> str:
-    return f'<th scope="{scope}" style="{HEAD_STYLE}"{extra}>{text}</th>'
+    return f'<th scope="{scope}"{extra}>{text}</th>'
 
 
-def _td(text: str, extra: str = "", style: str = "") -> str:
-    css = CELL_STYLE + (";" + style if style else "")
-    return f'<td style="{css}"{extra}>{text}</td>'
+def _td(text: str, extra: str = "") -> str:
+    return f"<td{extra}>{text}</td>"
+
+
+def wrap(kind: str, body: str) -> str:
+    """A top-level fragment: ``<div class="llmfs KIND">`` with the shared stylesheet."""
+    return f'<div class="llmfs {kind}">{style_tag()}{body}</div>'
+
+
+def pointer(on: bool) -> str:
+    """The ``▶`` selection pointer; every row has one, hidden unless selected, so selecting a
+    row never changes any column's width."""
+    hidden = "" if on else ' style="visibility:hidden"'
+    return f'<span class="llmfs-pointer" aria-hidden="true"{hidden}>▶</span> '
 
 
 def mark(status: str) -> str:
@@ -72,18 +80,30 @@ def mark(status: str) -> str:
     )
 
 
-def trace_row_html(row: TraceRow) -> str:
-    """One ``<tr>`` of the trace table."""
-    label = _th(f"<code>{escape(row.label)}</code>", "row", f' data-status="{row.status}"')
+def trace_row_html(row: TraceRow, index: int | None = None, chosen: bool = False) -> str:
+    """One ``<tr>`` of the trace table; ``index`` adds ``data-row`` (a clickable row in the live
+    table), ``chosen`` marks the row selected (``▶``, bold, outlined, ``aria-selected``)."""
+    attrs = f' data-status="{row.status}"'
+    if index is not None:
+        attrs += f' data-row="{index}" tabindex="0" aria-selected="{str(chosen).lower()}"'
+    if chosen:
+        attrs += ' class="llmfs-on"'
+    label = _th(
+        pointer(chosen) + f"<code>{escape(row.label)}</code>", "row", f' data-status="{row.status}"'
+    )
     if row.rejected:
         owner = _td(f"{mark('rejected')} rejected", ' data-field="owner"')
         condition = escape(row.condition or "")
+        opened = " open" if chosen else ""
         detail = (
-            f"violated: <strong>{condition}</strong> (<code>{escape(row.error or '')}</code>)"
-            f"<br><small>{escape(row.message or '')}</small>"
+            f"<details{opened}><summary>violated: <strong>{condition}</strong> "
+            f"(<code>{escape(row.error or '')}</code>)</summary>"
+            f'<p class="llmfs-message">{escape(row.message or "")}</p></details>'
         )
-        body = _td(detail, f' colspan="{len(TRACE_HEADERS) - 2}" data-field="condition"')
-        return f'<tr data-status="rejected">{label}{owner}{body}</tr>'
+        body = _td(
+            detail, f' colspan="{len(TRACE_HEADERS) - 2}" data-field="condition" class="llmfs-wrap"'
+        )
+        return f"<tr{attrs}>{label}{owner}{body}</tr>"
     cells = [
         _td(f"{mark(row.status)} {escape(row.owner or '')}", ' data-field="owner"'),
         _td(format_ints(row.shape), ' data-field="shape"'),
@@ -93,27 +113,41 @@ def trace_row_html(row: TraceRow) -> str:
         _td(escape(format_sampled(row.offsets, short=True)), ' data-field="offsets"'),
         _td(escape(format_values(row)), ' data-field="values"'),
     ]
-    return f'<tr data-status="{row.status}">{label}{"".join(cells)}</tr>'
+    return f"<tr{attrs}>{label}{''.join(cells)}</tr>"
 
 
 def legend_html() -> str:
     """The legend under a trace table: each glyph with its words."""
-    items = [f"{mark(s)} {MARK_WORDS[s]}" for s in ("shared", "copy", "rejected")]
-    return f'<p class="llmfs-legend" style="font-size:12px">{" &nbsp; ".join(items)}</p>'
+    items = [
+        f'<span class="llmfs-nowrap">{mark(s)} {MARK_WORDS[s]}</span>'
+        for s in ("shared", "copy", "rejected")
+    ]
+    return f'<p class="llmfs-legend">{" &nbsp; ".join(items)}</p>'
 
 
-def render_trace_html(trace: Trace) -> str:
-    """The trace table, its legend and one mapping table per copy, as one HTML fragment."""
+def render_trace_html(
+    trace: Trace, chosen: int | None = None, *, rows_clickable: bool = False
+) -> str:
+    """The trace table, its legend and one mapping table per copy, as one HTML fragment.
+
+    ``rows_clickable`` gives every row ``data-row`` and ``tabindex`` (the live table's script
+    makes them choosable); ``chosen`` marks that row selected and opens it if it was rejected.
+    """
     head = "".join(_th(escape(h)) for h in TRACE_HEADERS)
-    body = "".join(trace_row_html(row) for row in trace.rows)
+    body = "".join(
+        trace_row_html(row, k if rows_clickable else None, k == chosen)
+        for k, row in enumerate(trace.rows)
+    )
     caption = escape(trace.title or "Trace: one row per request")
+    if rows_clickable:
+        caption += " (choose a row to see its storage)"
     parts = [
-        f'<table class="llmfs-trace" style="{TABLE_STYLE}"><caption style="text-align:left">'
-        f"{caption}</caption><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>",
+        f'<table class="llmfs-trace"><caption>{caption}</caption><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table>",
         legend_html(),
     ]
     parts.extend(render_mapping_html(row) for row in trace.copies)
-    return f'<div class="llmfs-trace-figure">{"".join(parts)}</div>'
+    return wrap("llmfs-trace-figure", "".join(parts))
 
 
 def render_mapping_html(row: TraceRow) -> str:
@@ -137,19 +171,25 @@ def render_mapping_html(row: TraceRow) -> str:
         lines.extend(f"<tr>{_td(str(new))}{_td(str(old))}</tr>" for new, old in row.mapping.tail)
     caption = f"Mapping of the copy made by <code>{escape(row.label)}</code>"
     return (
-        f'<table class="llmfs-mapping" style="{TABLE_STYLE}"><caption style="text-align:left">'
-        f"{caption}</caption><thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody>"
-        "</table>"
+        f'<table class="llmfs-mapping"><caption>{caption}</caption><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(lines)}</tbody></table>"
     )
 
 
 def render_offsets_html(
-    item: TensorView | Tensor, owner: str = "base", selected: int | None = None
+    item: TensorView | Tensor,
+    owner: str = "base",
+    selected: int | None = None,
+    *,
+    strip: bool = True,
 ) -> str:
-    """The offset table (coordinate -> offset -> value) and the storage strip of a view.
+    """The offset table (coordinate -> offset -> value) and, with ``strip``, the storage strip
+    of a view (leave it out where a storage diagram already shows the storage: storage is shown
+    once).
 
-    ``selected`` (a logical position) marks that row and the storage cell it reads with ``▶`` and
-    bold text, besides the background. Long views show their first and last rows and a count.
+    ``selected`` (a logical position) marks that row and the storage cell it reads with ``▶``,
+    bold text and an outline; rows never change width. Long views show their first and last rows
+    and a count.
     """
     view = item.view() if isinstance(item, Tensor) else item
     entries = offset_entries(view)
@@ -163,14 +203,14 @@ def render_offsets_html(
         is_selected = entry.index == selected
         if is_selected:
             selected_offset = entry.offset
-        pointer = "▶ " if is_selected else ""
-        style = "font-weight:bold;background:#dde8ff" if is_selected else ""
         attrs = f' data-index="{entry.index}" data-offset="{entry.offset}"'
+        if is_selected:
+            attrs += ' class="llmfs-on"'
         rows.append(
             f"<tr{attrs}>"
-            + _th(pointer + escape(format_ints(entry.coordinate)), "row")
-            + _td(str(entry.offset), ' data-field="offset"', style)
-            + _td(format_number(entry.value), ' data-field="value"', style)
+            + _th(pointer(is_selected) + escape(format_ints(entry.coordinate)), "row")
+            + _td(str(entry.offset), ' data-field="offset"')
+            + _td(format_number(entry.value), ' data-field="value"')
             + "</tr>"
         )
     head = _th("coordinate") + _th("storage offset") + _th("value")
@@ -179,9 +219,11 @@ def render_offsets_html(
         f"{view.base_offset}, contiguous {yes_no(view.is_contiguous())}, owner {escape(owner)}"
     )
     table = (
-        f'<table class="llmfs-offsets" style="{TABLE_STYLE}"><caption style="text-align:left">'
-        f"{meta}</caption><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'<table class="llmfs-offsets"><caption>{meta}</caption><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
     )
+    if not strip:
+        return table
     return table + render_strip_html(view, owner, entries, selected_offset)
 
 
@@ -200,12 +242,13 @@ def render_strip_html(
     reads = []
     for k in range(storage.size):
         chosen = k == selected_offset
-        style = "font-weight:bold;background:#dde8ff" if chosen else ""
-        text = ("▶ " if chosen else "") + format_number(float(storage[k]))
-        values.append(_td(text, f' data-offset="{k}"', style))
-        reads.append(_td(",".join(map(str, readers.get(k, []))) or "·", f' data-offset="{k}"'))
+        on = ' class="llmfs-on"' if chosen else ""
+        text = pointer(chosen) + format_number(float(storage[k]))
+        values.append(_td(text, f' data-offset="{k}"{on}'))
+        read = ",".join(map(str, readers.get(k, [])))
+        reads.append(_td(read or "· not read", f' data-offset="{k}"'))
     return (
-        f'<table class="llmfs-strip" style="{TABLE_STYLE}"><caption style="text-align:left">'
+        f'<table class="llmfs-strip"><caption>'
         f"storage of {escape(owner)}</caption><thead><tr>{_th('offset')}{offsets}</tr></thead>"
         f"<tbody><tr>{_th('value', 'row')}{''.join(values)}</tr>"
         f"<tr>{_th('read by position', 'row')}{''.join(reads)}</tr></tbody></table>"
@@ -221,10 +264,10 @@ def render_verdicts_html(verdicts: Sequence[Any]) -> str:
         rows.append(
             f"<tr{attrs}>{_th(escape(v.label), 'row')}{_td(escape(v.predicted))}"
             f"{_td(escape(v.truth))}"
-            f"{_td(escape(v.verdict_text), ' class=llmfs-verdict', VERDICT_STYLE[v.status])}</tr>"
+            f"{_td(escape(v.verdict_text), f' class=llmfs-verdict data-status={v.status}')}</tr>"
         )
     return (
-        f'<table class="llmfs-verdicts" style="{TABLE_STYLE}"><thead><tr>{head}</tr></thead>'
+        f'<table class="llmfs-verdicts"><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table><p>{escape(tally(verdicts))}</p>"
     )
 
@@ -239,6 +282,7 @@ def render_comparison_html(comparison: Any) -> str:
 __all__ = [
     "legend_html",
     "mark",
+    "pointer",
     "render_comparison_html",
     "render_mapping_html",
     "render_offsets_html",
@@ -246,4 +290,5 @@ __all__ = [
     "render_trace_html",
     "render_verdicts_html",
     "trace_row_html",
+    "wrap",
 ]

@@ -1,10 +1,11 @@
 """The ipywidgets layer: thin live views over the table model (imported only when used).
 
-* :class:`OffsetTable`: a view's logical cells and its owner's storage cells as buttons; selecting
-  a logical cell marks the storage cell it reads, selecting a storage cell marks every logical
-  cell that reads it (``▶`` in the label and bold text, not only a colour), and the offset table
-  underneath follows the selection.
-* :class:`TraceTable`: seed 002's trace table, with a chooser that opens any row's offset table.
+* :class:`OffsetTable`: a view's storage diagram (:class:`~llmfs.widgets.storage.StorageDiagram`:
+  logical cells with coordinates, the owner's storage once, a line per cell); selecting a logical
+  cell marks the offset it reads, selecting an offset marks every cell that reads it (``▶``, bold
+  and an outline, not only a colour), and the offset table underneath follows the selection.
+* :class:`TraceTable`: seed 002's trace table with clickable rows; the chosen row's storage
+  diagram (or a rejected row's explanation) opens right under the table.
 * :class:`PredictThenRun`: one input box per predicted field, Run, Hint and Show answer buttons;
   Run judges a complete prediction field by field (nothing of the truth before that), a wrong
   field can be typed again, and the offset table appears once every field is right or revealed.
@@ -26,7 +27,14 @@ import ipywidgets as widgets
 
 from llmfs.course import CourseError
 from llmfs.tensor import Tensor, TensorError, TensorView
-from llmfs.widgets.html import render_comparison_html, render_offsets_html, render_trace_html
+from llmfs.widgets.html import (
+    MARK_WORDS,
+    mark,
+    render_comparison_html,
+    render_offsets_html,
+    render_trace_html,
+    wrap,
+)
 from llmfs.widgets.model import Step, Trace, format_number, offset_entries
 from llmfs.widgets.predict import (
     HINTS,
@@ -44,9 +52,6 @@ from llmfs.widgets.predict import (
     run,
 )
 from llmfs.widgets.text import format_ints, render_comparison, render_offsets, render_trace
-
-#: Most logical or storage cells drawn as buttons; beyond it the first and last are shown.
-MAX_BUTTONS = 48
 
 
 class _TextRepr:
@@ -66,15 +71,19 @@ class _TextRepr:
 
 
 class OffsetTable(_TextRepr, widgets.VBox):
-    """A live offset table: logical coordinate -> storage offset -> value, with the storage strip.
+    """A live offset table: the view's storage diagram over the table coordinate -> storage
+    offset -> value.
 
-    ``OffsetTable(view_or_tensor, owner="base")``. Click a logical cell to see which storage cell
-    it reads, or a storage cell to see which logical cells read it. Views longer than
-    :data:`MAX_BUTTONS` show their first and last cells and a count. Raises
-    :class:`~llmfs.tensor.StaleViewError` for a stale view.
+    ``OffsetTable(view_or_tensor, owner="base")``. Storage is shown once, in the diagram: click
+    a logical cell (it shows its coordinate and value) to see the offset it reads and its formula,
+    or a storage offset to see every cell that reads it; the table row of the selection is marked
+    ``▶`` and outlined, and nothing shifts. Large views show their first and last cells and a
+    count. Raises :class:`~llmfs.tensor.StaleViewError` for a stale view.
     """
 
     def __init__(self, item: TensorView | Tensor, owner: str = "base", **kwargs: Any) -> None:
+        from llmfs.widgets.storage import StorageDiagram
+
         view = item.view() if isinstance(item, Tensor) else item
         if not isinstance(view, TensorView):
             raise TensorError(
@@ -86,107 +95,59 @@ class OffsetTable(_TextRepr, widgets.VBox):
         self.selected_offset: int | None = None
         entries = offset_entries(view)
         self._entries = [*entries.head, *entries.tail]
-        self._head_len = len(entries.head)
-        storage = view.owner.as_slice()
-        self._storage_size = storage.size
-        self._logical_buttons = [self._button(e.index) for e in self._entries[:MAX_BUTTONS]]
-        shown_storage = min(storage.size, MAX_BUTTONS)
-        self._storage_buttons = [self._storage_button(k) for k in range(shown_storage)]
-        self._status = widgets.HTML(layout=widgets.Layout(margin="2px 0"))
+        self.diagram = StorageDiagram([("logical cells", view)], owners={owner: view})
+        self._status = widgets.HTML()
+        self._status.add_class("llmfs-selection")
         self._table = widgets.HTML()
-        logical = self._logical_box(entries.omitted)
-        strip = widgets.HBox(
-            self._storage_buttons
-            + (
-                [widgets.Label(f"… {storage.size - shown_storage} more")]
-                if storage.size > shown_storage
-                else []
-            ),
-            layout=widgets.Layout(flex_flow="row wrap"),
-        )
-        meta = (
-            f"<b>logical cells</b> of shape {format_ints(view.shape)}, strides "
-            f"{format_ints(view.strides)}, base offset {view.base_offset} (click one)"
-        )
-        super().__init__(
-            [
-                widgets.HTML(meta),
-                logical,
-                widgets.HTML(f"<b>storage of {escape(owner)}</b> (offset: value; click one)"),
-                strip,
-                self._status,
-                self._table,
-            ],
-            **kwargs,
-        )
+        super().__init__([self.diagram, self._status, self._table], **kwargs)
         self.add_class("llmfs-offset-table")
+        self.diagram.observe(self._follow, names=["selected", "selected_slot"])
         self._refresh()
-
-    def _button(self, index: int) -> widgets.Button:
-        entry = next(e for e in self._entries if e.index == index)
-        button = widgets.Button(
-            description=format_number(entry.value),
-            tooltip=f"coordinate {format_ints(entry.coordinate)} reads offset {entry.offset}",
-            layout=widgets.Layout(width="auto", min_width="52px"),
-        )
-        button.add_class("llmfs-logical-cell")
-        button.on_click(lambda _b, i=index: self.select(i))
-        return button
-
-    def _storage_button(self, offset: int) -> widgets.Button:
-        value = format_number(float(self.view.owner.as_slice()[offset]))
-        button = widgets.Button(
-            description=f"{offset}: {value}",
-            tooltip=f"storage offset {offset} holds {value}",
-            layout=widgets.Layout(width="auto", min_width="60px"),
-        )
-        button.add_class("llmfs-storage-cell")
-        button.on_click(lambda _b, k=offset: self.select_offset(k))
-        return button
-
-    def _logical_box(self, omitted: int) -> widgets.Box:
-        buttons: list[widgets.Widget] = list(self._logical_buttons)
-        if len(self.view.shape) == 2 and omitted == 0 and self.view.shape[1] > 0:
-            columns = self.view.shape[1]
-            return widgets.GridBox(
-                buttons,
-                layout=widgets.Layout(
-                    grid_template_columns=f"repeat({columns}, max-content)", grid_gap="2px"
-                ),
-            )
-        if omitted:
-            buttons.insert(min(self._head_len, len(buttons)), widgets.Label(f"… {omitted} more …"))
-        return widgets.HBox(buttons, layout=widgets.Layout(flex_flow="row wrap"))
 
     def select(self, index: int | None) -> None:
         """Selects the logical cell at row-major position ``index`` (``None`` clears)."""
         entry = next((e for e in self._entries if e.index == index), None)
-        self.selected_index = entry.index if entry else None
-        self.selected_offset = entry.offset if entry else None
-        self._refresh()
+        self.diagram.select(f"p0c{entry.index}" if entry else None)
+        self._follow()
 
     def select_offset(self, offset: int | None) -> None:
         """Selects storage offset ``offset``: every logical cell that reads it is marked."""
+        if offset is not None and self.diagram.diagram.strips[0].slot_of(offset) is not None:
+            self.diagram.select_offset(offset)
+            self._follow()
+            return
+        self.diagram.select(None)
         self.selected_offset = offset
         readers = [e.index for e in self._entries if e.offset == offset]
         self.selected_index = readers[0] if readers else None
         self._refresh()
 
+    def _follow(self, _change: Any = None) -> None:
+        # The diagram holds the selection (a click in the browser or select() here).
+        key, slot = self.diagram.selected, self.diagram.selected_slot
+        if key:
+            cell = self.diagram.diagram.cell(key)
+            self.selected_index, self.selected_offset = cell.index, cell.offset
+        elif slot:
+            self.selected_offset = int(slot.rsplit(":", 1)[1])
+            readers = [e.index for e in self._entries if e.offset == self.selected_offset]
+            self.selected_index = readers[0] if readers else None
+        else:
+            self.selected_index = self.selected_offset = None
+        self._refresh()
+
     def _refresh(self) -> None:
-        offset = self.selected_offset
-        for button, entry in zip(self._logical_buttons, self._entries):
-            on = offset is not None and entry.offset == offset
-            button.description = ("▶ " if on else "") + format_number(entry.value)
-            button.button_style = "info" if on else ""
-            button.style.font_weight = "bold" if on else ""
-        for k, button in enumerate(self._storage_buttons):
-            on = k == offset
-            value = format_number(float(self.view.owner.as_slice()[k]))
-            button.description = ("▶ " if on else "") + f"{k}: {value}"
-            button.button_style = "info" if on else ""
-            button.style.font_weight = "bold" if on else ""
-        self._status.value = escape(self._selection_text())
-        self._table.value = render_offsets_html(self.view, self.owner_name, self.selected_index)
+        self._status.value = wrap(
+            "llmfs-status", f'<p role="status">{escape(self._selection_text())}</p>'
+        )
+        self._table.value = wrap(
+            "llmfs-offsets-box",
+            render_offsets_html(self.view, self.owner_name, self.selected_index, strip=False),
+        )
+
+    def status(self) -> str:
+        """The selection in words (what the status line under the diagram says)."""
+        return self._selection_text()
 
     def _selection_text(self) -> str:
         if self.selected_offset is None:
@@ -202,10 +163,65 @@ class OffsetTable(_TextRepr, widgets.VBox):
         return render_offsets(self.view, self.owner_name)
 
 
+ROWS_ESM = r"""
+function render({ model, el }) {
+  el.classList.add("llmfs", "llmfs-trace-rows");
+  function draw() {
+    el.innerHTML = model.get("html");
+    for (const row of el.querySelectorAll("tr[data-row]")) {
+      const k = Number(row.dataset.row);
+      const choose = () => {
+        model.set("chosen", model.get("chosen") === k ? -1 : k);
+        model.save_changes();
+      };
+      row.addEventListener("click", (event) => {
+        if (event.target.closest("summary")) event.preventDefault();
+        choose();
+      });
+      row.addEventListener("keydown", (event) => {
+        if (event.key === "Enter" || event.key === " ") {
+          event.preventDefault();
+          choose();
+        }
+      });
+    }
+    const chosen = el.querySelector("tr[data-row][aria-selected=true]");
+    if (chosen && el.dataset.focus === "1") chosen.focus();
+  }
+  el.addEventListener("focusin", () => { el.dataset.focus = "1"; });
+  el.addEventListener("focusout", (event) => {
+    if (!el.contains(event.relatedTarget)) el.dataset.focus = "0";
+  });
+  model.on("change:html", draw);
+  draw();
+}
+export default { render };
+"""
+
+
+def _rows_widget() -> Any:
+    import anywidget
+    import traitlets
+
+    from llmfs.widgets.style import STYLESHEET
+
+    class TraceRows(anywidget.AnyWidget):  # type: ignore[misc]
+        """The trace table with clickable rows (``chosen`` is the row index, -1 for none)."""
+
+        _esm = ROWS_ESM
+        _css = STYLESHEET
+        html = traitlets.Unicode("").tag(sync=True)
+        chosen = traitlets.Int(-1).tag(sync=True)
+
+    return TraceRows
+
+
 class TraceTable(_TextRepr, widgets.VBox):
     """Seed 002's trace table, live: ``TraceTable(trace(base, [...]))`` or
     ``TraceTable(steps)`` with :class:`~llmfs.widgets.model.Step` objects or ``(label, result)``
-    pairs. A chooser under the table opens the offset table of any accepted row."""
+    pairs. Click a row (or Tab to it and press Enter): it is marked ``▶`` and outlined, and its
+    storage diagram opens right under the table (a copy with dashed lines back to its source);
+    a rejected row opens to its violated condition and the library's message."""
 
     def __init__(
         self,
@@ -215,30 +231,70 @@ class TraceTable(_TextRepr, widgets.VBox):
         **kwargs: Any,
     ) -> None:
         self.trace = steps if isinstance(steps, Trace) else Trace.from_steps(steps, owners)
-        self._table = widgets.HTML(render_trace_html(self.trace))
-        options = [("(choose a row)", -1)] + [
-            (row.label, k) for k, row in enumerate(self.trace.rows) if not row.rejected
-        ]
-        self._chooser = widgets.Dropdown(
-            options=options, value=-1, description="offsets of", layout={"width": "max-content"}
-        )
+        self._rows = _rows_widget()(html=self._html(-1))
+        self._rows.add_class("llmfs-trace-rows-widget")
         self._detail = widgets.VBox()
-        self._chooser.observe(self._show, names="value")
-        super().__init__([self._table, self._chooser, self._detail], **kwargs)
+        self._rows.observe(self._show, names="chosen")
+        super().__init__([self._rows, self._detail], **kwargs)
         self.add_class("llmfs-trace-table")
 
+    @property
+    def chosen(self) -> int:
+        """The chosen row (-1 when none)."""
+        return int(self._rows.chosen)
+
+    def _html(self, chosen: int) -> str:
+        return render_trace_html(self.trace, chosen if chosen >= 0 else None, rows_clickable=True)
+
     def show_row(self, index: int) -> None:
-        """Opens the offset table of row ``index`` (``-1`` closes it)."""
-        self._chooser.value = index
+        """Opens row ``index`` (``-1`` closes it), as a click on the row does."""
+        self._rows.chosen = index
+        self._show({"new": index})
 
     def _show(self, change: dict[str, Any]) -> None:
-        index = change["new"]
-        views = self.trace.views
-        if index < 0 or index >= len(views) or views[index] is None:
+        index = int(change["new"])
+        self._rows.html = self._html(index)
+        rows = self.trace.rows
+        if index < 0 or index >= len(rows):
             self._detail.children = []
             return
-        owner = self.trace.rows[index].owner or "base"
-        self._detail.children = [OffsetTable(views[index], owner)]  # type: ignore[arg-type]
+        row = rows[index]
+        heading = widgets.HTML(
+            wrap(
+                "llmfs-detail-heading",
+                f"<p>▶ row {index + 1}: <code>{escape(row.label)}</code> "
+                f"{mark(row.status)} {escape(MARK_WORDS[row.status])}</p>",
+            )
+        )
+        if row.rejected:
+            explanation = widgets.HTML(
+                wrap(
+                    "llmfs-rejection",
+                    f'<p data-status="rejected">{mark("rejected")} violated: '
+                    f"<strong>{escape(row.condition or '')}</strong> "
+                    f"(<code>{escape(row.error or '')}</code>)</p>"
+                    f'<p class="llmfs-message">{escape(row.message or "")}</p>',
+                )
+            )
+            self._detail.children = [heading, explanation]
+            return
+        self._detail.children = [heading, self._diagram_of(index)]
+
+    def _diagram_of(self, index: int) -> Any:
+        from llmfs.widgets.storage import StorageDiagram
+
+        row = self.trace.rows[index]
+        view = self.trace.views[index]
+        if view is None:
+            raise CourseError(f"row {index} of the trace has no view to draw")
+        sources = self.trace.copied_from
+        source = sources[index] if index < len(sources) else None
+        if source is not None and row.mapping_source:
+            return StorageDiagram(
+                [(f"copied view of {row.mapping_source}", source), (row.label, view, source)],
+                owners={row.mapping_source: source},
+            )
+        return StorageDiagram([(row.label, view)], owners={row.owner or "base": view})
 
     def _text(self) -> str:
         return render_trace(self.trace)
@@ -424,4 +480,4 @@ class PredictThenRun(_TextRepr, widgets.VBox):
         return head + "\n" + render_comparison(self.comparison)
 
 
-__all__ = ["MAX_BUTTONS", "OffsetTable", "PredictThenRun", "TraceTable"]
+__all__ = ["OffsetTable", "PredictThenRun", "TraceTable"]

@@ -124,7 +124,7 @@ def offset_entries(view: TensorView | Tensor) -> Sampled:
     those offsets. Raises :class:`~llmfs.tensor.StaleViewError` for a stale view.
     """
     view = _as_view(view)
-    total = len(view)
+    total = layout.element_count(view.shape)
     head_range, tail_range = _sample_indices(total)
     storage = view.owner.as_slice()
     cursor = view.logical_offsets()
@@ -322,6 +322,9 @@ class Trace:
     sources: tuple[str, ...] = field(default=())
     #: The view of each row (``None`` for a rejected one), for widgets that show offset tables.
     views: tuple[TensorView | None, ...] = field(default=(), repr=False, compare=False)
+    #: For each row that copied a known view, that source view (else ``None``), so a drawing of
+    #: the row can join every new offset to the source offset it came from.
+    copied_from: tuple[TensorView | None, ...] = field(default=(), repr=False, compare=False)
 
     @classmethod
     def from_steps(
@@ -334,16 +337,19 @@ class Trace:
 
         ``owners`` names the source owners (default: the first owner met is ``base``).
         """
-        steps = [s if isinstance(s, Step) else Step(*s) for s in steps]
+        prepared = [s if isinstance(s, Step) else Step(*s) for s in steps]
         given = dict(owners or {})
         if not given:
-            first = next((s.result for s in steps if not isinstance(s.result, TensorError)), None)
+            first = next(
+                (s.result for s in prepared if not isinstance(s.result, TensorError)), None
+            )
             if first is not None:
                 given = {"base": first}
         names = OwnerNames(given)  # type: ignore[arg-type]
-        rows = tuple(describe(s.label, s.result, names, s.copied_from) for s in steps)
-        views = tuple(_view_or_none(s.result) for s in steps)
-        return cls(rows, title, tuple(sorted(given)), views)
+        rows = tuple(describe(s.label, s.result, names, s.copied_from) for s in prepared)
+        views = tuple(_view_or_none(s.result) for s in prepared)
+        sources = tuple(s.copied_from for s in prepared)
+        return cls(rows, title, tuple(sorted(given)), views, sources)
 
     @property
     def copies(self) -> tuple[TraceRow, ...]:
@@ -477,9 +483,10 @@ def trace(
     scope = _default_namespace()
     scope.update(namespace or {})
     scope[name] = source
-    owners = OwnerNames({name: source})
+    owners = OwnerNames({name: _as_view(source).owner})
     rows = []
     views = []
+    sources: list[TensorView | None] = []
     for operation in operations:
         if isinstance(operation, str):
             label = operation.strip()
@@ -488,7 +495,8 @@ def trace(
             label, result, copied_from = _call(operation)
         rows.append(describe(label, result, owners, copied_from))
         views.append(_view_or_none(result))
-    return Trace(tuple(rows), title, (name,), tuple(views))
+        sources.append(copied_from)
+    return Trace(tuple(rows), title, (name,), tuple(views), tuple(sources))
 
 
 def _call(operation: object) -> tuple[str, Tensor | TensorView | TensorError, None]:

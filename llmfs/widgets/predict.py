@@ -1535,7 +1535,7 @@ def render_comparison_html(comparison: Comparison) -> str:
     """The same content as :func:`render_comparison_text`, as HTML."""
     from html import escape
 
-    from llmfs.widgets.html import mark, render_mapping_html, render_offsets_html
+    from llmfs.widgets.html import mark, render_mapping_html, render_offsets_html, wrap
     from llmfs.widgets.text import tally
 
     parts = [f"<p>{escape(_question(comparison))}</p>"]
@@ -1550,7 +1550,7 @@ def render_comparison_html(comparison: Comparison) -> str:
             f'<div class="llmfs-missing"><p>still to answer:</p><ul>{items}</ul>'
             "<p>(nothing is checked until every field has an answer)</p></div>"
         )
-        return f'<div class="llmfs-comparison">{"".join(parts)}</div>'
+        return wrap("llmfs-comparison", "".join(parts))
     left = comparison.tries_left or {}
     rows = []
     for v in comparison.verdicts:
@@ -1581,7 +1581,7 @@ def render_comparison_html(comparison: Comparison) -> str:
         elif outcome.view is not None:
             parts.append(render_offsets_html(outcome.view, row.owner or "base"))
             parts.append(render_mapping_html(row))
-    return f'<div class="llmfs-comparison">{"".join(parts)}</div>'
+    return wrap("llmfs-comparison", "".join(parts))
 
 
 __all__ = [

@@ -63,7 +63,7 @@ def unavailable_reason() -> str | None:
     """Why browser tests cannot run on this machine, or None when they can."""
     if not CHROMIUM.exists():
         return f"{CHROMIUM} is absent (apt-get install chromium)"
-    for module in ("playwright", "jupyterlab", "ipywidgets"):
+    for module in ("playwright", "jupyterlab", "ipywidgets", "anywidget"):
         if importlib.util.find_spec(module) is None:
             return f"the Python package {module!r} is not installed (pip install -e '.[test]')"
     return None

@@ -66,14 +66,20 @@ def test_widgets_render_and_predict_then_run_marks_right_and_wrong(open_lab_note
     offsets_widget.wait_for(timeout=30_000)
     rows = offsets_widget.locator("table.llmfs-offsets tbody tr")
     assert [rows.nth(k).get_attribute("data-offset") for k in range(6)] == SEED_TRANSPOSE_OFFSETS
-    assert texts(offsets_widget.locator(".llmfs-logical-cell")) == [
+    cells = offsets_widget.locator("g.llmfs-cell")
+    assert [cells.nth(k).get_attribute("data-value") for k in range(6)] == [
         "10", "20", "11", "21", "12", "22",
     ]  # fmt: skip
-    # Selecting logical cell [0, 1] (value 20) marks storage offset 3 after a kernel round trip.
-    offsets_widget.locator(".llmfs-logical-cell").nth(1).click()
-    offsets_widget.locator(".llmfs-storage-cell", has_text="▶ 3: 20").wait_for(timeout=10_000)
+    assert offsets_widget.locator("g.llmfs-slot").count() == 6  # storage shown once
+    # Selecting logical cell [0, 1] (value 20) marks storage offset 3; the table follows after a
+    # kernel round trip, and its rows keep their width.
+    width_before = rows.nth(1).bounding_box()["width"]
+    cells.nth(1).click()
+    offsets_widget.locator('g.llmfs-slot.llmfs-on[data-offset="3"]').wait_for(timeout=10_000)
     status = "coordinate [0, 1] reads storage offset 3 (value 20)"
     offsets_widget.get_by_text(status).wait_for(timeout=10_000)
+    offsets_widget.locator("table.llmfs-offsets tr.llmfs-on").wait_for(timeout=10_000)
+    assert rows.nth(1).bounding_box()["width"] == width_before
 
     # TraceTable: seed 002's rows, rejections with their conditions, and the copy's mapping.
     trace_table = page.locator(".llmfs-trace-table table.llmfs-trace")
@@ -98,6 +104,14 @@ def test_widgets_render_and_predict_then_run_marks_right_and_wrong(open_lab_note
         "violated: reshape without copying",
         "violated: end <= size",
     ]
+    # A click on a row marks it and opens its storage diagram under the table.
+    trace_table.locator('tr[data-row="2"]').click()
+    page.locator('.llmfs-trace-table tr[data-row="2"][aria-selected="true"]').wait_for(
+        timeout=10_000
+    )
+    opened = page.locator(".llmfs-trace-table .llmfs-storage-diagram")
+    opened.wait_for(timeout=10_000)
+    assert opened.locator("line.llmfs-read").count() == 6
     mapping = page.locator(".llmfs-trace-table table.llmfs-mapping")
     new_cells = mapping.locator("td[data-new]")
     assert [new_cells.nth(k).get_attribute("data-new") for k in range(4)] == ["0", "1", "2", "3"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -29,13 +30,38 @@ def test_two_generations_give_identical_bytes(fresh: Path, tmp_path: Path) -> No
     assert figures.differences(tmp_path, fresh) == []
 
 
-def test_every_figure_is_written_as_png_svg_and_text(fresh: Path) -> None:
+def test_every_figure_is_written_as_svg_and_text_and_matplotlib_ones_also_as_png(
+    fresh: Path,
+) -> None:
     names = sorted(p.name for p in fresh.iterdir())
     expected = sorted(
-        [f"{n}{s}" for n in figures.FIGURES for s in (".png", ".svg", ".txt")] + [figures.INDEX]
+        [f"{n}{s}" for n in figures.FIGURES for s in figures.suffixes(n)] + [figures.INDEX]
     )
     assert names == expected
-    assert set(figures.FIGURES) >= {"trace_table", "reshape_vs_transpose", "slice_materialize"}
+    assert set(figures.FIGURES) >= {
+        "trace_table",
+        "reshape_vs_transpose",
+        "slice_materialize",
+        "broadcast_zero_strides",
+        "split_heads",
+    }
+    assert figures.suffixes("slice_materialize") == (".svg", ".txt")
+
+
+def test_storage_figures_are_the_notebooks_storage_diagram_at_a_readable_size(fresh: Path) -> None:
+    svg = (fresh / "slice_materialize.svg").read_text()
+    assert svg.startswith('<svg class="llmfs-diagram"')
+    sizes = [int(size) for size in re.findall(r'font-size="(\d+)"', svg)]
+    assert min(sizes) >= 10
+    # One drawing unit is one pixel (width equals the viewBox's), so 13 px text is 13 px.
+    width, height = re.search(r'width="([\d.]+)" height="([\d.]+)"', svg).groups()
+    assert f'viewBox="0 0 {width} {height}"' in svg
+    # A [3, 2] view is drawn as 3 rows of 2 cells, each cell with its coordinate.
+    transpose = (fresh / "reshape_vs_transpose.svg").read_text()
+    assert transpose.count('data-panel="1" data-index=') == 6
+    assert 'data-coordinate="[2,1]"' in transpose
+    for name in ("slice_materialize", "reshape_vs_transpose", "split_heads"):
+        assert "offset" in (fresh / f"{name}.txt").read_text()
 
 
 def test_files_carry_no_dates_or_version_strings(fresh: Path) -> None:
@@ -68,9 +94,9 @@ def test_differences_name_a_changed_a_missing_and_an_extra_file(
     copy = tmp_path / "figures"
     shutil.copytree(fresh, copy)
     (copy / "trace_table.txt").write_text("old\n")
-    (copy / "slice_materialize.png").unlink()
+    (copy / "slice_materialize.svg").unlink()
     (copy / "leftover.svg").write_text("<svg/>")
-    expected = ["leftover.svg", "slice_materialize.png", "trace_table.txt"]
+    expected = ["leftover.svg", "slice_materialize.svg", "trace_table.txt"]
     assert figures.differences(copy, fresh) == expected
 
 
@@ -85,3 +111,5 @@ def test_the_check_option_reports_stale_figures(fresh: Path, tmp_path: Path, cap
 def test_the_slice_figure_text_holds_the_seed_mapping() -> None:
     text = (COMMITTED / "slice_materialize.txt").read_text()
     assert "new offsets [0, 1, 2, 3] -> source offsets [1, 2, 4, 5]" in text
+    assert "offset 3 is skipped: not contiguous" in text
+    assert "no single stride jumps both" in text

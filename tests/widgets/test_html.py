@@ -76,12 +76,38 @@ def test_the_mapping_table_pairs_new_and_source_offsets() -> None:
     assert list(zip(new, source)) == [("0", "1"), ("1", "2"), ("2", "4"), ("3", "5")]
 
 
-def test_a_selected_cell_is_marked_with_a_pointer_and_bold_text() -> None:
+def test_a_selected_cell_is_marked_with_a_pointer_and_an_outline_without_shifting() -> None:
     html = render_offsets_html(seed_fixture().transpose(0, 1), "base", selected=1)
-    selected_rows = re.findall(r'<tr data-index="1" data-offset="3">.*?</tr>', html)
-    assert selected_rows and "▶" in selected_rows[0] and "font-weight:bold" in selected_rows[0]
-    strip_cell = re.findall(r'<td [^>]*data-offset="3">[^<]*</td>', html)[0]
-    assert "▶ 20" in strip_cell
+    selected_rows = re.findall(
+        r'<tr data-index="1" data-offset="3" class="llmfs-on">.*?</tr>', html
+    )
+    assert (
+        selected_rows
+        and '<span class="llmfs-pointer" aria-hidden="true">▶</span>' in (selected_rows[0])
+    )
+    # Every row reserves the pointer's room; unselected rows hide it, so nothing moves.
+    assert (
+        html.count('<span class="llmfs-pointer" aria-hidden="true" style="visibility:hidden">')
+        == 5 + 5
+    )
+    strip_cell = re.findall(r'<td data-offset="3" class="llmfs-on">.*?</td>', html)[0]
+    assert strip_cell.endswith("▶</span> 20</td>")
+    assert "· not read" not in html  # the transpose reads every offset
+    assert render_offsets_html(seed_fixture().view(), strip=False).count("<table") == 1
+
+
+def test_fragments_carry_the_shared_stylesheet_and_no_inline_colours() -> None:
+    html = seed_trace()._repr_html_()
+    assert html.startswith('<div class="llmfs llmfs-trace-figure"><style>')
+    assert "#dde8ff" not in html and "background:" not in html.split("</style>", 1)[1]
+
+
+def test_rejected_rows_open_to_the_full_message() -> None:
+    html = seed_trace()._repr_html_()
+    details = re.findall(r"<details><summary>(.*?)</summary>(.*?)</details>", html)
+    assert len(details) == 3
+    assert "reshape without copying" in details[1][0]
+    assert "not adjacent in storage" in details[1][1]
 
 
 def test_verdicts_say_right_and_wrong_in_words() -> None:

@@ -17,6 +17,7 @@ pytest.importorskip("ipywidgets", reason="needs ipywidgets")
 from llmfs.widgets import (  # noqa: E402
     OffsetTable,
     PredictThenRun,
+    StorageDiagram,
     TraceTable,
     check,
     predict,
@@ -25,7 +26,8 @@ from llmfs.widgets import (  # noqa: E402
 from llmfs.widgets.examples import SEED_OPERATIONS, seed_fixture  # noqa: E402
 
 SETUP = (
-    "from llmfs.widgets import OffsetTable, PredictThenRun, TraceTable, check, predict, trace\n"
+    "from llmfs.widgets import OffsetTable, PredictThenRun, StorageDiagram, TraceTable, check\n"
+    "from llmfs.widgets import predict, trace\n"
     "from llmfs.widgets.examples import SEED_OPERATIONS, seed_fixture\n"
     "base = seed_fixture()"
 )
@@ -35,6 +37,7 @@ CELLS = [
     "OffsetTable(base.transpose(0, 1))",
     "TraceTable(trace(base, SEED_OPERATIONS))",
     "PredictThenRun('base.reshape([3, 2])', ['shape', 'error'])",
+    "StorageDiagram(base, ['s = base.view().slice(1, 1, 3)', 's.materialize()', 's.reshape([4])'])",
 ]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -57,9 +60,16 @@ def test_kernel_outputs_equal_the_text_and_html_made_here(tmp_path: Path) -> Non
         OffsetTable(base.transpose(0, 1)),
         TraceTable(trace(base, SEED_OPERATIONS)),
         PredictThenRun("base.reshape([3, 2])", ["shape", "error"], namespace=scope),
+        StorageDiagram(
+            base, ["s = base.view().slice(1, 1, 3)", "s.materialize()", "s.reshape([4])"]
+        ),
     ]
     for (output,), made_here in zip(outputs, expected):
         assert output["data"]["text/plain"] == repr(made_here)
     assert outputs[0][0]["data"]["text/html"] == expected[0]._repr_html_()
     assert outputs[1][0]["data"]["text/html"] == expected[1]._repr_html_()
     assert all(WIDGET_VIEW in cell[0]["data"] for cell in outputs[2:])
+    # Without the widget's script, the diagram is its static SVG, identical in any process.
+    bundle = expected[5]._repr_mimebundle_()
+    data = bundle[0] if isinstance(bundle, tuple) else bundle
+    assert outputs[5][0]["data"]["text/html"] == data["text/html"]
