@@ -8,7 +8,11 @@ on the default (NumPy) backend, NumPy's time for the same result, and their rati
   the transposed layout, which is less work and not the same result layout);
 * ``sum`` over axis 0 of a transposed 4096x4096 float32 view, against ``np.sum(a.T, axis=0)``;
 * ``einsum("bij,bjk->bik")`` on 16x256x256 float32, against ``np.einsum(..., optimize=True)``;
-* ``matmul`` of 1024x1024 float32, against ``a @ b``.
+* ``matmul`` of 1024x1024 float32, against ``a @ b``;
+* an embedding lookup, ``take`` of 64x128 int64 ids from a 50000x256 float32 table, against
+  ``np.take(table, ids, axis=0)``;
+* the comparison ``less`` of the transposed view and the row vector (a bool result), against
+  ``np.less(a.T, r, order="C")``.
 
 Then the reference backend (pure Python) is timed on a small size, and its rate printed, so the
 distance between the teaching path and the fast path is visible.
@@ -23,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from _timing import header, median_seconds, paired_medians, row
 
-from llmfs.tensor import Tensor, add, einsum, matmul, sum, use_backend
+from llmfs.tensor import Tensor, add, einsum, less, matmul, sum, take, use_backend
 
 GOAL = 1.1
 
@@ -70,6 +74,17 @@ def main() -> None:
     tm, tn = Tensor.from_numpy(m), Tensor.from_numpy(n)
     ours, peer = paired_medians(lambda: matmul(tm, tn), lambda: m @ n)
     ratios.append(row("matmul(1024x1024, 1024x1024)", ours, peer, GOAL))
+
+    vocab = rng.standard_normal((50_000, 256)).astype(np.float32)
+    ids = rng.integers(0, 50_000, size=(64, 128))
+    tvocab, tids = Tensor.from_numpy(vocab), Tensor.from_numpy(ids)
+    ours, peer = paired_medians(lambda: take(tvocab, tids), lambda: np.take(vocab, ids, axis=0))
+    np.testing.assert_array_equal(take(tvocab, tids).to_numpy(), np.take(vocab, ids, axis=0))
+    ratios.append(row("take(50000x256 table, 64x128 int64 ids)", ours, peer, GOAL))
+
+    ours, peer = paired_medians(lambda: less(view, tr), lambda: np.less(a.T, r, order="C"))
+    np.testing.assert_array_equal(less(view, tr).to_numpy(), np.less(a.T, r, order="C"))
+    ratios.append(row("less(2048x2048 transposed, row vector)", ours, peer, GOAL))
 
     worst = max(ratios)
     verdict = "met" if worst <= GOAL else "MISSED"

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from llmfs.tensor.backends.metal import EmulatorExecutor, emulator_available, is_available, ops
+from llmfs.tensor.layout import Layout
 
 
 def median_seconds(work: Callable[[], object], repeat: int) -> float:
@@ -61,7 +62,7 @@ def main() -> int:
     rng = np.random.default_rng(0)
     n = args.size
     matrix = rng.standard_normal((n, n)).astype(np.float32)
-    transposed = ops.Strided(matrix.reshape(-1), (n, n), (1, n), 0)
+    transposed = ops.Strided(matrix.reshape(-1), Layout((n, n), (1, n), 0))
     numpy_copy = median_seconds(lambda: np.ascontiguousarray(matrix.T), args.repeat)
 
     m = args.matmul

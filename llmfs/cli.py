@@ -11,6 +11,10 @@ import argparse
 import importlib
 from collections.abc import Sequence
 
+from llmfs import __version__
+
+VERSION = f"llmfs {__version__}"
+
 # name -> (module, one-line help). The order is the order of `llmfs --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "start": ("llmfs.course.start", "copy the student notebooks to your folder, open JupyterLab"),
@@ -26,10 +30,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     """The parser with one sub-command per entry of :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(prog="llmfs", description="LLM from scratch: course tools.")
+    parser.add_argument("--version", action="version", version=VERSION)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
-        command.set_defaults(_module=module_name)
+        command.add_argument("--version", action="version", version=VERSION)
+        # The sub-command's own parser, so that its mistakes show its usage (see main).
+        command.set_defaults(_module=module_name, _parser=command)
         # Options are declared by the command's module; importing it is cheap (heavy
         # dependencies are imported inside main()).
         importlib.import_module(module_name).add_arguments(command)
@@ -37,9 +44,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs one command; returns its exit status."""
+    """Runs one command; returns its exit status.
+
+    A usage error exits with status 2 (``SystemExit``) after printing the usage of the parser it
+    belongs to: ``llmfs start --bogus`` shows ``llmfs start``'s options, not the command list.
+    """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        owner = parser if args.command is None else args._parser
+        owner.error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:
         parser.print_help()
         return 0

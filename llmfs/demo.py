@@ -1,4 +1,4 @@
-"""``llmfs demo``: seed 002's trace table for the fixture, printed in the terminal.
+"""``llmfs demo``: the trace table of the [2, 3] example tensor, printed in the terminal.
 
 Prints the trace table (source view, reshape, transpose, slice, materialized slice, and the three
 refused requests) with the text renderer, then the materialized slice's mapping table. Needs only

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from llmfs import __version__
 from llmfs.cli import COMMANDS, main
 
 
@@ -30,3 +32,43 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
         main(["grade-everything"])
     assert info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def _pyproject_version() -> str:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    with (Path(__file__).resolve().parents[1] / "pyproject.toml").open("rb") as handle:
+        return str(tomllib.load(handle)["project"]["version"])
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["start", "--version"], ["demo", "--version"]])
+def test_version_prints_the_package_version(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"llmfs {_pyproject_version()}\n"
+    assert __version__ == _pyproject_version()
+
+
+def test_a_bad_flag_shows_the_usage_of_its_own_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["start", "--bogus"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: llmfs start ") and "--no-browser" in err
+    assert err.rstrip().endswith("llmfs start: error: unrecognized arguments: --bogus")
+
+
+def test_a_bad_flag_before_any_command_shows_the_command_list(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--bogus"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: llmfs [-h] [--version] COMMAND")
+    assert "llmfs: error: unrecognized arguments: --bogus" in err

@@ -11,22 +11,34 @@ is never overwritten:
   runs only while the learner has not edited it.
 
 What was shipped is remembered in ``.llmfs/course-state.json`` in the folder, so that answering
-exercises alone never produces an ``.updated`` file. JupyterLab then starts in the folder on
-``--ip`` (default 127.0.0.1) and ``--port`` (1 to 65535), with the announcements extension
-disabled and no update check, so nothing is downloaded; exercise attempts are logged in
-``.llmfs/attempts.jsonl`` of the folder.
+exercises alone never produces an ``.updated`` file. The folder itself may be created, but not its
+parent: a mistyped ``--dir`` must not build a whole tree of folders.
+
+JupyterLab then starts in the folder on ``--ip`` (an IPv4 or IPv6 address, or ``localhost``;
+default 127.0.0.1) and ``--port`` (1 to 65535), with the announcements extension disabled and no
+update check, so nothing is downloaded; exercise attempts are logged in ``.llmfs/attempts.jsonl``
+of the folder. A port given with ``--port`` must be free (it is an error otherwise); without
+``--port``, 8888 is used when free and another free port, announced, when not. ``llmfs start``
+owns JupyterLab's lifetime: SIGINT (Ctrl+C), SIGTERM or SIGHUP stop JupyterLab too (SIGTERM,
+then SIGKILL if it has not exited within :data:`STOP_TIMEOUT` seconds or on a second signal).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
+import ipaddress
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from llmfs.course import CourseError
 from llmfs.course.manifest import Manifest, load_manifest
@@ -40,6 +52,14 @@ ANNOUNCEMENTS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
 # TCP ports are 16-bit. 0 ("any free port") is refused: jupyter_server releases older than its
 # fix for issue 1650 then print the URL with port 0 instead of the port they bound.
 PORT_RANGE = (1, 65535)
+#: JupyterLab's own default port, used when ``--port`` is left out and it is free.
+DEFAULT_PORT = 8888
+#: Seconds JupyterLab gets to shut down after SIGTERM before it is killed.
+STOP_TIMEOUT = 10.0
+#: The signals that stop ``llmfs start`` and, through it, JupyterLab.
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
 
 
 @dataclass(frozen=True)
@@ -92,15 +112,34 @@ def _load_state(folder: Path) -> dict[str, dict[str, str]]:
     return {"shipped": dict(state.get("shipped", {})), "updates": dict(state.get("updates", {}))}
 
 
+def check_folder(folder: Path) -> None:
+    """Checks that ``folder`` can be the course folder: an existing folder, or a new one whose
+    parent exists.
+
+    Raises :class:`CourseError` when the parent is missing (saying how to create it: only the
+    last folder is ever created, so a typo cannot build a tree) or when ``folder`` is a file.
+    """
+    if folder.exists() and not folder.is_dir():
+        raise CourseError(f"{folder}: exists and is not a folder; choose another --dir")
+    parent = folder.parent
+    if not folder.exists() and not parent.is_dir():
+        raise CourseError(
+            f"{folder}: its parent folder {parent} does not exist; create it first with: "
+            f"mkdir -p {parent}"
+        )
+
+
 def copy_course(manifest: Manifest, folder: Path) -> list[CopyResult]:
     """Copy the course into ``folder`` without overwriting any learner file; see the module doc.
 
     Returns one :class:`CopyResult` per course file, in course order. Raises
-    :class:`CourseError` when a course file is missing or the folder cannot be written.
+    :class:`CourseError` when a course file is missing, the folder's parent does not exist (see
+    :func:`check_folder`) or the folder cannot be written.
     """
     files = course_files(manifest)
+    check_folder(folder)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(exist_ok=True)
         state = _load_state(folder)
         results = [_copy_one(source, folder, name, state) for source, name in files]
         state_path = folder / STATE_FILE
@@ -200,11 +239,102 @@ def _port_argument(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def lab_command(folder: Path, *, ip: str, port: int | None, open_browser: bool) -> list[str]:
+def check_ip(ip: object) -> str:
+    """``ip`` itself when it is ``localhost`` or an IPv4 or IPv6 address (``127.0.0.1``, ``::1``,
+    ``0.0.0.0`` for every interface).
+
+    Raises :class:`CourseError` otherwise: JupyterLab would fail with pages of tracebacks.
+    """
+    if ip == "localhost":
+        return ip
+    try:
+        ipaddress.ip_address(ip)  # type: ignore[arg-type]
+    except ValueError:
+        raise CourseError(
+            f"the address must be an IPv4 or IPv6 address or 'localhost' (for example 127.0.0.1 "
+            f"or ::1), got {ip!r}"
+        ) from None
+    return str(ip)
+
+
+def _ip_argument(text: str) -> str:
+    # An argparse type: a bad --ip is a one-line usage error (exit status 2), not a traceback.
+    try:
+        return check_ip(text)
+    except CourseError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def port_is_free(ip: str, port: int) -> bool:
+    """True when a server could listen on ``port`` at ``ip`` now (every address ``ip`` names).
+
+    Binds the way JupyterLab's server does (``SO_REUSEADDR`` on POSIX, so a port whose old
+    connections are still closing counts as free), then releases the port at once. Raises
+    :class:`CourseError` when ``ip`` is not an address of this machine (nothing could listen
+    there, whatever the port).
+    """
+    try:
+        addresses = socket.getaddrinfo(ip, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror:
+        return True  # nothing to probe; JupyterLab reports its own failure
+    bound = 0
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            if os.name == "posix":
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as error:
+                if error.errno == errno.EADDRNOTAVAIL:
+                    continue  # e.g. ::1 on a machine without IPv6: JupyterLab skips it too
+                return False
+            bound += 1
+    if not bound:
+        raise CourseError(
+            f"{ip} is not an address of this machine, so JupyterLab cannot listen there; leave "
+            f"out --ip for 127.0.0.1 (this computer only)"
+        )
+    return True
+
+
+def _any_free_port(ip: str) -> int:
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((ip, 0))
+        return int(probe.getsockname()[1])
+
+
+def choose_port(ip: str, requested: int | None) -> tuple[int, str | None]:
+    """The port JupyterLab should use, and a message for the learner when it is not the one
+    they would expect.
+
+    A requested port (``--port``) must be free: otherwise :class:`CourseError` names it and says
+    what to do. Without a request, :data:`DEFAULT_PORT` is used when free, else any free port,
+    with a message saying so.
+    """
+    if requested is not None:
+        port = check_port(requested)
+        if not port_is_free(ip, port):
+            raise CourseError(
+                f"port {port} is already in use on {ip} (is another JupyterLab running?): stop "
+                f"what uses it, choose another port with --port, or leave out --port to use a "
+                f"free one"
+            )
+        return port, None
+    if port_is_free(ip, DEFAULT_PORT):
+        return DEFAULT_PORT, None
+    port = _any_free_port(ip)
+    return port, f"port {DEFAULT_PORT} is in use, so JupyterLab uses port {port}"
+
+
+def lab_command(
+    folder: Path, *, ip: str, port: int | None, open_browser: bool, exact_port: bool = True
+) -> list[str]:
     """The JupyterLab command line for ``folder`` (this interpreter, so kernels import llmfs).
 
-    ``port=None`` leaves JupyterLab's default. Raises :class:`CourseError` for a port outside
-    1..65535 (see :func:`check_port`).
+    ``port=None`` leaves JupyterLab's default. With ``exact_port`` JupyterLab is told not to move
+    to another port when ``port`` is taken (it exits with an error instead). Raises
+    :class:`CourseError` for a port outside 1..65535 (see :func:`check_port`).
     """
     if port is not None:
         port = check_port(port)
@@ -219,6 +349,8 @@ def lab_command(folder: Path, *, ip: str, port: int | None, open_browser: bool) 
     ]
     if port is not None:
         command.append(f"--ServerApp.port={port}")
+        if exact_port:
+            command.append("--ServerApp.port_retries=0")
     if not open_browser:
         command.append("--no-browser")
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -238,10 +370,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--port",
         type=_port_argument,
         default=None,
-        help="JupyterLab's port, from 1 to 65535 (default 8888)",
+        help="JupyterLab's port, from 1 to 65535; it must be free (default: 8888, or another "
+        "free port when 8888 is in use)",
     )
     parser.add_argument(
-        "--ip", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+        "--ip",
+        type=_ip_argument,
+        default="127.0.0.1",
+        help="IPv4 or IPv6 address or 'localhost' to listen on (default 127.0.0.1)",
     )
     parser.add_argument(
         "--no-browser", action="store_true", help="do not open a web browser; print the URL only"
@@ -252,9 +388,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    """Run ``llmfs start``: copy the course, then run JupyterLab until it exits (its status)."""
+    """Run ``llmfs start``: copy the course, then run JupyterLab until it exits (its status).
+
+    Bad options (a missing parent folder, a port in use) are reported before anything is copied
+    or started, with exit status 2.
+    """
     folder = Path(args.dir).expanduser().resolve()
     try:
+        check_folder(folder)
+        port, note = (None, None) if args.copy_only else choose_port(args.ip, args.port)
         results = copy_course(load_manifest(), folder)
     except CourseError as error:
         print(f"llmfs start: {error}", file=sys.stderr)
@@ -265,18 +407,82 @@ def main(args: argparse.Namespace) -> int:
     print(f"Your course folder: {folder}")
     if args.copy_only:
         return 0
+    if note:
+        print(f"llmfs start: {note}")
     try:
-        command = lab_command(folder, ip=args.ip, port=args.port, open_browser=not args.no_browser)
+        command = lab_command(
+            folder,
+            ip=args.ip,
+            port=port,
+            open_browser=not args.no_browser,
+            exact_port=args.port is not None,
+        )
     except CourseError as error:
         print(f"llmfs start: {error}", file=sys.stderr)
         return 2
+    return run_lab(command, cwd=folder, env=lab_environment(folder))
+
+
+def run_lab(command: list[str], *, cwd: Path, env: dict[str, str]) -> int:
+    """Runs JupyterLab's ``command`` until it exits and returns its exit status.
+
+    While it runs, :data:`STOP_SIGNALS` sent to this process stop JupyterLab too, so it is never
+    left running without ``llmfs start``: the first signal sends it SIGTERM (it shuts its kernels
+    down and exits), and it is killed when it has not exited :data:`STOP_TIMEOUT` seconds later
+    or when a second signal arrives. The status is then ``128 + the signal number``, as a shell
+    reports a process stopped by that signal. JupyterLab runs in its own session, so Ctrl+C in
+    the terminal reaches it only this way.
+    """
+    received: list[int] = []
+    process: subprocess.Popen[bytes] | None = None
+    killer = threading.Timer(STOP_TIMEOUT, lambda: _kill(process, "did not stop in time"))
+    killer.daemon = True
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+        if process is None or process.poll() is not None:
+            return
+        if len(received) == 1:
+            name = signal.Signals(signum).name
+            print(f"llmfs start: {name} received, stopping JupyterLab", file=sys.stderr)
+            process.terminate()
+            killer.start()
+        else:
+            _kill(process, "a second signal arrived")
+
+    handlers = threading.current_thread() is threading.main_thread()
+    previous = {number: signal.signal(number, stop) for number in STOP_SIGNALS} if handlers else {}
     try:
-        process = subprocess.Popen(command, cwd=folder, env=lab_environment(folder))
-    except OSError as error:
-        print(f"llmfs start: cannot run JupyterLab ({error})", file=sys.stderr)
-        return 2
-    while True:
         try:
-            return process.wait()
-        except KeyboardInterrupt:
-            continue  # JupyterLab handles Ctrl+C itself (it asks before shutting down)
+            process = subprocess.Popen(
+                command, cwd=cwd, env=env, start_new_session=os.name == "posix"
+            )
+        except OSError as error:
+            print(f"llmfs start: cannot run JupyterLab ({error})", file=sys.stderr)
+            return 2
+        if received:  # a signal arrived while JupyterLab was being started
+            stop(received.pop(), None)
+        status = process.wait()
+        return 128 + received[0] if received else status
+    finally:
+        killer.cancel()
+        if process is not None and process.poll() is None:  # an unexpected exception
+            _kill(process, "llmfs start is exiting")
+            process.wait()
+        for number, handler in previous.items():
+            signal.signal(number, handler if handler is not None else signal.SIG_DFL)
+
+
+def _kill(process: subprocess.Popen[bytes] | None, why: str) -> None:
+    """Kills JupyterLab and what it started in its session (kernels, terminals); the caller
+    reaps it."""
+    if process is None or process.poll() is not None:
+        return
+    print(f"llmfs start: killing JupyterLab ({why})", file=sys.stderr)
+    try:
+        if os.name == "posix":
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    except (ProcessLookupError, PermissionError):
+        pass

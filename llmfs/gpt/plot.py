@@ -41,6 +41,7 @@ def loss_text(record: dict[str, Any]) -> str:
 def loss_figure(record: dict[str, Any]) -> tuple[Figure, str]:
     """``(figure, text)``: the training loss (log scale) and the held-out accuracy against the
     step, and :func:`loss_text`."""
+    # Loaded on use: the figure helpers need matplotlib, which training without figures skips.
     from llmfs.widgets.plot import figure_style, new_figure
 
     steps = [s for s, _ in record["loss_curve"]]
@@ -70,6 +71,7 @@ def loss_figure(record: dict[str, Any]) -> tuple[Figure, str]:
 def write_loss_figure(record: dict[str, Any], folder: Path) -> list[Path]:
     """Writes ``capstone_loss.png``, ``.svg`` and ``.txt`` (the CSV of :func:`loss_text`) into
     ``folder``; returns the paths."""
+    # Loaded on use, as in loss_figure.
     from llmfs.widgets.plot import save
 
     folder.mkdir(parents=True, exist_ok=True)

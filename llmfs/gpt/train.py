@@ -383,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"held-out accuracy of the saved weights: {saved_accuracy:.4f} ({held} problems)")
     print(f"wrote {path} ({path.stat().st_size} bytes), {checksum}, {record_path}")
     if not args.no_figure:
+        # Loaded on use: the figure needs matplotlib, which --no-figure runs never import.
         from llmfs.gpt.plot import write_loss_figure
 
         for written in write_loss_figure(record, args.figures or default_figures_folder()):

@@ -1,10 +1,13 @@
 """``llmfs.tensor``: a compact tensor library built to be read.
 
 * :class:`Tensor` owns contiguous row-major storage (a 1-D NumPy array).
-* :class:`TensorView` reads that storage through (shape, strides, base offset) without copying;
-  reshape, transpose, permute, slice, flip, merge, split and expand are views.
+* :class:`TensorView` reads that storage through a :class:`Layout` (shape, strides, offset)
+  without copying; reshape, transpose, permute, slice, flip, merge, split and expand are views,
+  on a ``Tensor`` as on a ``TensorView`` (one shared implementation).
 * :func:`materialize` and :func:`copying_transpose` copy, explicitly.
 * :mod:`llmfs.tensor.layout` holds all layout arithmetic as pure functions.
+* Storage is bool, int32, int64, float16, float32 or float64 (:data:`SUPPORTED_DTYPES`); ops
+  promote as NumPy 2 does (:mod:`llmfs.tensor.dtypes`).
 * Every refusal is a :class:`TensorError` naming the violated condition.
 """
 
@@ -18,9 +21,10 @@ from llmfs.tensor.backends import (
     set_default_backend,
     use_backend,
 )
-from llmfs.tensor.dtypes import SUPPORTED_DTYPES
+from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
 from llmfs.tensor.errors import (
+    AllocationError,
     AxisOutOfRangeError,
     BackendUnavailableError,
     BroadcastError,
@@ -48,6 +52,7 @@ from llmfs.tensor.errors import (
     MetalDTypeError,
     MetalError,
     MetalUnavailableError,
+    NegativeSliceBoundError,
     NonContiguousReshapeError,
     OutputBufferError,
     PermutationLengthMismatchError,
@@ -65,6 +70,7 @@ from llmfs.tensor.errors import (
     UnsupportedOperationError,
 )
 from llmfs.tensor.layout import (
+    Layout,
     broadcast_shapes,
     can_view_as_contiguous,
     can_view_as_contiguous_all,
@@ -75,11 +81,27 @@ from llmfs.tensor.layout import (
 from llmfs.tensor.ops import (
     abs,
     add,
+    all,
+    allclose,
+    any,
+    array_equal,
+    astype,
     cos,
     div,
     einsum,
+    equal,
     exp,
+    floor_divide,
+    greater,
+    greater_equal,
+    isclose,
+    less,
+    less_equal,
     log,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
     matmul,
     max,
     maximum,
@@ -88,23 +110,31 @@ from llmfs.tensor.ops import (
     minimum,
     mul,
     neg,
+    not_equal,
+    power,
     prod,
     reciprocal,
     reduce,
     relu,
+    remainder,
     scale,
     sigmoid,
     sin,
     sqrt,
     sub,
     sum,
+    take,
     tanh,
+    where,
 )
 from llmfs.tensor.tensor import MutableStorage, Tensor
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
 
 __all__ = [
+    "FLOAT_DTYPES",
+    "INTEGER_DTYPES",
     "SUPPORTED_DTYPES",
+    "AllocationError",
     "AxisOutOfRangeError",
     "Backend",
     "BackendUnavailableError",
@@ -131,11 +161,13 @@ __all__ = [
     "KernelLintError",
     "KernelMemoryError",
     "KernelNotFoundError",
+    "Layout",
     "MatmulShapeError",
     "MetalDTypeError",
     "MetalError",
     "MetalUnavailableError",
     "MutableStorage",
+    "NegativeSliceBoundError",
     "NonContiguousReshapeError",
     "OutputBufferError",
     "PermutationLengthMismatchError",
@@ -156,7 +188,12 @@ __all__ = [
     "UnsupportedOperationError",
     "abs",
     "add",
+    "all",
+    "allclose",
+    "any",
+    "array_equal",
     "as_strided",
+    "astype",
     "available_backends",
     "broadcast_shapes",
     "can_view_as_contiguous",
@@ -165,10 +202,21 @@ __all__ = [
     "cos",
     "div",
     "einsum",
+    "equal",
     "exp",
+    "floor_divide",
     "get_backend",
+    "greater",
+    "greater_equal",
     "is_contiguous",
+    "isclose",
+    "less",
+    "less_equal",
     "log",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
     "materialize",
     "matmul",
     "max",
@@ -178,11 +226,14 @@ __all__ = [
     "minimum",
     "mul",
     "neg",
+    "not_equal",
+    "power",
     "prod",
     "reciprocal",
     "reduce",
     "register_backend",
     "relu",
+    "remainder",
     "row_major_strides",
     "scale",
     "set_default_backend",
@@ -191,7 +242,9 @@ __all__ = [
     "sqrt",
     "sub",
     "sum",
+    "take",
     "tanh",
     "use_backend",
     "validate",
+    "where",
 ]

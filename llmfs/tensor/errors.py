@@ -782,8 +782,44 @@ class MetalDTypeError(DTypeError):
         return f"it takes {', '.join(self.supported)}. Convert first, or use the numpy backend"
 
 
+class NegativeSliceBoundError(IndexOutOfBoundsError):
+    """A strict slice's start or stop is negative: strict bounds lie in ``[0, size]``."""
+
+    condition = "0 <= slice bound <= size"
+    template = (
+        "{what} {index} is out of bounds for axis {axis} of size {size} (a strict slice needs "
+        "0 <= {what} <= {size}; negative bounds count from the end only in view[a:b])"
+    )
+
+
+class AllocationError(TensorError, MemoryError):
+    """A new storage that NumPy or the machine cannot hold.
+
+    ``count`` values of ``dtype`` take ``nbytes`` bytes; ``reason`` says which limit refused them
+    (NumPy's largest array, the machine's memory, or the allocation itself failing).
+    """
+
+    condition = "storage fits in memory"
+    template = "cannot allocate {count} values of {dtype} ({nbytes} bytes, {readable}): {reason}"
+    count: int
+    dtype: object
+    nbytes: int
+    reason: str
+
+    @property
+    def readable(self) -> str:
+        """``nbytes`` in binary units with two decimals (``8.00 TiB``), as NumPy reports them."""
+        value, unit = float(self.nbytes), "B"
+        for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+            if value < 1024:
+                break
+            value, unit = value / 1024, bigger
+        return f"{self.nbytes} B" if unit == "B" else f"{value:.2f} {unit}"
+
+
 __all__ = [
     "PLURALS",
+    "AllocationError",
     "AxisOutOfRangeError",
     "BackendUnavailableError",
     "BroadcastError",
@@ -811,6 +847,7 @@ __all__ = [
     "MetalDTypeError",
     "MetalError",
     "MetalUnavailableError",
+    "NegativeSliceBoundError",
     "NonContiguousReshapeError",
     "OutputBufferError",
     "PermutationLengthMismatchError",

@@ -1,10 +1,12 @@
-"""Layout arithmetic: pure functions over (shape, strides, base offset).
+"""Layout arithmetic: pure functions over (shape, strides, base offset), and the ``Layout`` value.
 
 This module is the single home of the library's index maths. Views, every backend, the widgets
 and the tests call these functions; nothing else computes strides, offsets, contiguity, bounds or
 reshape plans. Every function is pure: it takes tuples of Python ints and returns new tuples (or
 raises a :class:`~llmfs.tensor.errors.TensorError`), so each one can be read, tested and taught on
-its own.
+its own. :class:`Layout` bundles the triple into one frozen value whose methods are these
+functions (``layout.reshape(shape)`` is :func:`plan_reshape` plus the unchanged offset), so views,
+backends and widgets pass one value instead of three loose ones.
 
 Conventions
 -----------
@@ -14,14 +16,17 @@ Conventions
 * The *storage offset* of coordinate ``c`` is ``base_offset + sum(c[k] * strides[k])``.
 * Row-major ("C order") strides count a size-0 axis as size 1, as NumPy and PyTorch do, so the
   strides of ``(2, 0, 3)`` are ``(3, 3, 1)``.
-* Every size product (a 0 counted as 1) and every reachable offset must fit in a signed 64-bit
-  integer: Python ints never overflow, but storage indices and the Metal kernels are 64-bit.
+* Every size product (a 0 counted as 1), every stride and every reachable offset must fit in a
+  signed 64-bit integer: Python ints never overflow, but storage indices and the Metal kernels
+  are 64-bit. This is checked where a layout is made and by every public predicate.
+* A layout has at most :data:`MAX_RANK` (64) axes, NumPy's limit, checked where it is made.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
 from typing import NoReturn
 
 from llmfs.tensor.errors import (
@@ -30,10 +35,12 @@ from llmfs.tensor.errors import (
     DuplicateAxisError,
     IndexOutOfBoundsError,
     InvalidArgumentError,
+    InvalidAxisRangeError,
     InvalidIndexError,
     InvalidLayoutError,
     InvalidShapeError,
     InvalidStepError,
+    NegativeSliceBoundError,
     NonContiguousReshapeError,
     PermutationLengthMismatchError,
     RankMismatchError,
@@ -42,6 +49,7 @@ from llmfs.tensor.errors import (
     SliceEndOutOfBoundsError,
     SliceStartAfterEndError,
     SqueezeError,
+    TensorError,
 )
 
 Shape = tuple[int, ...]
@@ -49,6 +57,10 @@ Strides = tuple[int, ...]
 
 #: The largest index a 64-bit signed integer can hold; sizes and offsets must stay at or below it.
 INDEX_MAX = 2**63 - 1
+
+#: The most axes a layout may have: NumPy 2's limit (``NPY_MAXDIMS``), so that every layout can
+#: be read by NumPy (``repr``, ``tolist``, ``materialize`` and the ops all go through it).
+MAX_RANK = 64
 
 
 # --------------------------------------------------------------------------------------------
@@ -63,7 +75,8 @@ def as_int(value: object, what: str) -> int:
     if isinstance(value, bool) or (hasattr(value, "dtype") and value.dtype.kind == "b"):
         _refuse(what, value, "not a bool")
     try:
-        return operator.index(value)  # accepts int, numpy integers and 0-d integer arrays
+        # Accepts int, numpy integers and 0-d integer arrays; anything else raises TypeError.
+        return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         _refuse(what, value, "")
 
@@ -83,9 +96,17 @@ def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
     """
     if type(values) is tuple and all(type(v) is int for v in values):
         return values  # already exact Python ints (the common case, checked in one pass)
-    if isinstance(values, (str, bytes)) or values is None:
+    if type(values) is tuple or type(values) is list:  # the usual containers, no ABC checks
+        return tuple(as_int(v, what) for v in values)
+    if isinstance(values, (str, bytes, Mapping, Set)) or values is None:
+        # A dict or a set iterates in an order the caller did not write down (a dict gives only
+        # its keys), so it is refused rather than read as a shape; iterators are fine.
         if what == "size":
-            raise InvalidShapeError(values, f"expected a sequence of integers, got {values!r}")
+            raise InvalidShapeError(
+                values,
+                f"expected a sequence of integers (a list or tuple), got "
+                f"{type(values).__name__} {values!r}",
+            )
         raise InvalidArgumentError(what, values, many=True)
     if getattr(values, "ndim", None) == 0 or not isinstance(values, Iterable):
         return (as_int(values, what),)
@@ -93,24 +114,54 @@ def as_int_tuple(values: object, what: str = "size") -> tuple[int, ...]:
 
 
 def checked_layout(shape: object, strides: object) -> tuple[Shape, Strides]:
-    """``(shape, strides)`` as int tuples after checking sizes are ``>= 0`` and the ranks match.
+    """``(shape, strides)`` as int tuples after checking sizes are ``>= 0``, the ranks match and
+    the size product, every stride and every offset reachable from base 0 fit in 64 bits.
 
-    Raises :class:`InvalidShapeError`, :class:`InvalidArgumentError` or :class:`RankMismatchError`.
+    Raises :class:`InvalidShapeError`, :class:`InvalidArgumentError`, :class:`RankMismatchError`
+    or :class:`ShapeOverflowError`.
     """
     dims = check_sizes(shape)
     steps = as_int_tuple(strides, "stride")
     if len(dims) != len(steps):
         raise RankMismatchError(len(dims), len(steps), what="the number of strides (the rank)")
+    product = element_count([size or 1 for size in dims])
+    if product > INDEX_MAX:
+        raise ShapeOverflowError(dims, f"the product of the sizes (a 0 counted as 1), {product},")
+    check_strides_fit(dims, steps)
+    check_offsets_fit(dims, steps, 0)
     return dims, steps
 
 
 def check_sizes(shape: object) -> Shape:
-    """``shape`` as a tuple of ints, each ``>= 0``; raises :class:`InvalidShapeError`."""
+    """``shape`` as a tuple of ints, each ``>= 0``, at most :data:`MAX_RANK` of them; raises
+    :class:`InvalidShapeError`."""
     dims = as_int_tuple(shape, "size")
+    check_rank(dims)
     for axis, size in enumerate(dims):
         if size < 0:
             raise InvalidShapeError(list(dims), f"size {size} of axis {axis} is negative")
     return dims
+
+
+def check_rank(shape: Sequence[int]) -> None:
+    """Raises :class:`InvalidShapeError` when ``shape`` has more than :data:`MAX_RANK` axes.
+
+    Checked wherever a layout is made (constructors, reshape, unsqueeze, ``None`` indices,
+    split, explicit layouts), so no later read is the first place the rank fails.
+    """
+    if len(shape) > MAX_RANK:
+        raise InvalidShapeError(
+            list(shape),
+            f"rank {len(shape)} is above the limit of {MAX_RANK} axes (NumPy's maximum)",
+        )
+
+
+def check_strides_fit(shape: Sequence[int], strides: Sequence[int]) -> None:
+    """Raises :class:`ShapeOverflowError` naming the axis when a stride does not fit in a signed
+    64-bit integer (the same limit :func:`validate` applies to explicit layouts)."""
+    for axis, stride in enumerate(strides):
+        if not -INDEX_MAX - 1 <= stride <= INDEX_MAX:
+            raise ShapeOverflowError(shape, f"the magnitude of stride {stride} of axis {axis}")
 
 
 def check_shape(shape: object) -> Shape:
@@ -199,7 +250,7 @@ def storage_offset(
 
     Raises :class:`RankMismatchError` if the coordinate has the wrong length and
     :class:`IndexOutOfBoundsError` if a component is outside ``[0, size)`` (negative components
-    are refused, as in the seed's ``usize`` coordinates).
+    are refused: a coordinate counts positions from 0, like an unsigned index).
     """
     coord = as_int_tuple(coordinate, "index")
     if len(coord) != len(shape):
@@ -263,7 +314,7 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
 
 
 def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
-    """Seed 004's "transpose-contiguous" test: the values fill one gap-free block of storage.
+    """The "transpose-contiguous" test: the values fill one gap-free block of storage.
 
     True when the layout is contiguous; otherwise false if any axis of size != 1 has stride 0
     (broadcast) or a negative stride (a flip); otherwise size-1 axes are dropped, the remaining
@@ -286,13 +337,20 @@ def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool
 
 
 def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
-    """List form of :func:`can_view_as_contiguous` (seed 004's overload).
+    """List form of :func:`can_view_as_contiguous` (one answer for several layouts).
 
     Each item is a view (anything with ``shape`` and ``strides``) or a ``(shape, strides)`` pair.
     True for an empty list; otherwise every item must share the first one's shape and strides,
-    and that shared layout must pass the single test.
+    and that shared layout must pass the single test. Raises :class:`TensorError` when
+    ``layouts`` is not a list (or other iterable) or an item is neither (a NumPy array is refused:
+    its strides count bytes), and the single test's errors for an item.
     """
-    items = [_shape_and_strides(item) for item in layouts]
+    if isinstance(layouts, (str, bytes, Mapping)) or not isinstance(layouts, Iterable):
+        raise TensorError(
+            f"can_view_as_contiguous_all takes a list of views or (shape, strides) pairs, got "
+            f"{type(layouts).__name__} {layouts!r}"
+        )
+    items = [_shape_and_strides(index, item) for index, item in enumerate(layouts)]
     if not items:
         return True
     first = items[0]
@@ -301,12 +359,22 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
     return can_view_as_contiguous(*first)
 
 
-def _shape_and_strides(item: object) -> tuple[Shape, Strides]:
+def _shape_and_strides(index: int, item: object) -> tuple[Shape, Strides]:
+    if hasattr(item, "__array_interface__"):
+        # A NumPy array: its strides count bytes, and read as elements they would give a wrong
+        # answer rather than an error.
+        raise TensorError(
+            f"can_view_as_contiguous_all: item {index} is a NumPy array, whose strides count "
+            f"bytes, not elements; pass (a.shape, [s // a.itemsize for s in a.strides])"
+        )
     if hasattr(item, "shape") and hasattr(item, "strides"):
         return checked_layout(item.shape, item.strides)  # type: ignore[attr-defined]
     if isinstance(item, (tuple, list)) and len(item) == 2:
         return checked_layout(item[0], item[1])
-    raise InvalidArgumentError("each layout (a view or a (shape, strides) pair)", item)
+    raise TensorError(
+        f"can_view_as_contiguous_all takes views or (shape, strides) pairs; item {index} is "
+        f"{type(item).__name__} {item!r}"
+    )
 
 
 def coalesce(shape: Sequence[int], strides: Sequence[int]) -> tuple[Shape, Strides]:
@@ -389,17 +457,18 @@ def slice_layout(
     No clamping and no negative bounds. The size becomes ``ceil((stop - start) / step)``, the
     stride is multiplied by ``step`` and the base offset moves by ``start * stride[axis]``.
     Returns ``(shape, strides, base_offset)``. Raises :class:`InvalidArgumentError` (not an
-    integer), :class:`IndexOutOfBoundsError` (a negative bound), :class:`SliceStartAfterEndError`,
-    :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`.
+    integer), :class:`NegativeSliceBoundError` (a negative bound), :class:`SliceStartAfterEndError`,
+    :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`, and :class:`ShapeOverflowError`
+    when the stepped stride leaves 64 bits.
     """
     first = as_int(start, "slice start")
     last = as_int(stop, "slice stop")
     every = as_int(step, "slice step")
     size = shape[axis]
     if first < 0:
-        raise IndexOutOfBoundsError(axis, first, size + 1, what="slice start")
+        raise NegativeSliceBoundError(axis, first, size, what="slice start")
     if last < 0:
-        raise IndexOutOfBoundsError(axis, last, size + 1, what="slice stop")
+        raise NegativeSliceBoundError(axis, last, size, what="slice stop")
     if first > last:
         raise SliceStartAfterEndError(axis, first, last)
     if last > size:
@@ -410,9 +479,21 @@ def slice_layout(
     new_strides = list(strides)
     new_shape[axis] = stepped_size(first, last, every)
     new_strides[axis] = strides[axis] * every
+    _check_stepped_stride(shape, axis, strides[axis], every)
     new_base = base_offset + first * strides[axis]
     check_offsets_fit(new_shape, new_strides, new_base)
     return tuple(new_shape), tuple(new_strides), new_base
+
+
+def _check_stepped_stride(shape: Sequence[int], axis: int, stride: int, step: int) -> None:
+    """A step multiplies the stride; the product must fit in 64 bits, as an explicit stride must
+    in :func:`validate`, even where the new size is 1 and the stride is never applied."""
+    stepped = stride * step
+    if not -INDEX_MAX - 1 <= stepped <= INDEX_MAX:
+        raise ShapeOverflowError(
+            shape,
+            f"the stride of axis {axis} after a step of {step} ({stride} * {step} = {stepped})",
+        )
 
 
 def unsqueeze_layout(
@@ -421,7 +502,8 @@ def unsqueeze_layout(
     """Inserts a size-1 axis at ``position`` (in ``[-rank-1, rank]``, negatives from the end).
 
     Its stride never matters (it never advances); the row-major-consistent value is used so
-    that a contiguous layout stays visibly contiguous. Raises :class:`AxisOutOfRangeError`.
+    that a contiguous layout stays visibly contiguous. Raises :class:`AxisOutOfRangeError`, and
+    :class:`InvalidShapeError` above :data:`MAX_RANK` axes.
     """
     rank = len(shape)
     index = as_int(position, "axis")
@@ -429,6 +511,7 @@ def unsqueeze_layout(
         raise AxisOutOfRangeError(index, rank, insertion=True)
     if index < 0:
         index += rank + 1
+    check_rank((*shape, 1))
     stride = strides[index] * shape[index] if index < rank else 1
     return (
         (*shape[:index], 1, *shape[index:]),
@@ -461,7 +544,9 @@ def index_layout(
     clamp and accept negative bounds and steps (a negative step is a negative stride); ``...``
     stands for the axes not named; ``None`` inserts a size-1 axis. Raises
     :class:`IndexOutOfBoundsError` for an int outside its axis, :class:`InvalidStepError` for a
-    zero step, :class:`InvalidIndexError` for too many indices or an unsupported item.
+    zero step, :class:`InvalidIndexError` for too many indices or an unsupported item,
+    :class:`ShapeOverflowError` for a step whose stride leaves 64 bits and
+    :class:`InvalidShapeError` for a result above :data:`MAX_RANK` axes.
     """
     items = list(key) if isinstance(key, tuple) else [key]
     if sum(1 for item in items if item is Ellipsis) > 1:
@@ -486,6 +571,7 @@ def index_layout(
             axis += skipped
         elif isinstance(item, slice):
             start, stop, step = _slice_bounds(item, shape[axis])
+            _check_stepped_stride(shape, axis, strides[axis], step)
             size = len(range(start, stop, step))
             out_shape.append(size)
             out_strides.append(strides[axis] * step)
@@ -508,6 +594,7 @@ def index_layout(
             axis += 1
     out_shape.extend(shape[axis:])
     out_strides.extend(strides[axis:])
+    check_rank(out_shape)
     return tuple(out_shape), tuple(out_strides), base
 
 
@@ -576,7 +663,7 @@ def plan_reshape(
     """Plans a reshape without copying: returns ``(new_shape, new_strides)`` over the same
     offsets in the same logical order, or raises.
 
-    Reshape is a sequence of merges and splits (seed 000). Splitting an axis never needs a copy.
+    Reshape is a sequence of merges and splits of axes. Splitting an axis never needs a copy.
     A group of old axes can be merged into one only when, ignoring size-1 axes, each stride equals
     the next axis's size times its stride: ``stride[k] == size[k+1] * stride[k+1]``. This is the
     rule of NumPy's no-copy reshape and PyTorch's ``view``, and the resulting strides agree with
@@ -643,17 +730,17 @@ def split_layout(
     """Splits one axis into several (one size may be ``-1``); never needs a copy.
 
     The product of ``sizes`` must equal the axis size,
-    else :class:`ReshapeElementCountMismatchError`.
+    else :class:`ReshapeElementCountMismatchError`; more than :data:`MAX_RANK` axes in all is an
+    :class:`InvalidShapeError`.
     """
     parts = infer_shape(sizes, shape[axis])
     if element_count(parts) != shape[axis]:
         raise ReshapeElementCountMismatchError(shape[axis], element_count(parts), parts)
     inner = list(row_major_strides(parts))
     part_strides = tuple(s * strides[axis] for s in inner)
-    return (
-        tuple(shape[:axis]) + parts + tuple(shape[axis + 1 :]),
-        tuple(strides[:axis]) + part_strides + tuple(strides[axis + 1 :]),
-    )
+    out_shape = tuple(shape[:axis]) + parts + tuple(shape[axis + 1 :])
+    check_rank(out_shape)
+    return out_shape, tuple(strides[:axis]) + part_strides + tuple(strides[axis + 1 :])
 
 
 # --------------------------------------------------------------------------------------------
@@ -708,9 +795,10 @@ def broadcast_layout(
 def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
     """NumPy's broadcasting rule: right-align the shapes; on each axis the sizes must be equal or 1.
 
-    Raises :class:`BroadcastError` naming both shapes and the (right-aligned output) axis.
+    Raises :class:`BroadcastError` naming both shapes and the (right-aligned output) axis, and
+    :class:`ShapeOverflowError` when a size product does not fit in 64 bits.
     """
-    shapes = tuple(check_sizes(shape) for shape in shapes)
+    shapes = tuple(check_shape(shape) for shape in shapes)
     rank = max((len(s) for s in shapes), default=0)
     result = [1] * rank
     setter = [0] * rank  # which shape fixed each output size, for the error message
@@ -731,7 +819,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
                 out_axis,
                 f"sizes {current} and {size} are neither equal nor 1",
             )
-    return tuple(result)
+    return check_shape(result)
 
 
 # --------------------------------------------------------------------------------------------
@@ -740,11 +828,11 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
 
 
 def validate(shape: object, strides: object, base_offset: object, storage_len: object) -> None:
-    """Checks explicit layout metadata against a storage of ``storage_len`` values (seed 004).
+    """Checks explicit layout metadata against a storage of ``storage_len`` values.
 
     Rules, each failure an :class:`InvalidLayoutError` naming the rule and the numbers: shape and
-    strides have the same rank; sizes are ``>= 0``; strides, the size product and offsets fit in
-    64 bits;
+    strides have the same rank, at most :data:`MAX_RANK`; the storage length is ``>= 0``; sizes
+    are ``>= 0``; strides, the size product and offsets fit in 64 bits;
     and, for a non-empty layout, the minimum reachable offset (base plus the negative-stride
     terms) is ``>= 0`` and the maximum (base plus the positive terms) is ``< storage_len``. An
     empty layout reaches nothing and is always within bounds. Returns ``None``.
@@ -760,6 +848,13 @@ def validate(shape: object, strides: object, base_offset: object, storage_len: o
         raise InvalidLayoutError(
             "rank", f"shape has rank {len(dims)} but strides has rank {len(steps)}"
         )
+    if len(dims) > MAX_RANK:
+        raise InvalidLayoutError(
+            f"rank <= {MAX_RANK}",
+            f"rank {len(dims)} is above the limit of {MAX_RANK} axes (NumPy's maximum)",
+        )
+    if length < 0:
+        raise InvalidLayoutError("storage length >= 0", f"the storage length {length} is negative")
     for axis, size in enumerate(dims):
         if size < 0:
             raise InvalidLayoutError("sizes >= 0", f"size {size} of axis {axis} is negative")
@@ -826,9 +921,9 @@ def diagonal_layout(
     for axis, (size, stride) in enumerate(zip(shape, strides)):
         if axis in absorbed:
             continue
-        group = first_of.get(axis)
+        members = first_of.get(axis)
         out_shape.append(size)
-        out_strides.append(sum(strides[k] for k in group) if group else stride)
+        out_strides.append(stride if members is None else sum(strides[k] for k in members))
     return tuple(out_shape), tuple(out_strides)
 
 
@@ -898,3 +993,193 @@ def matrix_orientation(shape: Sequence[int], strides: Sequence[int]) -> str | No
     if (rows == 1 or row_stride == 1) and (cols == 1 or col_stride >= rows):
         return "columns"
     return None
+
+
+# --------------------------------------------------------------------------------------------
+# The layout as one value
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A (shape, strides, offset) triple as one immutable value; its methods are the functions
+    above.
+
+    ``offset`` is the storage offset of the first logical value (coordinate all zeros). Building
+    a ``Layout`` directly trusts its fields; :meth:`row_major` checks a shape and
+    :meth:`checked` checks explicit metadata against a storage (:func:`validate`). Every method
+    that derives a layout (``reshape``, ``permute``, ``slice``...) returns a new ``Layout`` over a
+    subset of the offsets this one reaches, so a layout that was valid for a storage stays valid.
+    Errors are those of the function each method delegates to.
+    """
+
+    shape: Shape
+    strides: Strides
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        # Lists become tuples, so layouts compare equal and hash whatever sequence made them.
+        if type(self.shape) is not tuple:
+            object.__setattr__(self, "shape", tuple(self.shape))
+        if type(self.strides) is not tuple:
+            object.__setattr__(self, "strides", tuple(self.strides))
+
+    # -- making one ---------------------------------------------------------------------------
+
+    @classmethod
+    def row_major(cls, shape: object) -> Layout:
+        """The contiguous layout of ``shape`` at offset 0 (checked: :func:`check_shape`)."""
+        dims, strides, _ = checked_row_major_layout(shape)
+        return cls(dims, strides, 0)
+
+    @classmethod
+    def checked(cls, shape: object, strides: object, offset: object, storage_len: int) -> Layout:
+        """Explicit metadata after :func:`validate` against a storage of ``storage_len`` values.
+
+        Raises :class:`InvalidLayoutError` naming the broken rule (integer metadata included).
+        """
+        try:
+            # Convert once: a one-shot iterable must not be read twice.
+            dims = as_int_tuple(shape, "size")
+            steps = as_int_tuple(strides, "stride")
+            base = as_int(offset, "base offset")
+        except (InvalidShapeError, InvalidArgumentError) as error:
+            raise InvalidLayoutError("integer metadata", str(error)) from None
+        validate(dims, steps, base, storage_len)
+        return cls(dims, steps, base)
+
+    def validate(self, storage_len: int) -> None:
+        """:func:`validate` for this layout against ``storage_len`` values."""
+        validate(self.shape, self.strides, self.offset, storage_len)
+
+    # -- facts --------------------------------------------------------------------------------
+
+    @property
+    def rank(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes (NumPy's name for :attr:`rank`)."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of logical values (:func:`element_count`)."""
+        return element_count(self.shape)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when some size is 0: the layout reaches no storage at all."""
+        return 0 in self.shape
+
+    def is_contiguous(self) -> bool:
+        """:func:`is_contiguous` (the offset does not matter)."""
+        return is_contiguous(self.shape, self.strides)
+
+    def can_view_as_contiguous(self) -> bool:
+        """:func:`can_view_as_contiguous`: the values fill one gap-free block in some order."""
+        return can_view_as_contiguous(self.shape, self.strides)
+
+    def is_matrix_dense(self) -> bool:
+        """:func:`is_matrix_dense` for the last two axes."""
+        return is_matrix_dense(self.shape, self.strides)
+
+    def matrix_orientation(self) -> str | None:
+        """:func:`matrix_orientation` of the last two axes (``"rows"``, ``"columns"``, None)."""
+        return matrix_orientation(self.shape, self.strides)
+
+    def is_one_to_one(self) -> bool:
+        """:func:`is_one_to_one`: no two coordinates reach the same offset."""
+        return is_one_to_one(self.shape, self.strides)
+
+    def offset_bounds(self) -> tuple[int, int] | None:
+        """:func:`offset_bounds`: the smallest and largest reachable offsets, ``None`` if empty."""
+        return offset_bounds(self.shape, self.strides, self.offset)
+
+    def storage_offset(self, coordinate: object) -> int:
+        """:func:`storage_offset` of one checked coordinate."""
+        return storage_offset(self.shape, self.strides, self.offset, coordinate)
+
+    def coalesce(self) -> Layout:
+        """:func:`coalesce`: fewest axes visiting the same offsets in the same order."""
+        return Layout(*coalesce(self.shape, self.strides), self.offset)
+
+    def zero_unused_strides(self) -> Layout:
+        """:func:`zero_unused_strides`: 0 for every stride that is never applied."""
+        return Layout(self.shape, zero_unused_strides(self.shape, self.strides), self.offset)
+
+    # -- deriving layouts ---------------------------------------------------------------------
+
+    def reshape(self, shape: object) -> Layout:
+        """:func:`plan_reshape`: the same offsets in the same order under a new shape, or an
+        error naming the axes that cannot be merged without a copy."""
+        return Layout(*plan_reshape(self.shape, self.strides, shape), self.offset)
+
+    def permute(self, axes: object) -> Layout:
+        """Output axis ``k`` is source axis ``axes[k]`` (:func:`check_permutation`, then
+        :func:`permute_layout`)."""
+        order = check_permutation(axes, self.rank)
+        return Layout(*permute_layout(self.shape, self.strides, order), self.offset)
+
+    def swap_axes(self, first: object, second: object) -> Layout:
+        """Exchanges two axes (negative axes count from the end)."""
+        a = normalize_axis(first, self.rank)
+        b = normalize_axis(second, self.rank)
+        order = list(range(self.rank))
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    def reversed_axes(self) -> Layout:
+        """All axes in reverse order (NumPy's ``transpose()`` without arguments)."""
+        return self.permute(range(self.rank - 1, -1, -1))
+
+    def slice(self, axis: object, start: object, stop: object, step: object = 1) -> Layout:
+        """:func:`slice_layout` of one axis (strict bounds, no clamping)."""
+        ax = normalize_axis(axis, self.rank)
+        return Layout(*slice_layout(self.shape, self.strides, self.offset, ax, start, stop, step))
+
+    def flip(self, axis: object) -> Layout:
+        """:func:`flip_layout`: negated stride, offset moved to the axis's last element."""
+        ax = normalize_axis(axis, self.rank)
+        strides, offset = flip_layout(self.shape, self.strides, self.offset, ax)
+        return Layout(self.shape, strides, offset)
+
+    def merge(self, start: object, end: object) -> Layout:
+        """Fuses axes ``start..=end`` into one (a reshape that must not copy); raises
+        :class:`InvalidAxisRangeError` when ``start > end`` after normalising."""
+        a = normalize_axis(start, self.rank)
+        b = normalize_axis(end, self.rank)
+        if a > b:
+            raise InvalidAxisRangeError(a, b)
+        merged = element_count(self.shape[a : b + 1])
+        return self.reshape((*self.shape[:a], merged, *self.shape[b + 1 :]))
+
+    def split(self, axis: object, sizes: object) -> Layout:
+        """:func:`split_layout`: one axis into ``sizes`` (one may be ``-1``)."""
+        ax = normalize_axis(axis, self.rank)
+        return Layout(*split_layout(self.shape, self.strides, ax, sizes), self.offset)
+
+    def expand(self, shape: object) -> Layout:
+        """:func:`broadcast_layout`: zero strides for new and size-1 axes."""
+        return Layout(*broadcast_layout(self.shape, self.strides, shape), self.offset)
+
+    def unsqueeze(self, axis: object) -> Layout:
+        """:func:`unsqueeze_layout`: a size-1 axis inserted at ``axis``."""
+        return Layout(*unsqueeze_layout(self.shape, self.strides, axis), self.offset)
+
+    def squeeze(self, axes: object = None) -> Layout:
+        """:func:`squeeze_layout`: size-1 axes dropped (all, or the ones named)."""
+        return Layout(*squeeze_layout(self.shape, self.strides, axes), self.offset)
+
+    def index(self, key: object) -> Layout:
+        """:func:`index_layout`: NumPy basic indexing (ints, slices, ``...``, ``None``)."""
+        return Layout(*index_layout(self.shape, self.strides, self.offset, key))
+
+    def diagonal(self, groups: Sequence[Sequence[int]]) -> Layout:
+        """:func:`diagonal_layout`: each group of equal-size axes becomes one diagonal axis."""
+        return Layout(*diagonal_layout(self.shape, self.strides, groups), self.offset)
+
+    def __str__(self) -> str:
+        return f"shape {self.shape}, strides {self.strides}, offset {self.offset}"

@@ -1,23 +1,56 @@
-"""Python operators (``+ - * / @`` and unary ``-``) for tensors and views.
+"""Python operators for tensors and views, with NumPy's meaning, plus ``astype``.
+
+* ``+ - * / // % ** @`` (and their reversed forms, so a number may stand on either side), unary
+  ``-`` and ``abs()``: :func:`~llmfs.tensor.ops.add` and friends, with broadcasting.
+* ``== != < <= > >=``: elementwise comparisons that return bool tensors, as in NumPy (so a
+  tensor is not hashable: ``__hash__`` is ``None``, and ``in`` or dict lookups with tensors do
+  not mean identity; compare with ``is``). The whole-tensor question "same shape and values?" is
+  :func:`~llmfs.tensor.ops.array_equal`.
+* ``& | ^ ~`` on bool tensors: logical and, or, xor, not (NumPy's bitwise ops restricted to
+  bools; integer bit twiddling is not provided).
 
 The arithmetic lives in :mod:`llmfs.tensor.ops` (which dispatches to the active backend); this
-mixin only routes the operator syntax there, imported on first use so that the core types do
-not depend on the compute layer.
+mixin only routes the operator syntax there, imported on first use because ``ops`` is built on
+the core types that use this mixin.
 """
 
 from __future__ import annotations
 
+import numbers
 from typing import Any
+
+import numpy as np
+
+from llmfs.tensor.errors import DTypeError
 
 
 def _ops() -> Any:
+    # ops builds on the tensor types that use this mixin, so it is imported on first use.
     from llmfs.tensor import ops
 
     return ops
 
 
+def _comparable(other: object) -> bool:
+    """Whether ``==``/``!=`` should compare with ``other`` value by value (tensors, views, real
+    numbers, and NumPy arrays, which ops refuses with advice). For anything else (``None``, a
+    string) Python's default applies: not equal."""
+    return isinstance(other, (OperatorMixin, np.ndarray, numbers.Real))
+
+
+def _logical(op: str, a: object, b: object) -> Any:
+    for value in (a, b):
+        dtype = getattr(value, "dtype", None)
+        if not (isinstance(value, OperatorMixin) and dtype == np.bool_):
+            shown = dtype.name if dtype is not None else type(value).__name__
+            raise DTypeError(
+                shown, ("bool",), where=f"the {op} operator (use logical_{op} for other dtypes)"
+            )
+    return getattr(_ops(), f"logical_{op}")(a, b)
+
+
 class OperatorMixin:
-    """Adds elementwise ``+ - * /``, unary ``-`` and ``@`` (matmul) backed by ``llmfs.tensor.ops``.
+    """Adds NumPy's operators (see the module docstring) backed by ``llmfs.tensor.ops``.
 
     A real Python scalar is accepted on either side. NumPy arrays are not silently converted:
     ``__array_ufunc__ = None`` makes NumPy hand the operation back to these methods.
@@ -25,6 +58,7 @@ class OperatorMixin:
 
     __slots__ = ()
     __array_ufunc__ = None
+    __hash__ = None  # type: ignore[assignment]  # == is elementwise, as for NumPy arrays
 
     def __add__(self, other: Any) -> Any:
         return _ops().add(self, other)
@@ -50,11 +84,89 @@ class OperatorMixin:
     def __rtruediv__(self, other: Any) -> Any:
         return _ops().div(other, self)
 
+    def __floordiv__(self, other: Any) -> Any:
+        return _ops().floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return _ops().floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return _ops().remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return _ops().remainder(other, self)
+
+    def __pow__(self, other: Any) -> Any:
+        return _ops().power(self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return _ops().power(other, self)
+
     def __neg__(self) -> Any:
         return _ops().neg(self)
+
+    def __abs__(self) -> Any:
+        return _ops().abs(self)
 
     def __matmul__(self, other: Any) -> Any:
         return _ops().matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Any:
         return _ops().matmul(other, self)
+
+    # -- comparisons (Python swaps the operands of a reflected one: 1 < t is t > 1) ----------
+
+    def __eq__(self, other: object) -> Any:
+        return _ops().equal(self, other) if _comparable(other) else NotImplemented
+
+    def __ne__(self, other: object) -> Any:
+        return _ops().not_equal(self, other) if _comparable(other) else NotImplemented
+
+    def __lt__(self, other: Any) -> Any:
+        return _ops().less(self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return _ops().less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return _ops().greater(self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return _ops().greater_equal(self, other)
+
+    # -- logic on bool tensors ---------------------------------------------------------------
+
+    def __and__(self, other: Any) -> Any:
+        return _logical("and", self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return _logical("and", other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return _logical("or", self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return _logical("or", other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return _logical("xor", self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return _logical("xor", other, self)
+
+    def __invert__(self) -> Any:
+        dtype = getattr(self, "dtype", None)
+        if dtype != np.bool_:
+            raise DTypeError(
+                getattr(dtype, "name", dtype),
+                ("bool",),
+                where="the ~ operator (use logical_not for other dtypes)",
+            )
+        return _ops().logical_not(self)
+
+    # -- conversion --------------------------------------------------------------------------
+
+    def astype(self, dtype: object) -> Any:
+        """A NEW tensor with these values converted to ``dtype`` (NumPy's ``astype``; always a
+        copy). See :func:`llmfs.tensor.ops.astype` for the conversion rules and errors."""
+        return _ops().astype(self, dtype)

@@ -5,19 +5,31 @@ Every function here accepts :class:`~llmfs.tensor.tensor.Tensor` and
 and returns a NEW owning ``Tensor`` with row-major strides. The work that is the same for every
 backend happens here, once:
 
-* **Scalars.** A real Python number next to a tensor becomes a 0-d operand *of that tensor's
-  dtype*, so ``float32_tensor + 1.0`` stays float32 (NumPy 2's rule).
+* **Scalars.** A real Python number next to a tensor is *weak* (NumPy 2's rule): it takes the
+  tensor's dtype when its kind allows, so ``float32_tensor + 1.0`` stays float32 and
+  ``int32_tensor + 1`` stays int32, while ``int32_tensor + 0.5`` is float64. It becomes a 0-d
+  operand of the result dtype; an int that does not fit that dtype is a :class:`TensorError`.
 * **Broadcasting** is NumPy's (right-aligned; sizes equal or 1) and is done with zero-stride
   *views* (:meth:`TensorView.expand`): nothing is copied to make shapes agree. A mismatch is a
   :class:`BroadcastError` naming both shapes and the axis.
-* **Dtypes** (seed 003): the result dtype is the widest input dtype (float16 < float32 <
-  float64) unless ``dtype=`` asks for another; the arithmetic runs in float64 when any input is
-  float64 and in float32 otherwise (so float16 data is computed in float32 and stored as float16).
+* **Dtypes**: the result dtype is NumPy 2's promotion of the inputs
+  (:func:`llmfs.tensor.dtypes.promote`: ``int32 + int64 -> int64``, ``int32 + float32 ->
+  float64``, ``bool + bool -> bool``) unless ``dtype=`` asks for another. Float arithmetic runs in
+  float64 when the promoted dtype is float64 and in float32 otherwise (so float16 data is computed
+  in float32 and stored as float16); integer arithmetic runs in the integer dtype and wraps
+  around on overflow, as NumPy's does. As in NumPy: ``div`` of integers or bools is float64
+  (true division); comparisons return bool; ``sum``/``prod`` of integers or bools are int64 and
+  their ``mean`` float64. NumPy refuses ``-`` and ``sub`` on bools, and so does llmfs
+  (:class:`DTypeError`). Unlike NumPy, which silently computes in float64, the transcendental
+  functions (``sqrt exp log sin cos tanh sigmoid reciprocal``) refuse integer and bool
+  operands with a :class:`DTypeError` that says how to cast (``x.astype("float64")``).
 * **Empty outputs do no work**: they are allocated here and no backend is called. ``sum`` and
   ``prod`` over an empty axis are 0 and 1; ``max``, ``min`` and ``mean`` over one are an
   :class:`EmptyReductionError`.
 * **Dispatch**: the active backend (:func:`~llmfs.tensor.backends.use_backend`) runs the
   primitive, or its declared fallback when it does not support the op or dtype.
+* **Memory**: a result NumPy or the machine cannot hold is refused before any backend runs, and a
+  ``MemoryError`` during the computation becomes an :class:`AllocationError` with the numbers.
 """
 
 from __future__ import annotations
@@ -29,10 +41,21 @@ from collections.abc import Sequence
 import numpy as np
 
 from llmfs.tensor.backends import get_backend
-from llmfs.tensor.backends.base import Backend
-from llmfs.tensor.dtypes import SUPPORTED_DTYPES, resolve_dtype
+from llmfs.tensor.backends.base import COMPARISON_OPS, LOGICAL_OPS, Backend
+from llmfs.tensor.dtypes import (
+    FLOAT_DTYPES,
+    INTEGER_DTYPES,
+    check_integer_cast,
+    is_bool,
+    is_float,
+    is_integer,
+    promote,
+    resolve_dtype,
+)
 from llmfs.tensor.errors import (
+    DTypeError,
     EmptyReductionError,
+    IndexOutOfBoundsError,
     MatmulShapeError,
     ReduceError,
     TensorError,
@@ -42,8 +65,10 @@ from llmfs.tensor.layout import (
     broadcast_shapes,
     element_count,
     normalize_axes,
+    normalize_axis,
     reduced_shape,
 )
+from llmfs.tensor.strided import allocate, allocating
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -93,31 +118,56 @@ def as_view(
 
 
 def scalar_view(value: Scalar, dtype: np.dtype) -> TensorView:
-    """A real number as a 0-d operand of ``dtype`` (rounded to it, as NumPy 2 does)."""
+    """A real number as a 0-d operand of ``dtype`` (rounded to a float dtype, as NumPy 2 does).
+
+    Raises :class:`TensorError` when the number has no value of ``dtype``: an int outside an
+    integer dtype's range (NumPy 2 refuses it too) or a fractional number for an integer dtype.
+    """
+    dtype = np.dtype(dtype)
+    if not is_float(dtype):
+        if not isinstance(value, numbers.Integral) and not float(value).is_integer():
+            raise TensorError(f"the number {value!r} is not an integer, so it has no {dtype.name}")
+        number = int(value)
+        info = np.iinfo(dtype) if is_integer(dtype) else None
+        if info is not None and not info.min <= number <= info.max:
+            raise TensorError(
+                f"the number {value} does not fit {dtype.name} (its range is {info.min} to "
+                f"{info.max}); cast the tensor first, e.g. t.astype('int64')"
+            )
+        return Tensor.full((), number, dtype).view()
     try:
-        number = float(value)
+        as_float = float(value)
     except OverflowError:
         raise TensorError(f"the number {value} is too large for a float operand") from None
     with np.errstate(over="ignore"):
-        return Tensor.full((), number, dtype).view()
+        return Tensor.full((), as_float, dtype).view()
 
 
 def widest_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
-    """The widest of the storage dtypes (float16 < float32 < float64)."""
-    return np.dtype(builtins.max((np.dtype(d).name for d in dtypes), key=SUPPORTED_DTYPES.index))
+    """The promoted dtype of tensors of ``dtypes`` (NumPy 2's :func:`numpy.result_type`)."""
+    return promote(*dtypes)
 
 
 def compute_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
-    """Seed 003's compute precision: float64 when any input is float64, else float32."""
-    wide = any(np.dtype(d) == np.float64 for d in dtypes)
-    return np.dtype(np.float64 if wide else np.float32)
+    """The type the arithmetic runs in: for float results float64 when the promoted dtype is
+    float64, else float32; for integer and bool results the promoted dtype itself."""
+    promoted = promote(*dtypes)
+    if is_float(promoted):
+        return np.dtype(np.float64 if promoted == np.float64 else np.float32)
+    return promoted
 
 
 def output_dtype(dtypes: Sequence[np.dtype], requested: object | None) -> np.dtype:
-    """``requested`` (checked) when given, else the widest input dtype."""
+    """``requested`` (checked) when given, else the promoted input dtype."""
     if requested is not None:
         return resolve_dtype(requested, where="an op's dtype= argument")
     return widest_dtype(dtypes)
+
+
+def refuse_dtype(op: str, dtype: np.dtype, allowed: Sequence[str], advice: str) -> DTypeError:
+    """The :class:`DTypeError` for ``op`` on an operand of ``dtype``, with ``advice`` (how to
+    cast) in the message."""
+    return DTypeError(np.dtype(dtype).name, allowed, where=f"{op} ({advice})")
 
 
 def backend_for(primitive: str, op: str | None, dtype: np.dtype) -> Backend:
@@ -134,9 +184,9 @@ def backend_for(primitive: str, op: str | None, dtype: np.dtype) -> Backend:
     return backend
 
 
-def empty_result(shape: Sequence[int], dtype: np.dtype, fill: float = 0.0) -> Tensor:
+def empty_result(shape: Sequence[int], dtype: np.dtype, fill: float | bool = 0.0) -> Tensor:
     """A new owner of ``shape`` filled with ``fill``, made without any backend."""
-    return Tensor._adopt(np.full(element_count(shape), fill, dtype=dtype), tuple(shape))
+    return Tensor._adopt(allocate(element_count(shape), dtype, fill), tuple(shape))
 
 
 def with_shape(result: Tensor, shape: Sequence[int]) -> Tensor:
@@ -152,13 +202,28 @@ def with_shape(result: Tensor, shape: Sequence[int]) -> Tensor:
 # --------------------------------------------------------------------------------------------
 
 
+#: Unary ops with no integer or bool meaning in llmfs: their operands must be floats.
+FLOAT_ONLY_UNARY = ("sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "reciprocal")
+
+
 def _unary(op: str, x: object, dtype: object | None) -> Tensor:
     view = as_view(x, what=f"{op}'s operand")
-    out = output_dtype([view.dtype], dtype)
+    kind = view.dtype
+    if op in FLOAT_ONLY_UNARY and not is_float(kind):
+        raise refuse_dtype(op, kind, FLOAT_DTYPES, f"cast first, e.g. {op}(x.astype('float64'))")
+    if op in ("neg", "relu") and is_bool(kind):
+        advice = "use logical_not or ~ to flip bools" if op == "neg" else "cast first"
+        raise refuse_dtype(op, kind, (*INTEGER_DTYPES, *FLOAT_DTYPES), advice)
+    compute = compute_dtype([kind])
+    if op == "logical_not":
+        out, compute = output_dtype([np.dtype(np.bool_)], dtype), np.dtype(np.bool_)
+    else:
+        out = output_dtype([kind], dtype)
     if view.is_empty:
         return empty_result(view.shape, out)
-    backend = backend_for("unary", op, view.dtype)
-    return backend.unary(op, view, dtype=out, compute=compute_dtype([view.dtype]))
+    backend = backend_for("unary", op, kind)
+    with allocating(element_count(view.shape), out):
+        return backend.unary(op, view, dtype=out, compute=compute)
 
 
 def neg(x: Operand, *, dtype: object | None = None) -> Tensor:
@@ -216,12 +281,20 @@ def reciprocal(x: Operand, *, dtype: object | None = None) -> Tensor:
     return _unary("reciprocal", x, dtype)
 
 
-def broadcast_operands(*values: object, what: str = "operand") -> list[TensorView]:
+def logical_not(x: Operand) -> Tensor:
+    """``True`` where ``x`` is zero (``~`` on bool tensors); a bool tensor for any dtype."""
+    return _unary("logical_not", x, None)
+
+
+def broadcast_operands(
+    *values: object, what: str = "operand", dtype: np.dtype | None = None
+) -> list[TensorView]:
     """Views of the operands expanded (zero strides) to their common broadcast shape.
 
-    Python scalars become 0-d operands of the widest dtype among the tensor operands. Raises
-    :class:`BroadcastError` naming both shapes and the axis, or :class:`TensorError` when no
-    operand is a tensor.
+    Python scalars become 0-d operands of ``dtype`` when given, else of the promoted dtype of all
+    operands with the numbers weak (NumPy 2: ``int32`` tensor and ``1`` give int32, and ``0.5``
+    float64). Raises :class:`BroadcastError` naming both shapes and the axis, or
+    :class:`TensorError` when no operand is a tensor.
     """
     tensors = [as_view(v, what=what, numbers=True) for v in values if not is_scalar(v)]
     if not tensors:
@@ -230,8 +303,9 @@ def broadcast_operands(*values: object, what: str = "operand") -> list[TensorVie
             f"at least one {what} must be a Tensor or TensorView, but all were numbers ({shown}): "
             f"compute with Python numbers directly"
         )
-    dtype = widest_dtype([t.dtype for t in tensors])
-    views = [scalar_view(v, dtype) if is_scalar(v) else as_view(v) for v in values]
+    if dtype is None:
+        dtype = promote(*(t.dtype for t in tensors), *(v for v in values if is_scalar(v)))
+    views = [scalar_view(v, dtype) if is_scalar(v) else as_view(v) for v in values]  # type: ignore[arg-type]
     shape = broadcast_shapes(*(v.shape for v in views))
     return [v if v.shape == shape else v.expand(shape) for v in views]
 
@@ -239,11 +313,46 @@ def broadcast_operands(*values: object, what: str = "operand") -> list[TensorVie
 def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
     left, right = broadcast_operands(a, b, what=f"{op}'s operand")
     dtypes = [left.dtype, right.dtype]
-    out = output_dtype(dtypes, dtype)
+    promoted = widest_dtype(dtypes)
+    compute: np.dtype = compute_dtype(dtypes)
+    natural: np.dtype
+    if op in LOGICAL_OPS:
+        natural = compute = np.dtype(np.bool_)
+    elif op in COMPARISON_OPS:
+        natural = np.dtype(np.bool_)
+    elif op == "div" and not is_float(promoted):
+        natural = compute = np.dtype(np.float64)  # true division, as NumPy
+    else:
+        natural = promoted
+        if is_bool(promoted) and op == "sub":
+            raise refuse_dtype(
+                "sub", promoted, (*INTEGER_DTYPES, *FLOAT_DTYPES), "use logical_xor or ^ on bools"
+            )
+        if is_bool(promoted) and op in ("power", "floor_divide", "remainder"):
+            raise refuse_dtype(
+                op,
+                promoted,
+                (*INTEGER_DTYPES, *FLOAT_DTYPES),
+                "cast first, e.g. x.astype('int64')",
+            )
+    out = resolve_dtype(dtype, where="an op's dtype= argument") if dtype is not None else natural
     if left.is_empty:
         return empty_result(left.shape, out)
-    backend = backend_for("binary", op, widest_dtype(dtypes))
-    return backend.binary(op, left, right, dtype=out, compute=compute_dtype(dtypes))
+    if op == "power" and is_integer(compute):
+        _check_integer_exponents(right)
+    backend = backend_for("binary", op, promoted)
+    with allocating(element_count(left.shape), out):
+        return backend.binary(op, left, right, dtype=out, compute=compute)
+
+
+def _check_integer_exponents(exponents: TensorView) -> None:
+    """NumPy's rule: integers to negative integer powers are not allowed (no integer result)."""
+    smallest = exponents.numpy_view().min()
+    if smallest < 0:
+        raise TensorError(
+            f"integers to negative integer powers are not allowed (an exponent is {smallest}); "
+            f"cast to float first, e.g. x.astype('float64') ** y"
+        )
 
 
 def add(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
@@ -262,8 +371,77 @@ def mul(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None
 
 
 def div(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
-    """``a / b`` with broadcasting (IEEE: ``x/0`` is +-inf, ``0/0`` NaN)."""
+    """``a / b`` with broadcasting (IEEE: ``x/0`` is +-inf, ``0/0`` NaN); true division, so
+    integer and bool operands give float64 (NumPy's ``true_divide``)."""
     return _binary("div", a, b, dtype)
+
+
+def power(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
+    """``a ** b`` with broadcasting. Integers stay integers (wrapping on overflow) and a negative
+    integer exponent is a :class:`TensorError`, as in NumPy; two bool operands are a
+    :class:`DTypeError` (NumPy would make int8, which llmfs does not store)."""
+    return _binary("power", a, b, dtype)
+
+
+def floor_divide(
+    a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None
+) -> Tensor:
+    """``a // b`` with broadcasting: the quotient rounded towards -inf (NumPy's
+    ``floor_divide``). Integers stay integers and ``x // 0`` is 0 for them; for floats it is
+    ``x / 0`` (+-inf, or NaN for ``0 // 0``). Two bool operands are a :class:`DTypeError`."""
+    return _binary("floor_divide", a, b, dtype)
+
+
+def remainder(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
+    """``a % b`` with broadcasting: the remainder with the sign of ``b`` (NumPy's
+    ``remainder``, Python's ``%``). ``x % 0`` is 0 for integers and NaN for floats. Two bool
+    operands are a :class:`DTypeError`."""
+    return _binary("remainder", a, b, dtype)
+
+
+def equal(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """``a == b`` value by value, with broadcasting: a bool tensor (NaN equals nothing)."""
+    return _binary("equal", a, b, None)
+
+
+def not_equal(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """``a != b`` value by value, with broadcasting: a bool tensor (NaN differs from all)."""
+    return _binary("not_equal", a, b, None)
+
+
+def less(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """``a < b`` value by value, with broadcasting: a bool tensor."""
+    return _binary("less", a, b, None)
+
+
+def less_equal(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """``a <= b`` value by value, with broadcasting: a bool tensor."""
+    return _binary("less_equal", a, b, None)
+
+
+def greater(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """``a > b`` value by value, with broadcasting: a bool tensor."""
+    return _binary("greater", a, b, None)
+
+
+def greater_equal(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """``a >= b`` value by value, with broadcasting: a bool tensor."""
+    return _binary("greater_equal", a, b, None)
+
+
+def logical_and(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """Both values non-zero, value by value with broadcasting: a bool tensor."""
+    return _binary("logical_and", a, b, None)
+
+
+def logical_or(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """Either value non-zero, value by value with broadcasting: a bool tensor."""
+    return _binary("logical_or", a, b, None)
+
+
+def logical_xor(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """Exactly one value non-zero, value by value with broadcasting: a bool tensor."""
+    return _binary("logical_xor", a, b, None)
 
 
 def minimum(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
@@ -277,7 +455,7 @@ def maximum(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = 
 
 
 def scale(x: Operand, alpha: Scalar, *, dtype: object | None = None) -> Tensor:
-    """``alpha * x`` for a real number ``alpha`` (seed 001's ``ut_scale``), in ``x``'s dtype.
+    """``alpha * x`` for a real number ``alpha`` , in ``x``'s dtype.
 
     Raises :class:`TensorError` when ``alpha`` is not a real number.
     """
@@ -300,6 +478,24 @@ def _check_keepdims(op: str, keepdims: object) -> bool:
     return bool(keepdims)
 
 
+def _reduction_dtypes(op: str, dtype: np.dtype) -> tuple[np.dtype, np.dtype]:
+    """NumPy's (result, compute) dtypes of reduction ``op`` over values of ``dtype``: integers and
+    bools sum and multiply in int64 and average in float64; ``any``/``all`` give bools; the rest
+    keep the dtype (floats computed as in :func:`compute_dtype`)."""
+    if op in ("any", "all"):
+        return np.dtype(np.bool_), np.dtype(np.bool_)
+    if not is_float(dtype):
+        if op in ("sum", "prod"):
+            return np.dtype(np.int64), np.dtype(np.int64)
+        if op == "mean":
+            return np.dtype(np.float64), np.dtype(np.float64)
+    return dtype, compute_dtype([dtype])
+
+
+#: What a reduction over an empty axis gives, for the reductions that have an identity.
+_IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
+
+
 def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object | None) -> Tensor:
     view = as_view(x, what=f"{op}'s operand")
     keep = _check_keepdims(op, keepdims)
@@ -307,20 +503,22 @@ def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object
         axes: tuple[int, ...] = tuple(range(view.rank))
     else:
         axes = tuple(sorted(normalize_axes(axis, view.rank)))
-    out = output_dtype([view.dtype], dtype)
+    natural, compute = _reduction_dtypes(op, view.dtype)
+    out = natural if dtype is None else resolve_dtype(dtype, where="an op's dtype= argument")
     shape = reduced_shape(view.shape, axes)
     final = reduced_shape(view.shape, axes, keep)
-    empty_axis = any(view.shape[a] == 0 for a in axes)
-    if empty_axis and op not in ("sum", "prod"):
+    empty_axis = builtins.any(view.shape[a] == 0 for a in axes)
+    if empty_axis and op not in _IDENTITY:
         raise EmptyReductionError(op, view.shape, axes)  # even when no output value is asked
     if element_count(shape) == 0:
         return empty_result(final, out)
     if empty_axis:
-        return empty_result(final, out, 0.0 if op == "sum" else 1.0)
-    if not axes:  # reducing nothing leaves every value as it is
-        return with_shape(backend_for("copy", None, view.dtype).copy(view, dtype=out), final)
-    backend = backend_for("reduce", op, view.dtype)
-    result = backend.reduce(op, view, axes, dtype=out, compute=compute_dtype([view.dtype]))
+        return empty_result(final, out, _IDENTITY[op])
+    with allocating(element_count(shape), out):
+        if not axes:  # reducing nothing leaves every value as it is (converted to the result dtype)
+            return with_shape(backend_for("copy", None, view.dtype).copy(view, dtype=out), final)
+        backend = backend_for("reduce", op, view.dtype)
+        result = backend.reduce(op, view, axes, dtype=out, compute=compute)
     return with_shape(result, final)
 
 
@@ -373,6 +571,18 @@ def mean(
     return _reduction("mean", x, axis, keepdims, dtype)
 
 
+def any(x: Operand, axis: object = None, *, keepdims: bool = False) -> Tensor:
+    """Whether any value over ``axis`` (as :func:`sum`) is non-zero (NaN counts): a bool tensor.
+    An empty axis gives False."""
+    return _reduction("any", x, axis, keepdims, None)
+
+
+def all(x: Operand, axis: object = None, *, keepdims: bool = False) -> Tensor:
+    """Whether every value over ``axis`` (as :func:`sum`) is non-zero (NaN counts): a bool
+    tensor. An empty axis gives True."""
+    return _reduction("all", x, axis, keepdims, None)
+
+
 _REDUCTIONS = ("sum", "prod", "max", "min", "mean")
 
 
@@ -394,7 +604,7 @@ def reduce(
     *,
     dtype: object | None = None,
 ) -> Tensor:
-    """Seed 003's mode-label reduction: ``modes_in`` names each axis of ``x`` (a string such as
+    """Reduction by mode labels: ``modes_in`` names each axis of ``x`` (a string such as
     ``"ijk"`` or a list of labels, e.g. ints); the labels absent from ``modes_out`` are reduced
     with ``op`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, ``"mean"``, any case), and the output
     axes follow ``modes_out``'s order. ``reduce(a, [0, 1], [0], "sum")`` sums each row.
@@ -452,6 +662,151 @@ def reduce(
 
 
 # --------------------------------------------------------------------------------------------
+# Selection and conversion: where, take, astype
+# --------------------------------------------------------------------------------------------
+
+
+def where(cond: Operand, a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
+    """``a`` where ``cond`` is non-zero, else ``b``, with the three broadcast together (NumPy's
+    ``where``). ``cond`` is a tensor of any dtype; ``a`` and ``b`` are tensors or real numbers,
+    and the result has their promoted dtype (numbers weak, as for :func:`add`).
+
+    Raises :class:`TensorError` when ``cond`` is not a tensor and :class:`BroadcastError` when
+    the shapes do not broadcast.
+    """
+    condition = as_view(cond, what="where's condition")
+    choices = [v for v in (a, b) if not is_scalar(v)]
+    kinds = [as_view(v, what="where's operand", numbers=True).dtype for v in choices]
+    out = promote(*kinds, *(v for v in (a, b) if is_scalar(v)))
+    picked = [scalar_view(v, out) if is_scalar(v) else as_view(v) for v in (a, b)]  # type: ignore[arg-type]
+    shape = broadcast_shapes(condition.shape, picked[0].shape, picked[1].shape)
+    views = [v if v.shape == shape else v.expand(shape) for v in (condition, *picked)]
+    if element_count(shape) == 0:
+        return empty_result(shape, out)
+    return backend_for("where", None, out).where(views[0], views[1], views[2], dtype=out)
+
+
+def take(x: Operand, ids: Operand, axis: int = 0) -> Tensor:
+    """NumPy's ``take``: the entries of ``x`` along ``axis`` chosen by the integer tensor ``ids``
+    (negative ids count from the end). The result's shape is ``x.shape[:axis] + ids.shape +
+    x.shape[axis + 1:]``, its dtype ``x``'s. With ``axis=0`` this is an embedding lookup:
+    ``take(table, ids)`` for a ``[vocab, d]`` table has shape ``ids.shape + [d]``.
+    ``x[ids]`` is the same for ``axis=0``.
+
+    Raises :class:`DTypeError` when ``ids`` is not int32/int64, :class:`AxisOutOfRangeError` for
+    a bad axis, and :class:`IndexOutOfBoundsError` naming the first id outside ``[-size, size)``,
+    the axis and its size.
+    """
+    table = as_view(x, what="take's operand")
+    index = as_view(ids, what="take's ids", hint=" (make ids with Tensor.from_vec)")
+    if not is_integer(index.dtype):
+        advice = "ids must be integers, e.g. ids.astype('int64')"
+        if is_bool(index.dtype):  # NumPy's x[mask]: a shape that depends on the values
+            advice += "; boolean-mask selection is not supported, where(mask, x, 0) keeps shapes"
+        raise refuse_dtype(
+            "take's ids",
+            index.dtype,
+            INTEGER_DTYPES,
+            advice,
+        )
+    ax = normalize_axis(axis, table.rank)
+    size = table.shape[ax]
+    if not index.is_empty:
+        values = index.numpy_view()
+        outside = (values < -size) | (values >= size)
+        if outside.any():
+            raise IndexOutOfBoundsError(ax, int(values[outside][0]), size, what="id")
+    shape = (*table.shape[:ax], *index.shape, *table.shape[ax + 1 :])
+    if element_count(shape) == 0:
+        return empty_result(shape, table.dtype)
+    return backend_for("take", None, table.dtype).take(table, index, ax, dtype=table.dtype)
+
+
+def astype(x: Operand, dtype: object) -> Tensor:
+    """A NEW tensor holding ``x``'s values converted to ``dtype`` (NumPy's ``astype``; always a
+    copy). Floats to integers truncate towards zero; anything non-zero becomes True; integers
+    that do not fit a narrower integer dtype wrap around, as in NumPy.
+
+    Raises :class:`DTypeError` for an unsupported dtype and :class:`TensorError` when a float
+    value has no integer counterpart (NaN, an infinity, or outside the integer range), where
+    NumPy would silently write an arbitrary number.
+    """
+    view = as_view(x, what="astype's operand")
+    target = resolve_dtype(dtype, where="astype")
+    if view.is_empty:
+        return empty_result(view.shape, target)
+    if is_integer(target) and is_float(view.dtype):
+        check_integer_cast(view.numpy_view(), target, where=f"astype({target.name})")
+    return backend_for("copy", None, view.dtype).copy(view, dtype=target)
+
+
+# --------------------------------------------------------------------------------------------
+# Whole-tensor questions: array_equal, isclose, allclose
+# --------------------------------------------------------------------------------------------
+
+
+def array_equal(a: Operand, b: Operand, *, equal_nan: bool = False) -> bool:
+    """True when ``a`` and ``b`` have the same shape and equal values (NumPy's
+    ``array_equal``; no broadcasting). NaN equals NaN only with ``equal_nan=True``. The
+    elementwise question is :func:`equal` (``a == b``), which returns a bool tensor."""
+    left, right = as_view(a, what="array_equal's operand"), as_view(b, what="array_equal's operand")
+    if left.shape != right.shape:
+        return False
+    same = equal(left, right)
+    if equal_nan:
+        same = logical_or(same, logical_and(not_equal(left, left), not_equal(right, right)))
+    return bool(all(same).get(()))
+
+
+def _as_float(view: TensorView) -> TensorView:
+    return view if is_float(view.dtype) else astype(view, "float64").view()
+
+
+def isclose(
+    a: Operand | Scalar,
+    b: Operand | Scalar,
+    rtol: float = 1e-05,
+    atol: float = 1e-08,
+    *,
+    equal_nan: bool = False,
+) -> Tensor:
+    """NumPy's ``isclose``, value by value with broadcasting: ``|a - b| <= atol + rtol * |b|``
+    (not symmetric: ``b`` is the reference), infinities close only to themselves, NaN close to
+    NaN only with ``equal_nan=True``. Integer and bool operands are compared as float64.
+
+    Raises :class:`TensorError` when ``rtol`` or ``atol`` is not a real number.
+    """
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if not is_scalar(tol):
+            raise TensorError(f"isclose's {name} must be a real number, got {type(tol).__name__}")
+    floats = [
+        v if is_scalar(v) else _as_float(as_view(v, what="isclose's operand")) for v in (a, b)
+    ]
+    x, y = broadcast_operands(*floats, what="isclose's operand")
+    within = less_equal(abs(sub(x, y)), add(mul(abs(y), rtol), atol))
+    # v - v is 0 exactly for finite v (NaN for infinities and NaN): an infinite reference would
+    # otherwise make every tolerance infinite. Infinities are close only to themselves.
+    finite = logical_and(equal(sub(x, x), 0), equal(sub(y, y), 0))
+    close = logical_or(logical_and(within, finite), equal(x, y))
+    if equal_nan:
+        close = logical_or(close, logical_and(not_equal(x, x), not_equal(y, y)))
+    return close
+
+
+def allclose(
+    a: Operand | Scalar,
+    b: Operand | Scalar,
+    rtol: float = 1e-05,
+    atol: float = 1e-08,
+    *,
+    equal_nan: bool = False,
+) -> bool:
+    """True when every pair is close by :func:`isclose` (NumPy's ``allclose``), after
+    broadcasting. Raises :class:`BroadcastError` when the shapes do not broadcast."""
+    return bool(all(isclose(a, b, rtol, atol, equal_nan=equal_nan)).get(()))
+
+
+# --------------------------------------------------------------------------------------------
 # Matmul and einsum
 # --------------------------------------------------------------------------------------------
 
@@ -497,7 +852,8 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
     if element_count((*batch, rows, cols)) == 0 or inner_a == 0:
         return empty_result(final, out)  # no values, or each one a sum of nothing (0)
     backend = backend_for("matmul", None, widest_dtype(dtypes))
-    result = backend.matmul(left, right, dtype=out, compute=compute_dtype(dtypes))
+    with allocating(element_count(final), out):
+        result = backend.matmul(left, right, dtype=out, compute=compute_dtype(dtypes))
     return with_shape(result, final)
 
 
@@ -510,23 +866,42 @@ def einsum(expression: str, *operands: object, dtype: object | None = None) -> T
     list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending
     label or operand.
     """
+    # einsum's plans run the ops of this module, so einsum is imported on use, not at the top.
     from llmfs.tensor.einsum import EinsumPlan
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    return EinsumPlan(expression, *operands, dtype=dtype).execute(*operands)
+    plan = EinsumPlan(expression, *operands, dtype=dtype)
+    with allocating(element_count(plan.output_shape), plan.output_dtype):
+        return plan.execute(*operands)
 
 
 __all__ = [
     "ReduceError",
     "abs",
     "add",
+    "all",
+    "allclose",
+    "any",
+    "array_equal",
     "as_view",
+    "astype",
     "cos",
     "div",
     "einsum",
+    "equal",
     "exp",
+    "floor_divide",
+    "greater",
+    "greater_equal",
+    "isclose",
+    "less",
+    "less_equal",
     "log",
+    "logical_and",
+    "logical_not",
+    "logical_or",
+    "logical_xor",
     "matmul",
     "max",
     "maximum",
@@ -535,15 +910,20 @@ __all__ = [
     "minimum",
     "mul",
     "neg",
+    "not_equal",
+    "power",
     "prod",
     "reciprocal",
     "reduce",
     "relu",
+    "remainder",
     "scale",
     "sigmoid",
     "sin",
     "sqrt",
     "sub",
     "sum",
+    "take",
     "tanh",
+    "where",
 ]

@@ -1,8 +1,9 @@
 """``Tensor``: the owner of contiguous row-major storage.
 
-A :class:`Tensor` owns one 1-D NumPy array (its *storage*) and a shape; its strides are always the
-row-major strides of that shape. Views (:class:`~llmfs.tensor.view.TensorView`) read the storage
-through their own (shape, strides, base offset) and never copy.
+A :class:`Tensor` owns one 1-D NumPy array (its *storage*) and a row-major
+:class:`~llmfs.tensor.layout.Layout` of it. Views (:class:`~llmfs.tensor.view.TensorView`) read the
+storage through their own layout and never copy; both share one implementation of the view
+methods (:class:`~llmfs.tensor.view.ViewMethods`).
 
 Borrowing at run time
 ---------------------
@@ -23,31 +24,35 @@ from __future__ import annotations
 import operator
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from llmfs.tensor.dtypes import DEFAULT_DTYPE, resolve_dtype, storage_dtype_for
+from llmfs.tensor.dtypes import (
+    DEFAULT_DTYPE,
+    check_integer_cast,
+    resolve_dtype,
+    storage_dtype_for,
+)
 from llmfs.tensor.errors import (
     ClosedMutationError,
     ElementCountMismatchError,
     IndexOutOfBoundsError,
+    InvalidIndexError,
     InvalidShapeError,
     InvalidStepError,
     TensorError,
 )
 from llmfs.tensor.layout import (
+    Layout,
     Shape,
     Strides,
     checked_row_major_layout,
     row_major_strides,
-    storage_offset,
 )
 from llmfs.tensor.layout import as_int as layout_as_int
-from llmfs.tensor.operators import OperatorMixin
-
-if TYPE_CHECKING:
-    from llmfs.tensor.view import TensorView
+from llmfs.tensor.strided import allocate, allocating, read_only
+from llmfs.tensor.view import ViewMethods
 
 
 def _float_values(values: object, dtype: np.dtype) -> np.ndarray:
@@ -61,21 +66,30 @@ def _float_values(values: object, dtype: np.dtype) -> np.ndarray:
     return array
 
 
-class Tensor(OperatorMixin):
-    """An owner of contiguous row-major storage (seed 002's ``Tensor``).
+class Tensor(ViewMethods):
+    """An owner of contiguous row-major storage: storage + a row-major :class:`Layout` + a version.
 
-    Invariants: ``as_slice()`` has exactly ``len(self)`` values (the product of ``shape``, 1 for a
-    scalar); ``strides`` are the row-major strides of ``shape``; sizes and offsets fit in 64 bits.
-    Build one with :meth:`from_vec`, :meth:`from_numpy`, :meth:`zeros`, :meth:`full` or
-    :meth:`arange`; ``Tensor(shape, values)`` is :meth:`from_vec`.
+    Invariants: ``as_slice()`` has exactly ``self.size`` values (the product of ``shape``, 1 for
+    a scalar); ``strides`` are the row-major strides of ``shape`` and the offset is 0; sizes and
+    offsets fit in 64 bits. Build one with :meth:`from_vec`, :meth:`from_numpy`, :meth:`zeros`,
+    :meth:`full` or :meth:`arange`; ``Tensor(shape, values)`` is :meth:`from_vec`. Every view
+    method (``reshape``, ``transpose``, ``t[...]``, ``tolist``, ``materialize``...) is inherited
+    from :class:`ViewMethods` and reads the whole tensor: ``t.reshape(s)`` is
+    ``t.view().reshape(s)``, the same code.
     """
 
-    __slots__ = ("_shape", "_storage", "_strides", "_version", "_window_open")
+    __slots__ = ("_layout", "_storage", "_version", "_window_open")
 
-    def __init__(self, shape: Sequence[int], values: object, dtype: object = DEFAULT_DTYPE) -> None:
+    _owns_storage = True
+    _layout: Layout
+    _storage: np.ndarray
+    _version: int
+    _window_open: bool
+
+    def __init__(self, shape: Sequence[int], values: object, dtype: object | None = None) -> None:
         dims, strides, count = checked_row_major_layout(shape)
-        resolved = resolve_dtype(dtype)
-        array = _float_values(values, resolved)
+        array = _float_values(values, np.dtype(DEFAULT_DTYPE))
+        resolved = storage_dtype_for(array, dtype)
         if array.ndim != 1:
             raise InvalidShapeError(
                 list(array.shape),
@@ -83,22 +97,23 @@ class Tensor(OperatorMixin):
             )
         if array.size != count:
             raise ElementCountMismatchError(count, array.size)
+        check_integer_cast(array, resolved, where="from_vec")
         self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
 
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
         self._storage = storage
-        self._shape = shape
-        self._strides = strides
+        self._layout = Layout(shape, strides, 0)
         self._version = 0
         self._window_open = False
 
     # -- constructors ------------------------------------------------------------------------
 
     @classmethod
-    def from_vec(
-        cls, shape: Sequence[int], values: object, dtype: object = DEFAULT_DTYPE
-    ) -> Tensor:
+    def from_vec(cls, shape: Sequence[int], values: object, dtype: object | None = None) -> Tensor:
         """A new owner of ``shape`` holding a copy of the flat ``values`` in row-major order.
+
+        Without ``dtype`` the values keep their kind, as ``np.array`` does: Python floats give
+        float64, Python ints int64, Python bools bool (:func:`~llmfs.tensor.dtypes.inferred_dtype`).
 
         Raises :class:`InvalidShapeError` for a negative size, :class:`ShapeOverflowError` when the
         sizes overflow 64 bits, :class:`ElementCountMismatchError` when ``len(values)`` is not the
@@ -110,35 +125,45 @@ class Tensor(OperatorMixin):
     def from_numpy(cls, array: object, dtype: object | None = None) -> Tensor:
         """A new owner holding a row-major copy of any array-like (nested lists too).
 
-        Integer and boolean data become float64 unless ``dtype`` says otherwise.
+        Without ``dtype`` the values keep their kind, as ``np.array`` does: float arrays keep
+        their dtype, integers stay integers (int64 from Python ints) and bools stay bools.
         """
         source = _float_values(array, np.dtype(DEFAULT_DTYPE))
         resolved = storage_dtype_for(source, dtype)
-        dims, strides, _ = checked_row_major_layout(source.shape)
-        storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
+        dims, strides, count = checked_row_major_layout(source.shape)
+        check_integer_cast(source, resolved, where="from_numpy")
+        with allocating(count, resolved):  # a broadcast source may be far larger than its memory
+            storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
         return cls._adopt(storage, dims, strides)
 
     @classmethod
     def zeros(cls, shape: Sequence[int], dtype: object = DEFAULT_DTYPE) -> Tensor:
-        """A new owner of ``shape`` filled with 0."""
+        """A new owner of ``shape`` filled with 0 (errors as :meth:`full`)."""
         return cls.full(shape, 0.0, dtype)
 
     @classmethod
     def full(cls, shape: Sequence[int], value: float, dtype: object = DEFAULT_DTYPE) -> Tensor:
-        """A new owner of ``shape`` with every value equal to ``value``."""
+        """A new owner of ``shape`` with every value equal to ``value``.
+
+        Raises :class:`InvalidShapeError` or :class:`ShapeOverflowError` for a bad shape and
+        :class:`AllocationError` for more values than NumPy or the machine can hold.
+        """
         dims, strides, count = checked_row_major_layout(shape)
         resolved = resolve_dtype(dtype)
         fill = _float_values(value, resolved)
         if fill.ndim != 0:
             raise TensorError(f"full() takes one real number as its value, got shape {fill.shape}")
-        storage = np.full(count, fill, dtype=resolved)
-        return cls._adopt(storage, dims, strides)
+        check_integer_cast(fill, resolved, where="full")
+        return cls._adopt(allocate(count, resolved, fill), dims, strides)
 
     @classmethod
     def arange(cls, n: int, dtype: object = DEFAULT_DTYPE) -> Tensor:
-        """A rank-1 owner holding ``0, 1, ..., n-1``."""
+        """A rank-1 owner holding ``0, 1, ..., n-1`` (errors as :meth:`full`)."""
         dims, strides, count = checked_row_major_layout((n,))
-        return cls._adopt(np.arange(count, dtype=resolve_dtype(dtype)), dims, strides)
+        resolved = resolve_dtype(dtype)
+        with allocating(count, resolved):
+            storage = np.arange(count, dtype=resolved)
+        return cls._adopt(storage, dims, strides)
 
     @classmethod
     def _adopt(
@@ -156,86 +181,38 @@ class Tensor(OperatorMixin):
         )
         return tensor
 
-    # -- metadata ----------------------------------------------------------------------------
+    # -- what ViewMethods reads --------------------------------------------------------------
 
     @property
-    def shape(self) -> Shape:
-        """Sizes of the axes, a tuple of ints (``()`` for a scalar)."""
-        return self._shape
+    def layout(self) -> Layout:
+        """Row-major strides of ``shape`` (a size-0 axis counted as 1) at offset 0."""
+        return self._layout
 
     @property
-    def strides(self) -> Strides:
-        """Row-major strides in elements (a size-0 axis counted as 1)."""
-        return self._strides
+    def owner(self) -> Tensor:
+        """A tensor owns its storage: its owner is itself."""
+        return self
 
-    @property
-    def rank(self) -> int:
-        """Number of axes."""
-        return len(self._shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The storage dtype (float16, float32 or float64)."""
-        return self._storage.dtype
-
-    @property
-    def is_empty(self) -> bool:
-        """True when the tensor holds no values (some size is 0)."""
-        return self._storage.size == 0
+    def _check_fresh(self) -> None:
+        """An owner never goes stale: it always reads its storage as it is now."""
 
     @property
     def version(self) -> int:
         """How many times the storage has been mutated; views remember the version they saw."""
         return self._version
 
-    def __len__(self) -> int:
-        """Number of values (the product of the sizes), as in the seed's ``len``."""
-        return self._storage.size
-
     # -- reading -----------------------------------------------------------------------------
-
-    def get(self, coordinate: Sequence[int]) -> float:
-        """The value at one coordinate, as a Python float.
-
-        Raises :class:`RankMismatchError` or :class:`IndexOutOfBoundsError` for a bad coordinate.
-        """
-        offset = storage_offset(self._shape, self._strides, 0, coordinate)
-        return float(self._storage[offset])
 
     def as_slice(self) -> np.ndarray:
         """The storage as a read-only 1-D array (no copy; it reflects later mutations).
 
         It is made over a read-only buffer, so it cannot be switched back to writable: writes go
-        through :meth:`as_mut_slice` or :meth:`mutate`, which keep views honest.
+        through :meth:`as_mut_slice` or :meth:`mutate`, which keep views honest. Writing into the
+        array (``a[0] = 1``, ``a += 1``) raises a :class:`TensorError` that says so (see
+        :class:`~llmfs.tensor.strided.ReadOnlyArray`).
         """
-        return np.frombuffer(memoryview(self._storage).toreadonly(), dtype=self._storage.dtype)
-
-    def tolist(self) -> Any:
-        """Nested lists of Python floats (a bare float for a scalar), like ``ndarray.tolist``."""
-        return self._storage.reshape(self._shape).tolist()
-
-    def to_numpy(self) -> np.ndarray:
-        """A new NumPy array (a copy) with this tensor's shape and values."""
-        return self._storage.reshape(self._shape).copy()
-
-    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
-        if copy is False:
-            raise TensorError(
-                "a Tensor is exported to NumPy only as a copy (writes must go through "
-                "as_mut_slice() or mutate()); t.as_slice() is a read-only view without a copy"
-            )
-        array = self.to_numpy()
-        return array if dtype is None else array.astype(dtype)
-
-    def view(self) -> TensorView:
-        """A view of the whole tensor: same shape, row-major strides, base offset 0."""
-        from llmfs.tensor.view import TensorView
-
-        return TensorView._trusted(self, self._shape, self._strides, 0)
-
-    def __getitem__(self, key: object) -> TensorView:
-        """``t[...]`` is ``t.view()[...]``: NumPy-style indexing that returns a view."""
-        return self.view()[key]
+        buffer = memoryview(self._storage).toreadonly()
+        return read_only(np.frombuffer(buffer, dtype=self._storage.dtype))
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -268,71 +245,6 @@ class Tensor(OperatorMixin):
     def _bump(self) -> None:
         self._version += 1
 
-    def __repr__(self) -> str:
-        body = np.array2string(
-            self._storage.reshape(self._shape), separator=", ", threshold=64, edgeitems=3
-        )
-        return f"Tensor(shape={list(self._shape)}, dtype={self.dtype.name}, values={body})"
-
-    # -- view shortcuts: each is the same as on self.view() -----------------------------------
-
-    def reshape(self, shape: Sequence[int]) -> TensorView:
-        """Same as ``self.view().reshape(shape)``."""
-        return self.view().reshape(shape)
-
-    def transpose(self, first: int, second: int) -> TensorView:
-        """Same as ``self.view().transpose(first, second)``."""
-        return self.view().transpose(first, second)
-
-    def permute(self, axes: Sequence[int]) -> TensorView:
-        """Same as ``self.view().permute(axes)``."""
-        return self.view().permute(axes)
-
-    def slice(self, axis: int, start: int, stop: int, step: int = 1) -> TensorView:
-        """Same as ``self.view().slice(axis, start, stop, step)``."""
-        return self.view().slice(axis, start, stop, step)
-
-    def flip(self, axis: int) -> TensorView:
-        """Same as ``self.view().flip(axis)``."""
-        return self.view().flip(axis)
-
-    def merge(self, start: int, end: int) -> TensorView:
-        """Same as ``self.view().merge(start, end)``."""
-        return self.view().merge(start, end)
-
-    def split(self, axis: int, sizes: Sequence[int]) -> TensorView:
-        """Same as ``self.view().split(axis, sizes)``."""
-        return self.view().split(axis, sizes)
-
-    def expand(self, shape: Sequence[int]) -> TensorView:
-        """Same as ``self.view().expand(shape)``."""
-        return self.view().expand(shape)
-
-    def broadcast_to(self, shape: Sequence[int]) -> TensorView:
-        """Same as ``self.view().broadcast_to(shape)``."""
-        return self.view().broadcast_to(shape)
-
-    def unsqueeze(self, axis: int) -> TensorView:
-        """Same as ``self.view().unsqueeze(axis)``."""
-        return self.view().unsqueeze(axis)
-
-    def squeeze(self, axis: int | Sequence[int] | None = None) -> TensorView:
-        """Same as ``self.view().squeeze(axis)``."""
-        return self.view().squeeze(axis)
-
-    def shares_storage(self, other: TensorView | Tensor) -> bool:
-        """Same as ``self.view().shares_storage(other)``."""
-        return self.view().shares_storage(other)
-
-    def may_overlap(self, other: TensorView | Tensor) -> bool:
-        """Same as ``self.view().may_overlap(other)``."""
-        return self.view().may_overlap(other)
-
-    @property
-    def T(self) -> TensorView:
-        """Same as ``self.view().T``: all axes reversed."""
-        return self.view().T
-
 
 class MutableStorage:
     """A thin writable handle over a tensor's 1-D storage.
@@ -357,7 +269,7 @@ class MutableStorage:
 
     def __getitem__(self, key: object) -> Any:
         value = self._owner._storage[self._checked_key(key)]
-        return float(value) if np.ndim(value) == 0 else np.array(value)
+        return value.item() if np.ndim(value) == 0 else np.array(value)
 
     def __setitem__(self, key: object, value: object) -> None:
         if self._closed:
@@ -373,6 +285,7 @@ class MutableStorage:
             )
         if values.size not in (1, np.size(selected)):
             raise ElementCountMismatchError(np.size(selected), values.size, what="values assigned")
+        check_integer_cast(values, storage.dtype, where="writing to storage")
         storage[index] = values
         if self._bump_each:
             self._owner._bump()
@@ -395,7 +308,7 @@ class MutableStorage:
             raise TensorError("only a mutate() window's handle gives its storage as an array")
         return self._owner._storage
 
-    def _checked_key(self, key: object) -> object:
+    def _checked_key(self, key: object) -> Any:
         size = self._owner._storage.size
         if isinstance(key, slice):
             for part in (key.start, key.stop, key.step):
@@ -404,6 +317,12 @@ class MutableStorage:
             if key.step is not None and operator.index(key.step) == 0:
                 raise InvalidStepError(0)
             return key
+        if isinstance(key, (bool, np.bool_)):
+            # operator.index(True) is 1: a bool would silently write element 1.
+            raise InvalidIndexError(
+                f"storage handles take an int or a slice, not the bool {bool(key)!r} (a bool would "
+                f"select element {int(key)})"
+            )
         try:
             index = operator.index(key)  # type: ignore[arg-type]
         except TypeError:

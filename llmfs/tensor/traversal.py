@@ -1,9 +1,10 @@
 """The offset cursor: a readable walk over a checked layout in logical row-major order.
 
-:class:`StridedOffsets` is the teaching path of the library (seed 002's ``StridedOffsets``). It is
-checked once, when it is made: the layout must be well formed and every reachable offset must lie
-inside the storage. After that, ``next`` trusts the plan: it does no per-value rank or bounds
-checks and builds no coordinate lists, it only adds a stride or carries.
+:class:`StridedOffsets` is the teaching path of the library (a cursor that holds the next offset
+and each axis's position). It is checked once, when it is made: the layout must be well formed
+and every reachable offset must lie inside the storage. After that, ``next`` trusts the plan: it
+does no per-value rank or bounds checks and builds no coordinate lists, it only adds a stride or
+carries.
 
 Order of the walk: the base offset first; then advance the last axis; when an axis reaches its
 size, rewind it to 0 and carry into the axis before it. So a scalar yields its base offset once, an
@@ -16,10 +17,10 @@ tests hold them to it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 from llmfs.tensor.errors import InvalidLayoutError
-from llmfs.tensor.layout import element_count, validate
+from llmfs.tensor.layout import Layout, element_count
 
 
 class StridedOffsets(Iterator[int]):
@@ -32,20 +33,15 @@ class StridedOffsets(Iterator[int]):
 
     __slots__ = ("_next", "_positions", "_remaining", "_rewinds", "_sizes", "_strides")
 
-    def __init__(
-        self,
-        shape: Sequence[int],
-        strides: Sequence[int],
-        base_offset: int,
-        storage_len: int,
-    ) -> None:
-        validate(shape, strides, base_offset, storage_len)
+    def __init__(self, layout: Layout, storage_len: int) -> None:
+        layout.validate(storage_len)
+        shape, strides = layout.shape, layout.strides
         self._sizes = tuple(shape)
         self._strides = tuple(strides)
         # Going from position size-1 back to 0 subtracts (size-1)*stride: the "rewind" of an axis.
         self._rewinds = tuple((size - 1) * stride for size, stride in zip(shape, strides))
         self._positions = [0] * len(self._sizes)
-        self._next = base_offset
+        self._next = layout.offset
         self._remaining = element_count(self._sizes)
 
     def __iter__(self) -> StridedOffsets:
@@ -77,22 +73,21 @@ class StridedOffsets(Iterator[int]):
         raise InvalidLayoutError("cursor", "advanced past the end of its walk")
 
 
-def contiguous_runs(
-    shape: Sequence[int], strides: Sequence[int], base_offset: int, storage_len: int
-) -> Iterator[tuple[int, int, int]]:
+def contiguous_runs(layout: Layout, storage_len: int) -> Iterator[tuple[int, int, int]]:
     """Walks a layout by runs instead of single values: yields ``(start, count, step)`` so that
     the run's offsets are ``start, start+step, ..., start+(count-1)*step``.
 
     The innermost axis becomes the run (candle's block iteration); the outer axes are walked by
     :class:`StridedOffsets`. Concatenating the runs gives exactly the cursor's offsets.
     """
-    validate(shape, strides, base_offset, storage_len)
+    layout.validate(storage_len)
+    shape, strides = layout.shape, layout.strides
     if element_count(shape) == 0:
         return
     if not shape:
-        yield base_offset, 1, 1
+        yield layout.offset, 1, 1
         return
     count, step = shape[-1], strides[-1]
     # The outer walk stays within bounds because the full layout does.
-    for start in StridedOffsets(shape[:-1], strides[:-1], base_offset, storage_len):
+    for start in StridedOffsets(Layout(shape[:-1], strides[:-1], layout.offset), storage_len):
         yield start, count, step

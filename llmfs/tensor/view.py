@@ -1,16 +1,24 @@
-"""``TensorView``: a checked, immutable reading of an owner's storage.
+"""``TensorView``, and the view methods it shares with ``Tensor``.
 
-A view is four values: the owning :class:`~llmfs.tensor.tensor.Tensor`, a shape, signed strides
-(in elements) and a base offset. Every operation here makes a new view by changing only that
-metadata; values are never moved or copied, except by :meth:`TensorView.materialize`, which
+A view is three values: the owning :class:`~llmfs.tensor.tensor.Tensor`, a
+:class:`~llmfs.tensor.layout.Layout` (shape, signed strides in elements, offset) and the owner's
+version when the view was made. Every operation here makes a new view by changing only the
+layout; values are never moved or copied, except by :meth:`ViewMethods.materialize`, which
 allocates a new owner on purpose.
+
+:class:`ViewMethods` is the one implementation of everything that reads through a layout: the
+metadata (``shape``, ``strides``, ``ndim``, ``size``...), NumPy's Python protocols (``len``,
+iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape``, ``permute``,
+``slice``...) and the readers (``tolist``, ``materialize``...). ``Tensor`` (layout: row-major at
+offset 0, owner: itself) and ``TensorView`` both inherit it, so ``t.reshape(...)`` and
+``t.view().reshape(...)`` are the same code.
 
 Invariant (checked once, when a view is made): every offset the view can reach lies inside its
 owner's storage, and sizes and offsets fit in 64 bits. Operations that derive a view from a valid
 one keep the invariant by construction (a permutation, a shrinking slice, a merge or split of
 axes visit a subset of the same offsets); explicit layouts from :meth:`TensorView.from_parts` /
 :func:`as_strided` go through :func:`~llmfs.tensor.layout.validate`. So readers (the offset
-cursor, the fast gather, the backends) trust a view's metadata without re-checking it.
+cursor, the fast gather, the backends) trust a view's layout without re-checking it.
 
 A view also remembers its owner's *version*; once the owner is mutated, using the view raises
 :class:`~llmfs.tensor.errors.StaleViewError` (the run-time form of Rust's borrow rule).
@@ -19,32 +27,466 @@ A view also remembers its owner's *version*; once the owner is mutated, using th
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from llmfs.tensor import layout
 from llmfs.tensor.errors import (
-    InvalidAxisRangeError,
-    InvalidLayoutError,
+    IndexOutOfBoundsError,
+    RankMismatchError,
     StaleViewError,
     TensorError,
 )
-from llmfs.tensor.layout import Shape, Strides
+from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
-from llmfs.tensor.strided import gather, numpy_view
-from llmfs.tensor.tensor import Tensor
+from llmfs.tensor.strided import allocating, gather, numpy_view, read_only
 from llmfs.tensor.traversal import StridedOffsets
 
+if TYPE_CHECKING:
+    from llmfs.tensor.tensor import Tensor
 
-class TensorView(OperatorMixin):
-    """A read-only (shape, strides, base offset) interpretation of a :class:`Tensor`'s storage.
 
-    Make one with ``tensor.view()`` (or ``tensor[...]``), derive others with the methods below,
-    and copy with :meth:`materialize`. Views are immutable values: methods return new views.
+def _varargs(args: tuple[object, ...]) -> object:
+    """``f(3, 2)`` and ``f([3, 2])`` alike: one argument is the sequence, several are its items."""
+    return args[0] if len(args) == 1 else args
+
+
+class ViewMethods(OperatorMixin):
+    """Everything that reads storage through a layout, shared by ``Tensor`` and ``TensorView``.
+
+    A subclass provides :attr:`layout`, :attr:`owner` (the ``Tensor`` holding the storage) and
+    ``_check_fresh()`` (raise :class:`StaleViewError` when the owner changed under it).
     """
 
-    __slots__ = ("_base_offset", "_owner", "_shape", "_strides", "_version")
+    __slots__ = ()
+
+    #: True for the class that owns storage (``Tensor``), False for views of it.
+    _owns_storage: ClassVar[bool] = False
+
+    @property
+    def layout(self) -> Layout:
+        """The (shape, strides, offset) through which this object reads its owner's storage."""
+        raise NotImplementedError
+
+    @property
+    def owner(self) -> Tensor:
+        """The tensor whose storage this reads (a ``Tensor`` is its own owner)."""
+        raise NotImplementedError
+
+    def _check_fresh(self) -> None:
+        raise NotImplementedError
+
+    def _derive(self, layout: Layout) -> TensorView:
+        """A view of the same owner through ``layout`` (derived from this one, so still valid)."""
+        self._check_fresh()
+        return TensorView._trusted(self.owner, layout)
+
+    # -- metadata ----------------------------------------------------------------------------
+
+    @property
+    def shape(self) -> Shape:
+        """Sizes of the axes, a tuple of ints (``()`` for a scalar)."""
+        return self.layout.shape
+
+    @property
+    def strides(self) -> Strides:
+        """Signed strides in elements: 0 repeats (broadcast), negative walks backwards (flip)."""
+        return self.layout.strides
+
+    @property
+    def base_offset(self) -> int:
+        """Storage offset of the first logical value (coordinate all zeros); 0 for a Tensor."""
+        return self.layout.offset
+
+    @property
+    def rank(self) -> int:
+        """Number of axes (NumPy's ``ndim``)."""
+        return self.layout.rank
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes (same as :attr:`rank`)."""
+        return self.layout.rank
+
+    @property
+    def size(self) -> int:
+        """Number of logical values: the product of the sizes (1 for a scalar)."""
+        return self.layout.size
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The owner's storage dtype."""
+        return self.owner._storage.dtype
+
+    @property
+    def is_empty(self) -> bool:
+        """True when some size is 0: nothing is reached."""
+        return self.layout.is_empty
+
+    def is_contiguous(self) -> bool:
+        """True when the values are read in row-major order without gaps (size-1 axes may carry
+        any stride; scalars and empty layouts are contiguous)."""
+        return self.layout.is_contiguous()
+
+    def can_view_as_contiguous(self) -> bool:
+        """True when the values fill one gap-free block of storage in some axis order (the
+        transpose-contiguous test; see :func:`llmfs.tensor.layout.can_view_as_contiguous`)."""
+        return self.layout.can_view_as_contiguous()
+
+    def offset_bounds(self) -> tuple[int, int] | None:
+        """Smallest and largest storage offsets reached, ``None`` when empty."""
+        return self.layout.offset_bounds()
+
+    # -- NumPy's Python protocols ------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """The size of axis 0, as for NumPy arrays; :attr:`size` counts every value.
+
+        Raises :class:`TensorError` for a rank-0 tensor (it has no axis 0).
+        """
+        if self.rank == 0:
+            raise TensorError(
+                "len() of a rank-0 tensor: it has no axis 0 (use .size for the number of values)"
+            )
+        return self.shape[0]
+
+    def __iter__(self) -> Iterator[TensorView]:
+        """Views of ``self[0]``, ``self[1]``, ... along axis 0 (nothing is copied)."""
+        if self.rank == 0:
+            raise TensorError("a rank-0 tensor cannot be iterated; use .item() for its value")
+        return (self[index] for index in range(self.shape[0]))
+
+    def item(self, *index: int) -> Any:
+        """One value as a Python number, as NumPy's ``item``.
+
+        ``item()`` needs exactly one value (any shape holding one); ``item(i, j, ...)`` reads the
+        value at that coordinate (same as :meth:`get`); ``item(k)`` on a rank other than 1 reads
+        the ``k``-th value in row-major order. Raises :class:`TensorError` naming the shape when
+        ``item()`` finds 0 or several values, and the errors of :meth:`get` for a bad index.
+        """
+        if not index:
+            if self.size != 1:
+                raise TensorError(
+                    f"item() needs exactly one value, but shape {list(self.shape)} holds "
+                    f"{self.size}"
+                )
+            return self.get((0,) * self.rank)
+        if len(index) == 1 and self.rank != 1:
+            flat = as_int(index[0], "index")
+            if not 0 <= flat < self.size:
+                raise IndexOutOfBoundsError(0, flat, self.size, what="flat index")
+            return self.get(tuple(int(c) for c in np.unravel_index(flat, self.shape)))
+        return self.get(index)
+
+    def __float__(self) -> float:
+        """``float(t)`` of a tensor holding exactly one value (else :class:`TensorError`)."""
+        return float(self._one_value("float()"))
+
+    def __int__(self) -> int:
+        """``int(t)`` of a tensor holding exactly one value, truncated towards 0 like ``int(x)``."""
+        return int(self._one_value("int()"))
+
+    def __bool__(self) -> bool:
+        """The truth of the one value, as NumPy: several values are ambiguous, and so is none.
+
+        Raises :class:`TensorError` for a tensor with no value or more than one.
+        """
+        if self.size == 1:
+            return bool(self.item())
+        if self.size == 0:
+            raise TensorError(
+                f"the truth value of an empty tensor (shape {list(self.shape)}) is ambiguous: "
+                "use .size > 0 to ask whether it has values"
+            )
+        raise TensorError(
+            f"the truth value of a tensor with {self.size} values (shape {list(self.shape)}) is "
+            "ambiguous: ask about every value or any value (.all() / .any() of a comparison), "
+            "or compare whole tensors with equal(a, b) or allclose(a, b)"
+        )
+
+    def _one_value(self, what: str) -> Any:
+        if self.size != 1:
+            raise TensorError(
+                f"{what} needs exactly one value, but shape {list(self.shape)} holds {self.size} "
+                "(index one value first, e.g. t[0, 1])"
+            )
+        return self.item()
+
+    def __repr__(self) -> str:
+        """NumPy's repr of the values, then the layout and who owns the storage."""
+        name = type(self).__name__
+        values = self._printed(
+            lambda array: np.array2string(array, separator=", ", prefix=name + "(")
+        )
+        return f"{name}({values})\n{self._layout_lines()}"
+
+    def __str__(self) -> str:
+        """NumPy's str of the values, then the layout and who owns the storage."""
+        return f"{self._printed(str)}\n{self._layout_lines()}"
+
+    def _printed(self, show: Any) -> str:
+        # Printing reads the values in place (numpy_view), so a huge or broadcast view is
+        # summarised by NumPy's printing rules without copying it.
+        if self._is_stale():
+            return "<stale: the owner was written to after this view was made, or is being written>"
+        return str(show(numpy_view(self.owner._storage, self.layout)))
+
+    def _layout_lines(self) -> str:
+        layout = f"layout: {self.layout}; dtype {self.dtype.name}"
+        owner = self.owner
+        count = owner._storage.size
+        values = f"{count} value{'' if count == 1 else 's'} of storage"
+        if owner is self:
+            return f"{layout}\nowner: itself ({values})"
+        return f"{layout}\nowner: a Tensor of shape {owner.shape} ({values}), shared, not copied"
+
+    def _is_stale(self) -> bool:
+        try:
+            self._check_fresh()
+        except StaleViewError:
+            return True
+        return False
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def storage_offset(self, coordinate: Sequence[int] | None = None) -> int:
+        """Where a value lives in the owner's storage.
+
+        Without an argument, the offset of the first value (PyTorch's ``storage_offset()``,
+        same as :attr:`base_offset`); with a coordinate, that value's offset, each component
+        checked against its axis. Raises :class:`RankMismatchError`,
+        :class:`IndexOutOfBoundsError`, :class:`StaleViewError`.
+        """
+        self._check_fresh()
+        if coordinate is None:
+            return self.layout.offset
+        return self.layout.storage_offset(coordinate)
+
+    def get(self, coordinate: Sequence[int]) -> Any:
+        """The value at one checked coordinate, as a Python number (float, int or bool by dtype)."""
+        offset = self.storage_offset(coordinate)
+        return self.owner._storage[offset].item()
+
+    def logical_offsets(self) -> StridedOffsets:
+        """The offset cursor: storage offsets in logical row-major order (checked once)."""
+        self._check_fresh()
+        return StridedOffsets(self.layout, self.owner._storage.size)
+
+    def materialize(self) -> Tensor:
+        """Copies the values, in logical row-major order, into a NEW owning tensor with row-major
+        strides. The copy is independent: mutating it never affects this owner, and mutating the
+        owner later never changes the copy. The active backend performs the strided copy (see
+        :mod:`llmfs.tensor.backends`). Raises :class:`AllocationError` when the copy does not fit
+        in NumPy's largest array or the machine's memory."""
+        self._check_fresh()
+        if self.is_empty:
+            # type(owner) is Tensor: tensor.py builds on this module, so it is not imported here.
+            return type(self.owner)._adopt(np.empty(0, dtype=self.dtype), self.shape)
+        # The compute layer (ops, then backends) is built on top of the views: imported on use.
+        from llmfs.tensor.ops import backend_for
+
+        view = self if isinstance(self, TensorView) else self.view()
+        with allocating(self.size, self.dtype):
+            return backend_for("copy", None, self.dtype).copy(view, dtype=self.dtype)
+
+    def copy(self) -> Tensor:
+        """NumPy's name for :meth:`materialize` (always a new owner)."""
+        return self.materialize()
+
+    def clone(self) -> Tensor:
+        """PyTorch's name for :meth:`materialize` (always a new owner)."""
+        return self.materialize()
+
+    def tolist(self) -> Any:
+        """Nested lists of Python numbers (a bare number for rank 0), like ``ndarray.tolist``."""
+        return self.to_numpy().tolist()
+
+    def to_numpy(self) -> np.ndarray:
+        """A new NumPy array (a copy) with this shape and these values."""
+        self._check_fresh()
+        return gather(self.owner._storage, self.layout)
+
+    def numpy_view(self) -> np.ndarray:
+        """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.
+
+        Unlike a view it cannot go stale: it shows whatever the storage holds later. Writing into
+        it raises a :class:`TensorError` (see :class:`~llmfs.tensor.strided.ReadOnlyArray`).
+        """
+        self._check_fresh()
+        return read_only(numpy_view(self.owner._storage, self.layout))
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False:
+            raise TensorError(
+                f"a {type(self).__name__} is exported to NumPy only as a copy (writes go through "
+                "as_mut_slice() or mutate()); numpy_view() gives a read-only array over the same "
+                "memory"
+            )
+        array = self.to_numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    # -- shared storage ----------------------------------------------------------------------
+
+    def shares_storage(self, other: ViewMethods) -> bool:
+        """True when both read the same owner's storage (whatever offsets they reach)."""
+        return self.owner is _owner_of(other)
+
+    def may_overlap(self, other: ViewMethods) -> bool:
+        """True when both share an owner and their reachable offset ranges intersect (a range
+        test: interleaved views such as even and odd columns report True)."""
+        if not self.shares_storage(other):
+            return False
+        mine = self.offset_bounds()
+        theirs = other.offset_bounds()
+        if mine is None or theirs is None:
+            return False
+        return mine[0] <= theirs[1] and theirs[0] <= mine[1]
+
+    # -- axis algebra: each makes a view over the same storage -------------------------------
+
+    def view(self, *shape: Any) -> TensorView:
+        """``view()``: a view with the same layout (of a ``Tensor``: the whole tensor, row-major).
+
+        ``view(3, 2)`` / ``view([3, 2])``: PyTorch's ``view``, the same as :meth:`reshape` (a new
+        shape over the same storage, never a copy).
+        """
+        if shape:
+            return self.reshape(*shape)
+        return self._derive(self.layout)
+
+    def reshape(self, *shape: Any) -> TensorView:
+        """The same values in the same logical order under a new shape, without copying.
+
+        ``reshape(3, 2)`` and ``reshape([3, 2])`` are the same; one size may be ``-1``. Works
+        whenever the new shape is a merge/split of the old axes over the same offsets (see
+        :func:`llmfs.tensor.layout.plan_reshape`). Raises
+        :class:`ReshapeElementCountMismatchError`, :class:`InvalidShapeError`, or
+        :class:`NonContiguousReshapeError` (which says to ``materialize()`` first).
+        """
+        self._check_fresh()
+        return self._derive(self.layout.reshape(_varargs(shape)))
+
+    def permute(self, *axes: Any) -> TensorView:
+        """Output axis ``k`` takes the size and stride of source axis ``axes[k]``;
+        ``permute(1, 0)`` and ``permute([1, 0])`` are the same.
+
+        Raises :class:`PermutationLengthMismatchError`, :class:`AxisOutOfRangeError`,
+        :class:`DuplicateAxisError`.
+        """
+        return self._derive(self.layout.permute(_varargs(axes)))
+
+    def transpose(self, *axes: int) -> TensorView:
+        """``transpose(a, b)`` swaps two axes (PyTorch's meaning, the course's); ``transpose()``
+        reverses all axes (NumPy's meaning without arguments, same as :attr:`T`).
+
+        For any other order of axes use :meth:`permute`. Raises :class:`AxisOutOfRangeError`, and
+        :class:`TensorError` for another number of arguments.
+        """
+        if not axes:
+            return self._derive(self.layout.reversed_axes())
+        if len(axes) != 2:
+            raise TensorError(
+                f"transpose takes no axis (reverse all) or two axes to swap, got {len(axes)}: "
+                f"{list(axes)}; use permute(...) for another order"
+            )
+        return self._derive(self.layout.swap_axes(axes[0], axes[1]))
+
+    def swapaxes(self, first: int, second: int) -> TensorView:
+        """NumPy's name for ``transpose(first, second)``: the two axes exchanged."""
+        return self._derive(self.layout.swap_axes(first, second))
+
+    @property
+    def T(self) -> TensorView:
+        """All axes reversed (the matrix transpose for rank 2)."""
+        return self._derive(self.layout.reversed_axes())
+
+    def slice(self, axis: int, start: int, stop: int, step: int = 1) -> TensorView:
+        """The strict slice ``start..stop`` (half-open) of one axis, taking every ``step``-th index.
+
+        No clamping and no negative bounds (unlike ``view[a:b]``). The base offset moves by
+        ``start * stride[axis]``; the stride is multiplied by ``step``; the size becomes
+        ``ceil((stop - start) / step)``. Raises :class:`AxisOutOfRangeError`,
+        :class:`IndexOutOfBoundsError` (negative bound), :class:`SliceStartAfterEndError`,
+        :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`.
+        """
+        return self._derive(self.layout.slice(axis, start, stop, step))
+
+    def flip(self, axis: int) -> TensorView:
+        """Reverses one axis: negated stride, base offset moved to the axis's last element."""
+        return self._derive(self.layout.flip(axis))
+
+    def merge(self, start: int, end: int) -> TensorView:
+        """Fuses axes ``start..=end`` (inclusive, like ``torch.flatten``) into one axis.
+
+        The merged size is the product; the stride is the last merged axis's. Raises
+        :class:`InvalidAxisRangeError` when ``start > end`` and :class:`NonContiguousReshapeError`
+        when the axes are not adjacent in storage (a merge would need a copy).
+        """
+        self._check_fresh()
+        return self._derive(self.layout.merge(start, end))
+
+    def split(self, axis: int, sizes: Sequence[int]) -> TensorView:
+        """Splits one axis into ``sizes`` (one may be ``-1``); never needs a copy.
+
+        Raises :class:`ReshapeElementCountMismatchError` when the sizes do not multiply to the
+        axis size.
+        """
+        return self._derive(self.layout.split(axis, sizes))
+
+    def unflatten(self, axis: int, sizes: Sequence[int]) -> TensorView:
+        """PyTorch's name for :meth:`split` (one axis into several; never a copy)."""
+        return self.split(axis, sizes)
+
+    def expand(self, *shape: Any) -> TensorView:
+        """Broadcasts to ``shape`` with zero strides (new leading axes allowed, ``-1`` keeps a
+        size, a size-1 axis may grow to any size); ``expand(2, 3)`` and ``expand([2, 3])`` are
+        the same. Raises :class:`BroadcastError`."""
+        return self._derive(self.layout.expand(_varargs(shape)))
+
+    def broadcast_to(self, shape: Sequence[int]) -> TensorView:
+        """Same as :meth:`expand` (NumPy's name)."""
+        return self.expand(shape)
+
+    def unsqueeze(self, axis: int) -> TensorView:
+        """Inserts a size-1 axis at position ``axis`` (in ``[-rank-1, rank]``)."""
+        return self._derive(self.layout.unsqueeze(axis))
+
+    def squeeze(self, axis: int | Sequence[int] | None = None) -> TensorView:
+        """Drops size-1 axes: all of them, or the ones named. Raises :class:`SqueezeError` for a
+        named axis whose size is not 1."""
+        return self._derive(self.layout.squeeze(axis))
+
+    def __getitem__(self, key: object) -> TensorView:
+        """NumPy-style indexing that returns a view: ints drop an axis (negative ints count from
+        the end), Python slices clamp and accept negative bounds and steps, ``...`` fills the
+        remaining axes and ``None`` inserts a size-1 axis. An int out of range is an
+        :class:`IndexOutOfBoundsError`; too many indices an :class:`InvalidIndexError`.
+
+        An integer Tensor or TensorView as the key is NumPy's integer-array indexing along axis 0:
+        ``table[ids]`` is ``take(table, ids, axis=0).view()``: the values are copied into a NEW
+        owner (as NumPy copies for integer-array indexing) and this is the whole view of it."""
+        if isinstance(key, ViewMethods):
+            # The compute layer (ops) is built on top of the views: imported on use.
+            from llmfs.tensor.ops import take
+
+            return take(self, key, axis=0).view()
+        self._check_fresh()
+        return self._derive(self.layout.index(key))
+
+
+class TensorView(ViewMethods):
+    """A read-only (shape, strides, base offset) interpretation of a :class:`Tensor`'s storage.
+
+    Make one with ``tensor.view()`` (or ``tensor[...]``), derive others with the methods of
+    :class:`ViewMethods`, and copy with :meth:`materialize`. Views are immutable values: methods
+    return new views.
+    """
+
+    __slots__ = ("_layout", "_owner", "_version")
+
+    _layout: Layout
+    _owner: Tensor
+    _version: int
 
     def __init__(self, *_: object, **__: object) -> None:
         raise TensorError(
@@ -53,15 +495,11 @@ class TensorView(OperatorMixin):
         )
 
     @classmethod
-    def _trusted(
-        cls, owner: Tensor, shape: Sequence[int], strides: Sequence[int], base_offset: int
-    ) -> TensorView:
-        """Builds a view from metadata already known to satisfy the class invariant."""
+    def _trusted(cls, owner: Tensor, layout: Layout) -> TensorView:
+        """Builds a view from a layout already known to be valid for ``owner``'s storage."""
         view = object.__new__(cls)
         view._owner = owner
-        view._shape = tuple(shape)
-        view._strides = tuple(strides)
-        view._base_offset = base_offset
+        view._layout = layout
         view._version = owner._version
         return view
 
@@ -74,21 +512,16 @@ class TensorView(OperatorMixin):
         This is how a learner builds overlapping or unusual layouts on purpose; it can never read
         outside the owner's storage. Raises :class:`InvalidLayoutError`.
         """
-        if not isinstance(owner, Tensor):
-            raise TensorError(f"the owner must be a Tensor, got {type(owner).__name__}")
-        try:
-            # Convert once: a one-shot iterable must not be read twice.
-            dims = layout.as_int_tuple(shape, "size")
-            steps = layout.as_int_tuple(strides, "stride")
-            base = layout.as_int(base_offset, "base offset")
-        except TensorError as error:
-            raise InvalidLayoutError("integer metadata", str(error)) from None
-        layout.validate(dims, steps, base, len(owner))
-        return cls._trusted(owner, dims, steps, base)
+        return cls.from_layout(owner, Layout.checked(shape, strides, base_offset, _size(owner)))
 
-    def _derive(self, shape: Sequence[int], strides: Sequence[int], base_offset: int) -> TensorView:
-        self._check_fresh()
-        return TensorView._trusted(self._owner, shape, strides, base_offset)
+    @classmethod
+    def from_layout(cls, owner: Tensor, layout: Layout) -> TensorView:
+        """A view of ``owner`` through ``layout``, checked by :meth:`Layout.validate` first.
+
+        Raises :class:`InvalidLayoutError`.
+        """
+        layout.validate(_size(owner))
+        return cls._trusted(owner, layout)
 
     def _check_fresh(self) -> None:
         owner = self._owner
@@ -97,7 +530,10 @@ class TensorView(OperatorMixin):
         if owner._version != self._version:
             raise StaleViewError(self._version, owner._version)
 
-    # -- metadata ----------------------------------------------------------------------------
+    @property
+    def layout(self) -> Layout:
+        """The (shape, strides, offset) through which this view reads its owner's storage."""
+        return self._layout
 
     @property
     def owner(self) -> Tensor:
@@ -105,270 +541,25 @@ class TensorView(OperatorMixin):
         return self._owner
 
     @property
-    def shape(self) -> Shape:
-        """Sizes of the view's axes."""
-        return self._shape
-
-    @property
-    def strides(self) -> Strides:
-        """Signed strides in elements: 0 repeats (broadcast), negative walks backwards (flip)."""
-        return self._strides
-
-    @property
-    def base_offset(self) -> int:
-        """Storage offset of the view's first logical value (coordinate all zeros)."""
-        return self._base_offset
-
-    @property
-    def rank(self) -> int:
-        """Number of axes."""
-        return len(self._shape)
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The owner's storage dtype."""
-        return self._owner.dtype
-
-    @property
-    def is_empty(self) -> bool:
-        """True when some size is 0: the view reaches no storage at all."""
-        return 0 in self._shape
+    def version(self) -> int:
+        """The owner's version when this view was made."""
+        return self._version
 
     @property
     def is_stale(self) -> bool:
         """True once the owner has been mutated since this view was made."""
         return self._owner._window_open or self._owner._version != self._version
 
-    def __len__(self) -> int:
-        """Number of logical values (the product of the sizes)."""
-        return layout.element_count(self._shape)
 
-    def is_contiguous(self) -> bool:
-        """True when the view walks storage in row-major order without gaps (size-1 axes may carry
-        any stride; scalars and empty views are contiguous)."""
-        return layout.is_contiguous(self._shape, self._strides)
-
-    def can_view_as_contiguous(self) -> bool:
-        """Seed 004's transpose-contiguous test (see :func:`layout.can_view_as_contiguous`)."""
-        return layout.can_view_as_contiguous(self._shape, self._strides)
-
-    def offset_bounds(self) -> tuple[int, int] | None:
-        """Smallest and largest storage offsets the view reaches, ``None`` when empty."""
-        return layout.offset_bounds(self._shape, self._strides, self._base_offset)
-
-    # -- reading -----------------------------------------------------------------------------
-
-    def storage_offset(self, coordinate: Sequence[int]) -> int:
-        """Storage offset of one coordinate, each component checked against its axis.
-
-        Raises :class:`RankMismatchError`, :class:`IndexOutOfBoundsError`, :class:`StaleViewError`.
-        """
-        self._check_fresh()
-        return layout.storage_offset(self._shape, self._strides, self._base_offset, coordinate)
-
-    def get(self, coordinate: Sequence[int]) -> float:
-        """The value at one checked coordinate, as a Python float."""
-        offset = self.storage_offset(coordinate)
-        return float(self._owner._storage[offset])
-
-    def logical_offsets(self) -> StridedOffsets:
-        """The offset cursor: storage offsets in logical row-major order (checked once)."""
-        self._check_fresh()
-        return StridedOffsets(self._shape, self._strides, self._base_offset, len(self._owner))
-
-    def materialize(self) -> Tensor:
-        """Copies the view's values, in logical row-major order, into a NEW owning tensor with
-        row-major strides. The copy is independent: mutating it never affects this view's owner,
-        and mutating the owner later never changes the copy. The active backend performs the
-        strided copy (see :mod:`llmfs.tensor.backends`)."""
-        self._check_fresh()
-        if self.is_empty:
-            return Tensor._adopt(np.empty(0, dtype=self.dtype), self._shape)
-        # The active backend does the copy (NumPy's is the cache-blocked gather; Metal's a kernel).
-        from llmfs.tensor.ops import backend_for
-
-        return backend_for("copy", None, self.dtype).copy(self, dtype=self.dtype)
-
-    def tolist(self) -> Any:
-        """Nested lists of Python floats (a bare float for rank 0), like ``ndarray.tolist``."""
-        self._check_fresh()
-        return gather(self._owner._storage, self._shape, self._strides, self._base_offset).tolist()
-
-    def to_numpy(self) -> np.ndarray:
-        """A new NumPy array (a copy) with the view's shape and values."""
-        self._check_fresh()
-        return gather(self._owner._storage, self._shape, self._strides, self._base_offset)
-
-    def numpy_view(self) -> np.ndarray:
-        """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.
-
-        Unlike the view itself it cannot go stale: it shows whatever the storage holds later.
-        """
-        self._check_fresh()
-        return numpy_view(self._owner._storage, self._shape, self._strides, self._base_offset)
-
-    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
-        if copy is False:
-            raise TensorError(
-                "a TensorView is exported to NumPy only as a copy; numpy_view() gives a "
-                "read-only array over the same memory"
-            )
-        array = self.to_numpy()
-        return array if dtype is None else array.astype(dtype)
-
-    # -- shared storage ----------------------------------------------------------------------
-
-    def shares_storage(self, other: TensorView | Tensor) -> bool:
-        """True when both read the same owner's storage (whatever offsets they reach)."""
-        return self._owner is _owner_of(other)
-
-    def may_overlap(self, other: TensorView | Tensor) -> bool:
-        """True when both share an owner and their reachable offset ranges intersect (a range
-        test: interleaved views such as even and odd columns report True)."""
-        if not self.shares_storage(other):
-            return False
-        mine = self.offset_bounds()
-        theirs = (
-            other.view().offset_bounds() if isinstance(other, Tensor) else other.offset_bounds()
-        )
-        if mine is None or theirs is None:
-            return False
-        return mine[0] <= theirs[1] and theirs[0] <= mine[1]
-
-    # -- axis algebra ------------------------------------------------------------------------
-
-    def reshape(self, shape: Sequence[int]) -> TensorView:
-        """The same values in the same logical order under a new shape, without copying.
-
-        Works whenever the new shape is a merge/split of the old axes over the same offsets
-        (see :func:`layout.plan_reshape`); one size may be ``-1``. Raises
-        :class:`ReshapeElementCountMismatchError`, :class:`InvalidShapeError`, or
-        :class:`NonContiguousReshapeError` (which says to ``materialize()`` first).
-        """
-        self._check_fresh()
-        new_shape, new_strides = layout.plan_reshape(self._shape, self._strides, shape)
-        return self._derive(new_shape, new_strides, self._base_offset)
-
-    def permute(self, axes: Sequence[int]) -> TensorView:
-        """Output axis ``k`` takes the size and stride of source axis ``axes[k]``.
-
-        Raises :class:`PermutationLengthMismatchError`, :class:`AxisOutOfRangeError`,
-        :class:`DuplicateAxisError`.
-        """
-        order = layout.check_permutation(axes, self.rank)
-        shape, strides = layout.permute_layout(self._shape, self._strides, order)
-        return self._derive(shape, strides, self._base_offset)
-
-    def transpose(self, first: int, second: int) -> TensorView:
-        """Swaps two axes (negative axes count from the end).
-
-        Raises :class:`AxisOutOfRangeError`.
-        """
-        a = layout.normalize_axis(first, self.rank)
-        b = layout.normalize_axis(second, self.rank)
-        order = list(range(self.rank))
-        order[a], order[b] = order[b], order[a]
-        return self.permute(order)
-
-    @property
-    def T(self) -> TensorView:
-        """All axes reversed (the matrix transpose for rank 2)."""
-        return self.permute(list(range(self.rank - 1, -1, -1)))
-
-    def slice(self, axis: int, start: int, stop: int, step: int = 1) -> TensorView:
-        """The strict slice ``start..stop`` (half-open) of one axis, taking every ``step``-th index.
-
-        No clamping and no negative bounds (unlike ``view[a:b]``). The base offset moves by
-        ``start * stride[axis]``; the stride is multiplied by ``step``; the size becomes
-        ``ceil((stop - start) / step)``. Raises :class:`AxisOutOfRangeError`,
-        :class:`IndexOutOfBoundsError` (negative bound), :class:`SliceStartAfterEndError`,
-        :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`.
-        """
-        ax = layout.normalize_axis(axis, self.rank)
-        shape, strides, base = layout.slice_layout(
-            self._shape, self._strides, self._base_offset, ax, start, stop, step
-        )
-        return self._derive(shape, strides, base)
-
-    def flip(self, axis: int) -> TensorView:
-        """Reverses one axis: negated stride, base offset moved to the axis's last element."""
-        ax = layout.normalize_axis(axis, self.rank)
-        strides, base = layout.flip_layout(self._shape, self._strides, self._base_offset, ax)
-        return self._derive(self._shape, strides, base)
-
-    def merge(self, start: int, end: int) -> TensorView:
-        """Fuses axes ``start..=end`` (inclusive, like ``torch.flatten``) into one axis.
-
-        The merged size is the product; the stride is the last merged axis's. Raises
-        :class:`InvalidAxisRangeError` when ``start > end`` and :class:`NonContiguousReshapeError`
-        when the axes are not adjacent in storage (a merge would need a copy).
-        """
-        a = layout.normalize_axis(start, self.rank)
-        b = layout.normalize_axis(end, self.rank)
-        if a > b:
-            raise InvalidAxisRangeError(a, b)
-        merged = layout.element_count(self._shape[a : b + 1])
-        return self.reshape((*self._shape[:a], merged, *self._shape[b + 1 :]))
-
-    def split(self, axis: int, sizes: Sequence[int]) -> TensorView:
-        """Splits one axis into ``sizes`` (one may be ``-1``); never needs a copy.
-
-        Raises :class:`ReshapeElementCountMismatchError` when the sizes do not multiply to the
-        axis size.
-        """
-        ax = layout.normalize_axis(axis, self.rank)
-        shape, strides = layout.split_layout(self._shape, self._strides, ax, sizes)
-        return self._derive(shape, strides, self._base_offset)
-
-    def expand(self, shape: Sequence[int]) -> TensorView:
-        """Broadcasts to ``shape`` with zero strides (new leading axes allowed, ``-1`` keeps a
-        size, a size-1 axis may grow to any size). Raises :class:`BroadcastError`."""
-        new_shape, new_strides = layout.broadcast_layout(self._shape, self._strides, shape)
-        return self._derive(new_shape, new_strides, self._base_offset)
-
-    def broadcast_to(self, shape: Sequence[int]) -> TensorView:
-        """Same as :meth:`expand`."""
-        return self.expand(shape)
-
-    def unsqueeze(self, axis: int) -> TensorView:
-        """Inserts a size-1 axis at position ``axis`` (in ``[-rank-1, rank]``)."""
-        shape, strides = layout.unsqueeze_layout(self._shape, self._strides, axis)
-        return self._derive(shape, strides, self._base_offset)
-
-    def squeeze(self, axis: int | Sequence[int] | None = None) -> TensorView:
-        """Drops size-1 axes: all of them, or the ones named. Raises :class:`SqueezeError` for a
-        named axis whose size is not 1."""
-        shape, strides = layout.squeeze_layout(self._shape, self._strides, axis)
-        return self._derive(shape, strides, self._base_offset)
-
-    def __getitem__(self, key: object) -> TensorView:
-        """NumPy-style indexing that returns a view: ints drop an axis (negative ints count from
-        the end), Python slices clamp and accept negative bounds and steps, ``...`` fills the
-        remaining axes and ``None`` inserts a size-1 axis. An int out of range is an
-        :class:`IndexOutOfBoundsError`; too many indices an :class:`InvalidIndexError`."""
-        self._check_fresh()
-        shape, strides, base = layout.index_layout(
-            self._shape, self._strides, self._base_offset, key
-        )
-        return self._derive(shape, strides, base)
-
-    def __iter__(self) -> Iterator[TensorView]:
-        if self.rank == 0:
-            raise TensorError("a rank-0 view cannot be iterated; use get(()) for its value")
-        for index in range(self._shape[0]):
-            yield self[index]
-
-    def __repr__(self) -> str:
-        return (
-            f"TensorView(shape={list(self._shape)}, strides={list(self._strides)}, "
-            f"base_offset={self._base_offset}, owner=Tensor(shape={list(self._owner.shape)}))"
-        )
+def _size(owner: object) -> int:
+    """The storage length of an owner, refusing anything that is not a ``Tensor``."""
+    if not (isinstance(owner, ViewMethods) and owner._owns_storage):
+        raise TensorError(f"the owner must be a Tensor, got {type(owner).__name__}")
+    return int(owner.owner._storage.size)
 
 
-def _owner_of(item: TensorView | Tensor) -> Tensor:
-    if isinstance(item, Tensor):
-        return item
-    if isinstance(item, TensorView):
+def _owner_of(item: object) -> Tensor:
+    if isinstance(item, ViewMethods):
         return item.owner
     raise TensorError(f"expected a Tensor or TensorView, got {type(item).__name__}")
 
@@ -383,16 +574,14 @@ def as_strided(
     return TensorView.from_parts(owner, shape, strides, base_offset)
 
 
-def materialize(view: TensorView | Tensor) -> Tensor:
-    """A new owning tensor with the values of ``view`` in logical row-major order."""
-    if isinstance(view, Tensor):
-        view = view.view()
-    if not isinstance(view, TensorView):
+def materialize(view: ViewMethods) -> Tensor:
+    """A new owning tensor with the values of ``view`` (or a tensor) in logical row-major order."""
+    if not isinstance(view, ViewMethods):
         raise TensorError(f"materialize takes a TensorView or Tensor, got {type(view).__name__}")
     return view.materialize()
 
 
-def copying_transpose(source: Tensor | TensorView) -> Tensor:
+def copying_transpose(source: ViewMethods) -> Tensor:
     """A NEW rank-2 tensor holding the transpose of ``source``, allocated and copied explicitly.
 
     The counterpart of ``view.transpose(0, 1)``: the same logical values, but in new storage,
@@ -401,11 +590,8 @@ def copying_transpose(source: Tensor | TensorView) -> Tensor:
     backend, the cache-blocked gather on ``numpy``, a kernel on ``metal``), so there is one copy
     mechanism, not two. Raises :class:`RankMismatchError` unless the rank is 2.
     """
-    from llmfs.tensor.errors import RankMismatchError
-
-    view = source.view() if isinstance(source, Tensor) else source
-    if not isinstance(view, TensorView):
+    if not isinstance(source, ViewMethods):
         raise TensorError(f"copying_transpose takes a Tensor, got {type(source).__name__}")
-    if view.rank != 2:
-        raise RankMismatchError(2, view.rank, what="copying_transpose needs rank")
-    return view.transpose(0, 1).materialize()
+    if source.rank != 2:
+        raise RankMismatchError(2, source.rank, what="copying_transpose needs rank")
+    return source.transpose(0, 1).materialize()

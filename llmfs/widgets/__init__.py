@@ -60,12 +60,13 @@ _LIVE = ("OffsetTable", "PredictThenRun", "TraceTable")
 
 
 def __getattr__(name: str) -> Any:
-    # The widget classes pull in ipywidgets/anywidget, so they load on first use only.
     if name == "StorageDiagram":
+        # The widget classes pull in ipywidgets/anywidget, so they load on first use only.
         from llmfs.widgets import storage
 
         return storage.StorageDiagram
     if name in _LIVE:
+        # The widget classes pull in ipywidgets, so they load on first use only.
         from llmfs.widgets import live
 
         return getattr(live, name)

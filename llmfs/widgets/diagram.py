@@ -42,6 +42,7 @@ from llmfs.widgets.model import (
     SHARED_MARK,
     TAIL,
     OwnerNames,
+    _default_namespace,
     evaluate,
     format_number,
 )
@@ -271,6 +272,7 @@ class Diagram:
         return render_diagram_text(self)
 
     def _repr_html_(self) -> str:
+        # svg draws Diagrams, so it imports this module; this module loads it on use.
         from llmfs.widgets.svg import render_diagram_html
 
         return render_diagram_html(self)
@@ -373,8 +375,6 @@ def diagram(
     ``owner`` names ``source``'s owner (default: ``name``). Only the operations are drawn, not
     ``source`` itself. Raises :class:`~llmfs.widgets.model.ExpressionError` for a Python error.
     """
-    from llmfs.widgets.model import _default_namespace
-
     scope = _default_namespace()
     scope.update(namespace or {})
     scope[name] = source
@@ -503,7 +503,7 @@ class _Builder:
         for name in self.order:
             owner, kind, made_by, copied_from = self.owners[name]
             readers = [p for p in panels if p.owner == name]
-            source_name = self.names.lookup(copied_from.owner) if copied_from else None
+            source_name = self.names.lookup(copied_from.owner) if copied_from is not None else None
             strip = make_strip(name, kind, owner, readers, made_by, copied_from, source_name)
             strips.append(strip)
         for panel in panels:

@@ -1,15 +1,15 @@
-"""Seed 002's fixture and trace, shared by ``llmfs demo``, the figures and the tests."""
+"""The course's example tensor and its trace, shared by ``llmfs demo``, figures and tests."""
 
 from __future__ import annotations
 
 from llmfs.tensor import Tensor
 from llmfs.widgets.model import Trace, trace
 
-#: The seed's source tensor: shape [2, 3], strides [3, 1], storage [10, 11, 12, 20, 21, 22].
+#: The example source tensor: shape [2, 3], strides [3, 1], storage [10, 11, 12, 20, 21, 22].
 FIXTURE_SHAPE = (2, 3)
 FIXTURE_VALUES = (10.0, 11.0, 12.0, 20.0, 21.0, 22.0)
 
-#: The seed's five entries (source, reshape, transpose, slice, materialized slice), then the
+#: The five example entries (source, reshape, transpose, slice, materialized slice), then the
 #: three refused requests (element count, non-contiguous reshape, slice end out of bounds).
 SEED_OPERATIONS = (
     "view = base.view()",
@@ -24,12 +24,12 @@ SEED_OPERATIONS = (
 
 
 def seed_fixture() -> Tensor:
-    """A new copy of the seed's source tensor (each caller gets its own owner)."""
+    """A new copy of the example source tensor (each caller gets its own owner)."""
     return Tensor.from_vec(list(FIXTURE_SHAPE), list(FIXTURE_VALUES))
 
 
 def seed_trace() -> Trace:
-    """Seed 002's trace table for the fixture, owner named ``base``."""
+    """The trace table of the example tensor, owner named ``base``."""
     return trace(seed_fixture(), SEED_OPERATIONS, title="Shared-storage views and explicit copies")
 
 

@@ -25,6 +25,7 @@ from llmfs.tensor import Tensor
 from llmfs.widgets.diagram import diagram, render_diagram_text
 from llmfs.widgets.examples import seed_fixture, seed_trace
 from llmfs.widgets.model import trace
+from llmfs.widgets.plot import save, trace_figure
 from llmfs.widgets.svg import render_diagram_svg
 from llmfs.widgets.text import render_mapping, render_trace
 
@@ -37,8 +38,6 @@ def default_folder() -> Path:
 
 
 def _trace_table() -> tuple[object, str]:
-    from llmfs.widgets.plot import trace_figure
-
     trace = seed_trace()
     return trace_figure(trace), render_trace(trace)
 
@@ -129,8 +128,6 @@ def generate(folder: Path) -> list[Path]:
     Returns the written paths, sorted. Raises ``ModuleNotFoundError`` when matplotlib is absent.
     """
     import matplotlib
-
-    from llmfs.widgets.plot import save
 
     folder.mkdir(parents=True, exist_ok=True)
     written = []

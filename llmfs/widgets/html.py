@@ -19,15 +19,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmfs.tensor import Tensor, TensorView
-from llmfs.widgets.model import (
+from llmfs.widgets.rows import (
     FULL_LIMIT,
     NEW_OWNER_MARK,
     REJECTED_MARK,
     SHARED_MARK,
-    Trace,
     TraceRow,
     format_number,
     offset_entries,
@@ -42,6 +41,10 @@ from llmfs.widgets.text import (
     tally,
     yes_no,
 )
+
+if TYPE_CHECKING:
+    # model.py shows a Trace through these renderers, so it imports them.
+    from llmfs.widgets.model import Trace
 
 MARK_WORDS = {
     "shared": "shared storage of an existing owner",
@@ -272,18 +275,10 @@ def render_verdicts_html(verdicts: Sequence[Any]) -> str:
     )
 
 
-def render_comparison_html(comparison: Any) -> str:
-    """A comparison as HTML (see :func:`llmfs.widgets.predict.render_comparison_html`)."""
-    from llmfs.widgets.predict import render_comparison_html as render
-
-    return render(comparison)
-
-
 __all__ = [
     "legend_html",
     "mark",
     "pointer",
-    "render_comparison_html",
     "render_mapping_html",
     "render_offsets_html",
     "render_strip_html",

@@ -4,7 +4,7 @@
   logical cells with coordinates, the owner's storage once, a line per cell); selecting a logical
   cell marks the offset it reads, selecting an offset marks every cell that reads it (``▶``, bold
   and an outline, not only a colour), and the offset table underneath follows the selection.
-* :class:`TraceTable`: seed 002's trace table with clickable rows; the chosen row's storage
+* :class:`TraceTable`: the trace table with clickable rows; the chosen row's storage
   diagram (or a rejected row's explanation) opens right under the table.
 * :class:`PredictThenRun`: one input box per predicted field, Run, Hint and Show answer buttons;
   Run judges a complete prediction field by field (nothing of the truth before that), a wrong
@@ -26,11 +26,11 @@ from typing import Any
 import ipywidgets as widgets
 
 from llmfs.course import CourseError
+from llmfs.course.manifest import load_manifest
 from llmfs.tensor import Tensor, TensorError, TensorView
 from llmfs.widgets.html import (
     MARK_WORDS,
     mark,
-    render_comparison_html,
     render_offsets_html,
     render_trace_html,
     wrap,
@@ -49,9 +49,12 @@ from llmfs.widgets.predict import (
     hint,
     is_plain,
     predict_exercise,
+    render_comparison_html,
+    render_comparison_text,
     run,
 )
-from llmfs.widgets.text import format_ints, render_comparison, render_offsets, render_trace
+from llmfs.widgets.style import STYLESHEET
+from llmfs.widgets.text import format_ints, render_offsets, render_trace
 
 
 class _TextRepr:
@@ -82,6 +85,7 @@ class OffsetTable(_TextRepr, widgets.VBox):
     """
 
     def __init__(self, item: TensorView | Tensor, owner: str = "base", **kwargs: Any) -> None:
+        # anywidget (the diagram widget's base) loads only when a diagram is drawn.
         from llmfs.widgets.storage import StorageDiagram
 
         view = item.view() if isinstance(item, Tensor) else item
@@ -203,8 +207,6 @@ def _rows_widget() -> Any:
     import anywidget
     import traitlets
 
-    from llmfs.widgets.style import STYLESHEET
-
     class TraceRows(anywidget.AnyWidget):  # type: ignore[misc]
         """The trace table with clickable rows (``chosen`` is the row index, -1 for none)."""
 
@@ -217,7 +219,7 @@ def _rows_widget() -> Any:
 
 
 class TraceTable(_TextRepr, widgets.VBox):
-    """Seed 002's trace table, live: ``TraceTable(trace(base, [...]))`` or
+    """The trace table, live: ``TraceTable(trace(base, [...]))`` or
     ``TraceTable(steps)`` with :class:`~llmfs.widgets.model.Step` objects or ``(label, result)``
     pairs. Click a row (or Tab to it and press Enter): it is marked ``▶`` and outlined, and its
     storage diagram opens right under the table (a copy with dashed lines back to its source);
@@ -281,6 +283,7 @@ class TraceTable(_TextRepr, widgets.VBox):
         self._detail.children = [heading, self._diagram_of(index)]
 
     def _diagram_of(self, index: int) -> Any:
+        # anywidget (the diagram widget's base) loads only when a diagram is drawn.
         from llmfs.widgets.storage import StorageDiagram
 
         row = self.trace.rows[index]
@@ -451,7 +454,6 @@ class PredictThenRun(_TextRepr, widgets.VBox):
     def _show_hints(self, count: int) -> None:
         if self.exercise_id is None or not count:
             return
-        from llmfs.course.manifest import load_manifest
 
         texts = load_manifest().exercise(self.exercise_id).hints[:count]
         total = len(load_manifest().exercise(self.exercise_id).hints)
@@ -477,7 +479,7 @@ class PredictThenRun(_TextRepr, widgets.VBox):
         head = f"predict, then run: {self.label or 'expression'} (fields: {fields})"
         if self.comparison is None:
             return head + "\n(type your predictions, then press Run)"
-        return head + "\n" + render_comparison(self.comparison)
+        return head + "\n" + render_comparison_text(self.comparison)
 
 
 __all__ = ["OffsetTable", "PredictThenRun", "TraceTable"]

@@ -4,7 +4,7 @@ Nothing here draws anything: it turns labelled steps (a view, a tensor, or a ref
 its :class:`~llmfs.tensor.TensorError`) into plain, frozen rows that the text, HTML, matplotlib and
 ipywidgets renderers all read. So the four pictures of one trace can never disagree.
 
-Vocabulary (seed 002's figure):
+Vocabulary (the trace table's):
 
 * **owner**: the :class:`~llmfs.tensor.Tensor` whose storage a row reads, named for people
   (``base``, ``copy 1``, ... or names given by the caller), never by a memory address;
@@ -15,37 +15,37 @@ Vocabulary (seed 002's figure):
   violated condition.
 
 Offsets and values come from the library itself (:meth:`TensorView.logical_offsets`, the offset
-cursor, and :func:`llmfs.tensor.layout.storage_offset`), never from arithmetic of our own. Large
-results are *sampled*: only the first and last entries are computed, so a million-value view costs
-a few dozen cursor steps, not a million.
+cursor, and :meth:`llmfs.tensor.layout.Layout.storage_offset`), never from arithmetic of our
+own. Large results are *sampled*: only the first and last entries are computed, so a
+million-value view costs a few dozen cursor steps, not a million.
 """
 
 from __future__ import annotations
 
 import ast
-import itertools
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-import numpy as np
-
+import llmfs.tensor as tensor_module
 from llmfs.course import CourseError
-from llmfs.tensor import Tensor, TensorError, TensorView, layout
-
-#: Up to this many logical values a row or an offset table shows everything.
-FULL_LIMIT = 24
-#: Past FULL_LIMIT, this many entries from the start and ...
-HEAD = 8
-#: ... this many from the end are shown, with a count of those left out in between.
-TAIL = 4
-
-SHARED_MARK = "◇"
-NEW_OWNER_MARK = "◆"
-REJECTED_MARK = "×"
-
-Status = Literal["shared", "copy", "rejected"]
+from llmfs.tensor import Tensor, TensorError, TensorView, copying_transpose
+from llmfs.widgets.html import render_trace_html
+from llmfs.widgets.rows import (
+    FULL_LIMIT,
+    HEAD,
+    NEW_OWNER_MARK,
+    REJECTED_MARK,
+    SHARED_MARK,
+    TAIL,
+    OffsetEntry,
+    Sampled,
+    TraceRow,
+    _as_view,
+    format_number,
+    offset_entries,
+)
+from llmfs.widgets.text import render_trace
 
 
 class ExpressionError(CourseError):
@@ -55,97 +55,6 @@ class ExpressionError(CourseError):
     type); refusals by the tensor library are *not* errors here, they become rejected rows. The
     message quotes the expression and the Python error.
     """
-
-
-# --------------------------------------------------------------------------------------------
-# Sampling: the first and last entries of a long sequence, with a count
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """The first and last entries of a sequence of ``total`` items.
-
-    Invariant: ``head + tail`` are the shown items in order; when ``complete`` (``omitted == 0``)
-    ``tail`` is empty and ``head`` is the whole sequence.
-    """
-
-    head: tuple[Any, ...]
-    tail: tuple[Any, ...]
-    total: int
-
-    @property
-    def omitted(self) -> int:
-        """How many items lie between ``head`` and ``tail`` and are not shown."""
-        return self.total - len(self.head) - len(self.tail)
-
-    @property
-    def complete(self) -> bool:
-        """True when every item is shown."""
-        return self.omitted == 0
-
-    def items(self) -> tuple[Any, ...]:
-        """The complete sequence. Raises :class:`CourseError` when items were left out."""
-        if not self.complete:
-            raise CourseError(
-                f"only {len(self.head) + len(self.tail)} of {self.total} items were kept, so the "
-                f"complete sequence is not available"
-            )
-        return self.head
-
-
-def _sample_indices(total: int) -> tuple[range, range]:
-    if total <= FULL_LIMIT:
-        return range(total), range(0)
-    return range(HEAD), range(total - TAIL, total)
-
-
-def _coordinate(index: int, shape: Sequence[int]) -> tuple[int, ...]:
-    # Row-major position -> coordinate; numpy does the division so no index maths lives here.
-    if not shape:
-        return ()
-    return tuple(int(c) for c in np.unravel_index(index, tuple(shape)))
-
-
-@dataclass(frozen=True)
-class OffsetEntry:
-    """One line of an offset table: logical ``coordinate`` -> storage ``offset`` -> ``value``."""
-
-    index: int
-    coordinate: tuple[int, ...]
-    offset: int
-    value: float
-
-
-def offset_entries(view: TensorView | Tensor) -> Sampled:
-    """The offset table of a view (or a tensor's full view), sampled for large views.
-
-    Entries come in logical row-major order; offsets are the offset cursor's, values are read at
-    those offsets. Raises :class:`~llmfs.tensor.StaleViewError` for a stale view.
-    """
-    view = _as_view(view)
-    total = layout.element_count(view.shape)
-    head_range, tail_range = _sample_indices(total)
-    storage = view.owner.as_slice()
-    cursor = view.logical_offsets()
-    head = []
-    for index, offset in zip(head_range, itertools.islice(cursor, len(head_range))):
-        coordinate = _coordinate(index, view.shape)
-        head.append(OffsetEntry(index, coordinate, offset, float(storage[offset])))
-    tail = []
-    for index in tail_range:
-        coordinate = _coordinate(index, view.shape)
-        offset = layout.storage_offset(view.shape, view.strides, view.base_offset, coordinate)
-        tail.append(OffsetEntry(index, coordinate, offset, float(storage[offset])))
-    return Sampled(tuple(head), tuple(tail), total)
-
-
-def _as_view(item: TensorView | Tensor) -> TensorView:
-    if isinstance(item, Tensor):
-        return item.view()
-    if isinstance(item, TensorView):
-        return item
-    raise TensorError(f"expected a Tensor or TensorView, got {type(item).__name__}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,7 +110,9 @@ class OwnerNames:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# eq=False: it holds tensors, whose == is elementwise (and which are unhashable), so two
+# of these are the same only when they are one object.
+@dataclass(frozen=True, eq=False)
 class Step:
     """One labelled entry of a trace: the ``result`` of a request, or the error it raised.
 
@@ -212,50 +123,6 @@ class Step:
     label: str
     result: Tensor | TensorView | TensorError
     copied_from: TensorView | None = None
-
-
-@dataclass(frozen=True)
-class TraceRow:
-    """One row of the trace table; every field is plain data (ints, floats, strings, tuples).
-
-    ``status`` is ``"shared"`` (reads an existing owner's storage), ``"copy"`` (a new owner made
-    by this step) or ``"rejected"`` (the request raised; only ``label``, ``error``,
-    ``condition`` and ``message`` are set). For a copy made from a known view, ``mapping`` holds
-    ``(new offset, source offset)`` pairs (sampled) and ``mapping_source`` the source owner.
-    """
-
-    label: str
-    status: Status
-    owner: str | None = None
-    shape: tuple[int, ...] | None = None
-    strides: tuple[int, ...] | None = None
-    base_offset: int | None = None
-    contiguous: bool | None = None
-    offsets: Sampled | None = None
-    values: Sampled | None = None
-    nested_values: Any = None
-    mapping: Sampled | None = None
-    mapping_source: str | None = None
-    error: str | None = None
-    condition: str | None = None
-    message: str | None = None
-
-    @property
-    def rejected(self) -> bool:
-        """True for a refused request."""
-        return self.status == "rejected"
-
-    @property
-    def new_owner(self) -> bool:
-        """True when this row's owner was created by this step (the filled diamond)."""
-        return self.status == "copy"
-
-    @property
-    def marker(self) -> str:
-        """``◇`` shared, ``◆`` new owner, ``×`` rejected."""
-        return {"shared": SHARED_MARK, "copy": NEW_OWNER_MARK, "rejected": REJECTED_MARK}[
-            self.status
-        ]
 
 
 def describe(
@@ -300,9 +167,7 @@ def describe(
         label=label,
         status="copy" if first_seen and not owners.is_given(name) else "shared",
         owner=name,
-        shape=tuple(view.shape),
-        strides=tuple(view.strides),
-        base_offset=view.base_offset,
+        layout=view.layout,
         contiguous=view.is_contiguous(),
         offsets=offsets,
         values=values,
@@ -357,13 +222,9 @@ class Trace:
         return tuple(row for row in self.rows if row.mapping is not None)
 
     def __repr__(self) -> str:
-        from llmfs.widgets.text import render_trace
-
         return render_trace(self)
 
     def _repr_html_(self) -> str:
-        from llmfs.widgets.html import render_trace_html
-
         return render_trace_html(self)
 
 
@@ -373,8 +234,6 @@ class Trace:
 
 
 def _default_namespace() -> dict[str, Any]:
-    import llmfs.tensor as tensor_module
-
     return {name: getattr(tensor_module, name) for name in tensor_module.__all__}
 
 
@@ -419,8 +278,6 @@ def evaluate(
         if source_node is not None:
             source = _as_view(run(source_node))
             if how == "transpose":
-                from llmfs.tensor import copying_transpose
-
                 result: Any = copying_transpose(source)
                 # Copy row k of the result came from column k of the source.
                 copied_from = source.transpose(0, 1)
@@ -467,7 +324,7 @@ def trace(
     namespace: Mapping[str, Any] | None = None,
     title: str = "",
 ) -> Trace:
-    """Seed 002's trace table: one row per operation, refused requests kept as rows.
+    """The trace table: one row per operation, refused requests kept as rows.
 
     ``source`` is bound to ``name`` (default ``base``), which also names its owner. Each
     operation is a Python expression string, optionally ``alias = expression`` to use the result
@@ -546,18 +403,13 @@ def owners_in(namespace: Mapping[str, Any]) -> dict[str, Tensor]:
     return named
 
 
-def format_number(value: float) -> str:
-    """A value as learners write it: ``10`` for 10.0, ``0.5``, ``nan``, ``inf``."""
-    if math.isfinite(value) and value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
-
-
 __all__ = [
     "FULL_LIMIT",
+    "HEAD",
     "NEW_OWNER_MARK",
     "REJECTED_MARK",
     "SHARED_MARK",
+    "TAIL",
     "ExpressionError",
     "OffsetEntry",
     "OwnerNames",

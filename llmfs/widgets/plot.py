@@ -80,7 +80,7 @@ def save(figure: Figure, path: Path | str) -> None:
 
 
 def trace_figure(trace: Trace) -> Figure:
-    """Seed 002's trace table drawn as a grid: same cells as the text table, header in bold,
+    """The trace table drawn as a grid: same cells as the text table, header in bold,
     rejected rows spanning, the legend underneath."""
     rows = [trace_cells(row) for row in trace.rows]
     widths = [len(h) for h in TRACE_HEADERS]

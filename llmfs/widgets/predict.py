@@ -49,7 +49,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llmfs.course import CourseError
-from llmfs.tensor import Tensor, TensorError, TensorView
+from llmfs.course.attempts import (
+    attempts_path,
+    load_attempts,
+    load_events,
+    record_attempt,
+    record_event,
+)
+from llmfs.course.manifest import load_manifest
+from llmfs.tensor import Tensor, TensorError, TensorView, layout
+from llmfs.widgets.html import mark, render_mapping_html, render_offsets_html, wrap
 from llmfs.widgets.model import (
     FULL_LIMIT,
     ExpressionError,
@@ -61,6 +70,7 @@ from llmfs.widgets.model import (
     format_number,
     owners_in,
 )
+from llmfs.widgets.text import REJECTED_MARK, render_mapping, render_offsets, table, tally
 
 #: Wrong tries at a field after which its answer is shown (``check(..., max_tries=N)`` changes it).
 MAX_WRONG_TRIES = 3
@@ -258,7 +268,9 @@ def normalize(field: str, value: Any) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+# eq=False (here and on Outcome): they hold tensors, whose == is elementwise (and which are
+# unhashable), so two of them are the same only when they are one object.
+@dataclass(frozen=True, eq=False)
 class Call:
     """What a string expression asked for, read from its syntax: the method (``slice``,
     ``transpose``, ``getitem`` for ``x[i]``...), its literal arguments (``None`` where an argument
@@ -269,7 +281,7 @@ class Call:
     source: TensorView | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Outcome:
     """What an expression gave: its trace ``row`` and the view (``None`` when rejected), or, for
     an expression that gives a dict of plain values, ``plain`` (and ``row`` is ``None``)."""
@@ -753,7 +765,6 @@ class Misconception:
 
 
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
-    from llmfs.tensor import layout
 
     return tuple(layout.row_major_strides(tuple(shape)))
 
@@ -879,7 +890,6 @@ def _shape_for_strides(value: Any, truth: Any, context: _Context) -> str | None:
 
 
 def _count_mismatch(value: Any, truth: Any, context: _Context) -> str | None:
-    from llmfs.tensor import layout
 
     count = len(_flat(value))
     shape = context.others.get("shape")
@@ -980,8 +990,6 @@ _STATES: dict[tuple[str, str], ExerciseState] = {}
 def exercise_state(exercise_id: str, path: Path | None = None) -> ExerciseState:
     """The state of ``exercise_id`` for the attempts log at ``path`` (default: the current log).
     Raises :class:`~llmfs.course.CourseError` for a malformed log."""
-    from llmfs.course.attempts import attempts_path, load_attempts, load_events
-
     log = Path(path) if path is not None else attempts_path()
     key = (str(log.resolve()), exercise_id)
     if key not in _STATES:
@@ -1050,8 +1058,6 @@ def _same_source(a: str, b: str) -> bool:
 def predict_exercise(exercise_id: str, manifest: Any = None) -> Any:
     """The manifest's predict exercise ``exercise_id``. Raises :class:`CourseError` when it is
     not a predict exercise or has no expression."""
-    from llmfs.course.manifest import load_manifest
-
     course = manifest if manifest is not None else load_manifest()
     exercise = course.exercise(exercise_id)
     if exercise.kind != "predict" or not exercise.expression:
@@ -1161,8 +1167,6 @@ def record(
     (:func:`llmfs.course.attempts.record_attempt`; ``path`` and ``manifest`` are passed on).
     Returns False when there is no exercise id or no answered field. Raises
     :class:`~llmfs.course.CourseError` for an exercise id not in the manifest."""
-    from llmfs.course.attempts import record_attempt
-
     fields = {v.field: v.status == "right" for v in verdicts if v.answered}
     if not exercise_id or not fields:
         return False
@@ -1196,8 +1200,6 @@ def attempt(
     against ``outcome``; when every field is answered, record the attempt and update the
     exercise's :class:`ExerciseState`; reveal the fields with ``max_tries`` wrong tries
     (default :data:`MAX_WRONG_TRIES`) or every field when ``reveal`` (a logged event)."""
-    from llmfs.course.attempts import record_event
-
     limit = MAX_WRONG_TRIES if max_tries is None else max_tries
     if limit < 1:
         raise CourseError(f"max_tries must be at least 1, got {limit}")
@@ -1323,9 +1325,6 @@ def escape_html(text: str) -> str:
 def hint(exercise_id: str) -> Hint:
     """The exercise's next hint (one more each call; after the last, the last again), recorded
     in the attempts log. Raises :class:`CourseError` for an unknown exercise."""
-    from llmfs.course.attempts import record_event
-    from llmfs.course.manifest import load_manifest
-
     exercise = load_manifest().exercise(exercise_id)
     hints = exercise.hints
     if not hints:
@@ -1378,9 +1377,6 @@ def model_answer(
     it), the rubric from the manifest. A reveal is logged. Raises :class:`CourseError` for an
     exercise that is not an explain exercise.
     """
-    from llmfs.course.attempts import record_event
-    from llmfs.course.manifest import load_manifest
-
     manifest = load_manifest()
     exercise = manifest.exercise(exercise_id)
     if exercise.kind != "explain":
@@ -1497,8 +1493,6 @@ def render_comparison_text(comparison: Comparison) -> str:
     """A comparison as text. Incomplete: the question and the missing fields only. Complete:
     one row per field, the feedback of each wrong field, and, when every field is right or
     revealed, the offset table of the result (or the refusal)."""
-    from llmfs.widgets.text import REJECTED_MARK, render_mapping, render_offsets, table, tally
-
     parts = [_question(comparison)]
     if not comparison.complete:
         parts.append("still to answer:")
@@ -1534,9 +1528,6 @@ def render_comparison_text(comparison: Comparison) -> str:
 def render_comparison_html(comparison: Comparison) -> str:
     """The same content as :func:`render_comparison_text`, as HTML."""
     from html import escape
-
-    from llmfs.widgets.html import mark, render_mapping_html, render_offsets_html, wrap
-    from llmfs.widgets.text import tally
 
     parts = [f"<p>{escape(_question(comparison))}</p>"]
     if not comparison.complete:

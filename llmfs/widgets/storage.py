@@ -35,9 +35,12 @@ import anywidget
 import traitlets
 
 from llmfs.course import CourseError
+from llmfs.course.attempts import attempts_path, load_attempts
 from llmfs.tensor import Tensor, TensorView
 from llmfs.widgets.diagram import Diagram, ItemLike, build, diagram, render_diagram_text
 from llmfs.widgets.html import wrap
+from llmfs.widgets.model import format_number
+from llmfs.widgets.predict import exercise_state, predict_exercise
 from llmfs.widgets.style import STYLESHEET
 from llmfs.widgets.svg import render_diagram_html, render_diagram_svg
 
@@ -271,8 +274,6 @@ class StorageDiagram(anywidget.AnyWidget):  # type: ignore[misc]
         self.after = after
         if after is not None and not exercise_finished(after):
             self.svg = f'<p class="llmfs-locked">{escape(self._locked_text())}</p>'
-            from llmfs.widgets.predict import exercise_state
-
             state = exercise_state(after)
             if state.listeners is None:
                 state.listeners = []
@@ -374,8 +375,6 @@ def exercise_finished(exercise_id: str) -> bool:
     """True when the predict exercise ``exercise_id`` is finished in the current attempts log:
     every field was right in some attempt or its answer was shown. Raises :class:`CourseError`
     for an unknown exercise or a malformed log."""
-    from llmfs.course.attempts import attempts_path, load_attempts
-    from llmfs.widgets.predict import exercise_state, predict_exercise
 
     state = exercise_state(exercise_id)
     if state.last is not None and state.last.finished:
@@ -392,8 +391,6 @@ def exercise_finished(exercise_id: str) -> bool:
 def status_text(diagram_: Diagram, key: str) -> str:
     """What the status line says for a cell: ``[1,0] reads offset 4 of base: 1 + 1·3 + 0·1 = 4
     (value 21)`` (the same words the widget's script writes from the SVG's attributes)."""
-    from llmfs.widgets.model import format_number
-
     cell = diagram_.cell(key)
     panel = diagram_.panels[cell.panel]
     coordinate = "[" + ",".join(str(c) for c in cell.coordinate) + "]"

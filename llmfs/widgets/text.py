@@ -12,20 +12,23 @@ request is marked ``×`` with the violated condition, and verdicts say ``right``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmfs.tensor import Tensor, TensorView
-from llmfs.widgets.model import (
+from llmfs.widgets.rows import (
     FULL_LIMIT,
     NEW_OWNER_MARK,
     REJECTED_MARK,
     SHARED_MARK,
     Sampled,
-    Trace,
     TraceRow,
     format_number,
     offset_entries,
 )
+
+if TYPE_CHECKING:
+    # model.py shows a Trace through these renderers, so it imports them.
+    from llmfs.widgets.model import Trace
 
 LEGEND = (
     f"{SHARED_MARK} reads the storage of an existing owner   {NEW_OWNER_MARK} new owner (a copy)   "
@@ -224,15 +227,6 @@ def render_strip(view: TensorView, owner: str, entries: Sampled | None = None) -
     return table(headers, [values, read])
 
 
-def render_comparison(comparison: Any) -> str:
-    """A :class:`~llmfs.widgets.predict.Comparison` as text (see
-    :func:`llmfs.widgets.predict.render_comparison_text`: nothing of the truth before a complete
-    attempt, a wrong field's answer only once revealed)."""
-    from llmfs.widgets.predict import render_comparison_text
-
-    return render_comparison_text(comparison)
-
-
 def tally(verdicts: Sequence[Any]) -> str:
     """``2 of 3 answered fields right; 1 not answered yet`` (or ``nothing answered yet``)."""
     answered = [v for v in verdicts if v.answered]
@@ -258,7 +252,6 @@ __all__ = [
     "format_sampled",
     "format_values",
     "owner_cell",
-    "render_comparison",
     "render_mapping",
     "render_offsets",
     "render_strip",

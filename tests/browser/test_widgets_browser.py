@@ -81,7 +81,7 @@ def test_widgets_render_and_predict_then_run_marks_right_and_wrong(open_lab_note
     offsets_widget.locator("table.llmfs-offsets tr.llmfs-on").wait_for(timeout=10_000)
     assert rows.nth(1).bounding_box()["width"] == width_before
 
-    # TraceTable: seed 002's rows, rejections with their conditions, and the copy's mapping.
+    # TraceTable: the example's rows, rejections with their conditions, and the copy's mapping.
     trace_table = page.locator(".llmfs-trace-table table.llmfs-trace")
     trace_table.wait_for(timeout=10_000)
     offsets = texts(trace_table.locator('td[data-field="offsets"]'))

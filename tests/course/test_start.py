@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -17,9 +19,16 @@ import pytest
 from coursekit import chapter_toml, code, notebook, write_manifest, write_notebook
 
 from llmfs import cli
-from llmfs.course import CourseError
+from llmfs.course import CourseError, start
 from llmfs.course.manifest import load_manifest
-from llmfs.course.start import copy_course, lab_command
+from llmfs.course.start import (
+    check_folder,
+    check_ip,
+    choose_port,
+    copy_course,
+    lab_command,
+    port_is_free,
+)
 
 
 def _course(root: Path) -> Path:
@@ -228,3 +237,252 @@ def test_the_lab_command_refuses_a_port_that_is_not_1_to_65535(port, tmp_path: P
         lab_command(tmp_path, ip="127.0.0.1", port=port, open_browser=False)
     message = str(info.value)
     assert "from 1 to 65535" in message and repr(port) in message
+
+
+# -- refusing bad options before anything is copied or started ---------------------------------
+
+
+def test_a_missing_parent_folder_is_refused_with_the_command_that_creates_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _course(tmp_path / "src")
+    monkeypatch.setenv("LLMFS_COURSE_ROOT", str(tmp_path / "src"))
+    folder = tmp_path / "no" / "such" / "course"
+    assert cli.main(["start", "--dir", str(folder), "--copy-only"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"llmfs start: {folder}: its parent folder {folder.parent} does not exist; create it "
+        f"first with: mkdir -p {folder.parent}\n"
+    )
+    assert not (tmp_path / "no").exists()  # nothing was created
+
+
+def test_the_course_folder_itself_is_created_when_its_parent_exists(tmp_path: Path) -> None:
+    manifest = load_manifest(_course(tmp_path / "src"))
+    copy_course(manifest, tmp_path / "new")
+    assert (tmp_path / "new" / "ch01_a.ipynb").is_file()
+    with pytest.raises(CourseError, match=r"mkdir -p .*deeper"):
+        copy_course(manifest, tmp_path / "deeper" / "new")
+
+
+def test_a_file_is_not_a_course_folder(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(CourseError, match=r"notes\.txt: exists and is not a folder"):
+        check_folder(tmp_path / "notes.txt")
+
+
+def test_an_explicit_port_in_use_is_an_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _course(tmp_path / "src")
+    monkeypatch.setenv("LLMFS_COURSE_ROOT", str(tmp_path / "src"))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        argv = ["start", "--dir", str(tmp_path / "learner"), "--port", str(port), "--no-browser"]
+        assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"llmfs start: port {port} is already in use on 127.0.0.1" in err
+    assert "choose another port with --port" in err
+    assert not (tmp_path / "learner").exists()
+
+
+def test_an_explicit_port_is_never_moved_by_jupyterlab(tmp_path: Path) -> None:
+    exact = lab_command(tmp_path, ip="127.0.0.1", port=8899, open_browser=False)
+    assert "--ServerApp.port_retries=0" in exact
+    chosen = lab_command(tmp_path, ip="127.0.0.1", port=8899, open_browser=False, exact_port=False)
+    assert "--ServerApp.port_retries=0" not in chosen
+
+
+def test_without_port_the_default_is_used_when_free_and_a_move_is_announced(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    free = free_port()
+    monkeypatch.setattr(start, "DEFAULT_PORT", free)
+    assert choose_port("127.0.0.1", None) == (free, None)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        monkeypatch.setattr(start, "DEFAULT_PORT", taken)
+        port, note = choose_port("127.0.0.1", None)
+        assert port != taken and port_is_free("127.0.0.1", port)
+        assert note == f"port {taken} is in use, so JupyterLab uses port {port}"
+        assert not port_is_free("127.0.0.1", taken)
+
+
+@pytest.mark.parametrize("ip", ["999.1.1.1", "1.2.3", "example.org", "", "127.0.0.1 "])
+def test_an_ip_that_is_not_an_address_is_a_one_line_usage_error(
+    ip: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["start", "--dir", str(tmp_path / "learner"), "--ip", ip, "--no-browser"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: llmfs start ") and "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        f"llmfs start: error: argument --ip: the address must be an IPv4 or IPv6 address or "
+        f"'localhost' (for example 127.0.0.1 or ::1), got {ip!r}"
+    )
+    assert not (tmp_path / "learner").exists()
+
+
+def test_an_address_of_another_machine_is_refused_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    foreign = "192.0.2.1"  # TEST-NET-1: reserved for documentation, never a local address
+    with socket.socket() as probe:
+        try:
+            probe.bind((foreign, 0))
+        except OSError:
+            pass
+        else:
+            pytest.skip("this machine lets programs listen on non-local addresses")
+    assert cli.main(["start", "--dir", str(tmp_path / "learner"), "--ip", foreign]) == 2
+    assert capsys.readouterr().err == (
+        f"llmfs start: {foreign} is not an address of this machine, so JupyterLab cannot listen "
+        f"there; leave out --ip for 127.0.0.1 (this computer only)\n"
+    )
+    assert not (tmp_path / "learner").exists()
+
+
+@pytest.mark.parametrize("ip", ["localhost", "127.0.0.1", "0.0.0.0", "::1", "::"])
+def test_ipv4_ipv6_and_localhost_are_accepted(ip: str) -> None:
+    assert check_ip(ip) == ip
+
+
+# -- stopping: llmfs start never leaves JupyterLab running ---------------------------------------
+
+FAKE_LAB = """
+import os, signal, sys, time
+if os.environ.get("FAKE_LAB_IGNORES_SIGTERM"):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+pidfile = os.environ["FAKE_LAB_PIDFILE"]
+with open(pidfile + ".tmp", "w") as handle:
+    handle.write(str(os.getpid()))
+os.replace(pidfile + ".tmp", pidfile)  # the test reads the pid only when it is complete
+print("fake JupyterLab", sys.argv[1:], flush=True)
+time.sleep(60)
+"""
+
+
+def _wait_for_pid(pidfile: Path, process: subprocess.Popen[str]) -> int:
+    deadline = time.monotonic() + 10
+    while not pidfile.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the fake JupyterLab did not start within 10 s"
+        time.sleep(0.05)
+    return int(pidfile.read_text())
+
+
+def _gone(pid: int) -> bool:
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def fake_lab(tmp_path: Path) -> dict[str, str]:
+    """An environment in which ``python -m jupyterlab`` is a fake that records its pid and
+    sleeps, and ``llmfs start`` copies a small course."""
+    package = tmp_path / "fake" / "jupyterlab"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "__main__.py").write_text(FAKE_LAB)
+    _course(tmp_path / "src")
+    root = Path(__file__).resolve().parents[2]
+    path = os.pathsep.join([str(tmp_path / "fake"), str(root), os.environ.get("PYTHONPATH", "")])
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "LLMFS_COURSE_ROOT": str(tmp_path / "src"),
+        "FAKE_LAB_PIDFILE": str(tmp_path / "lab.pid"),
+    }
+
+
+def _start(tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "llmfs", "start", "--dir", str(tmp_path / "learner")]
+    return subprocess.Popen(
+        [*command, "--no-browser", "--port", str(free_port())],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+@pytest.mark.skipif(os.name != "posix", reason="sends POSIX signals")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_stop_signal_to_llmfs_start_stops_jupyterlab_too(
+    signum: int, tmp_path: Path, fake_lab: dict[str, str]
+) -> None:
+    process = _start(tmp_path, fake_lab)
+    try:
+        lab = _wait_for_pid(tmp_path / "lab.pid", process)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signum
+    assert f"{signal.Signals(signum).name} received, stopping JupyterLab" in err
+    assert "fake JupyterLab" in out and "--ServerApp.port_retries=0" in out
+    assert _gone(lab), f"JupyterLab (pid {lab}) is still running"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="sends POSIX signals")
+def test_a_second_signal_kills_a_jupyterlab_that_ignores_sigterm(
+    tmp_path: Path, fake_lab: dict[str, str]
+) -> None:
+    process = _start(tmp_path, {**fake_lab, "FAKE_LAB_IGNORES_SIGTERM": "1"})
+    try:
+        lab = _wait_for_pid(tmp_path / "lab.pid", process)
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)  # the fake ignores it and keeps running
+        assert process.poll() is None
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signal.SIGTERM
+    assert "killing JupyterLab (a second signal arrived)" in err
+    assert _gone(lab)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="sends POSIX signals")
+def test_a_jupyterlab_that_does_not_stop_in_time_is_killed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pidfile = tmp_path / "lab.pid"
+    script = tmp_path / "lab.py"
+    script.write_text(FAKE_LAB)
+    monkeypatch.setattr(start, "STOP_TIMEOUT", 0.5)
+    env = {**os.environ, "FAKE_LAB_PIDFILE": str(pidfile), "FAKE_LAB_IGNORES_SIGTERM": "1"}
+    me = os.getpid()
+
+    def signal_when_started() -> None:
+        deadline = time.monotonic() + 10
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # Only while the fake runs (it sleeps until killed) is run_lab's handler installed: a
+        # SIGTERM at any other moment would stop the test process itself.
+        if pidfile.exists():
+            os.kill(me, signal.SIGTERM)  # handled by run_lab's handler, in the main thread
+
+    sender = threading.Thread(target=signal_when_started, daemon=True)
+    sender.start()
+    before = signal.getsignal(signal.SIGTERM)
+    status = start.run_lab([sys.executable, str(script)], cwd=tmp_path, env=env)
+    sender.join()
+    assert status == 128 + signal.SIGTERM
+    assert "killing JupyterLab (did not stop in time)" in capsys.readouterr().err
+    assert _gone(int(pidfile.read_text()))
+    assert signal.getsignal(signal.SIGTERM) == before  # the handlers are put back

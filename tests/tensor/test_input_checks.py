@@ -58,8 +58,10 @@ def test_public_layout_functions_check_their_input() -> None:
     refused(lambda: lt.row_major_strides([1.5]), lt.InvalidShapeError, "must be an integer")
     refused(lambda: lt.row_major_strides(None), lt.InvalidShapeError)
     refused(lambda: lt.broadcast_shapes(None), lt.InvalidShapeError)
-    refused(lambda: lt.can_view_as_contiguous_all([None]), lt.InvalidArgumentError)
-    refused(lambda: lt.can_view_as_contiguous_all(["x"]), lt.InvalidArgumentError)
+    refused(lambda: lt.can_view_as_contiguous_all([None]), TensorError, "item 0 is NoneType None")
+    refused(lambda: lt.can_view_as_contiguous_all([([1], [1]), "x"]), TensorError, "item 1 is str")
+    # NumPy strides count bytes: read as elements they would silently give a wrong answer.
+    refused(lambda: lt.can_view_as_contiguous_all([np.zeros((2, 3))]), TensorError, "count bytes")
     assert lt.row_major_strides(np.array([2, 3])) == (3, 1)
 
 

@@ -1,10 +1,11 @@
-"""The layout module's pure functions, with the seeds' numbers."""
+"""The layout module's pure functions and the ``Layout`` value, on the course's worked numbers."""
 
 from __future__ import annotations
 
 import pytest
 
 from llmfs.tensor import (
+    InvalidAxisRangeError,
     InvalidLayoutError,
     NonContiguousReshapeError,
     ReshapeElementCountMismatchError,
@@ -16,13 +17,13 @@ from llmfs.tensor import (
 )
 
 
-def test_row_major_strides_of_seed_000() -> None:
+def test_row_major_strides_of_the_course_example() -> None:
     assert layout.row_major_strides((10, 9, 5, 13)) == (585, 65, 13, 1)
     assert layout.row_major_strides(()) == ()
     assert layout.row_major_strides((2, 0, 3)) == (3, 3, 1)
 
 
-def test_flat_index_of_seed_001() -> None:
+def test_flat_index_of_a_coordinate() -> None:
     # [1][2][3] of a [2, 3, 4] tensor is flat index 23.
     assert layout.storage_offset((2, 3, 4), layout.row_major_strides((2, 3, 4)), 0, (1, 2, 3)) == 23
 
@@ -37,7 +38,7 @@ def test_flat_index_of_seed_001() -> None:
         ((4, 5, 6, 7), (42, 0, 7, 1), False),
     ],
 )
-def test_transpose_contiguity_cases_of_seed_004(shape, strides, expected) -> None:
+def test_transpose_contiguity_cases(shape, strides, expected) -> None:
     assert can_view_as_contiguous(shape, strides) is expected
 
 
@@ -49,7 +50,7 @@ def test_transpose_contiguity_details() -> None:
     assert not can_view_as_contiguous((2, 2), (3, 1))  # a gap
 
 
-def test_list_form_of_seed_004() -> None:
+def test_list_form_of_the_contiguity_test() -> None:
     assert can_view_as_contiguous_all([]) is True
     same = ((5, 4, 6, 7), (42, 210, 7, 1))
     assert can_view_as_contiguous_all([same, same]) is True
@@ -61,7 +62,7 @@ def test_list_form_of_seed_004() -> None:
     assert not can_view_as_contiguous_all([transposed, transposed.owner.view()])
 
 
-def test_validate_cases_of_seed_004() -> None:
+def test_validate_cases() -> None:
     assert validate((4, 5, 6, 7), (210, 42, 7, 1), 0, 840) is None
     with pytest.raises(InvalidLayoutError, match="largest reachable offset is 842") as info:
         validate((4, 5, 6, 7), (211, 42, 7, 1), 0, 840)
@@ -95,7 +96,7 @@ def test_coalesce_merges_runs() -> None:
     assert layout.coalesce((2, 1, 3), (-3, 7, -1)) == ((6,), (-1,))
 
 
-def test_merge_and_split_examples_of_seed_000() -> None:
+def test_merge_and_split_examples() -> None:
     view = Tensor.zeros([2, 3, 4, 5]).view()
     assert view.merge(1, 2).shape == (2, 12, 5)
     assert view.merge(1, 2).strides == (60, 5, 1)
@@ -106,14 +107,14 @@ def test_merge_and_split_examples_of_seed_000() -> None:
 
 
 def test_split_then_merge_reshapes() -> None:
-    # Seed 000 names "[6,8] -> [2,3,4,4]" as its split-then-merge example, but those shapes hold
-    # 48 and 96 values: the honest answer is an element-count error.
+    # "[6,8] -> [2,3,4,4]" looks like a split-then-merge, but those shapes hold 48 and 96 values:
+    # the honest answer is an element-count error.
     source = Tensor.zeros([6, 8]).view()
     with pytest.raises(
         ReshapeElementCountMismatchError, match="48 values into shape \\[2, 3, 4, 4\\]"
     ):
         source.reshape([2, 3, 4, 4])
-    # The rule the seed describes, on shapes that agree: split 6 -> 3x2, merge 2 with 8 -> 16...
+    # Split-then-merge on shapes that agree: split 6 -> 3x2, merge 2 with 8 -> 16...
     assert source.reshape([3, 16]).strides == (16, 1)
     # ...split both axes, and split 6 -> 2x3 then merge 3 with 8 -> 24.
     assert source.reshape([2, 3, 4, 2]).strides == (24, 8, 2, 1)
@@ -142,6 +143,59 @@ def test_infer_shape_rules() -> None:
         layout.infer_shape((-1, -1), 4)
     with pytest.raises(layout.InvalidShapeError, match="size -2 of axis 0 is negative"):
         layout.infer_shape((-2, 2), 4)
+
+
+# -- the Layout value: each method is the pure function of the same name -----------------------
+
+
+def test_layout_methods_are_the_pure_functions() -> None:
+    grid = layout.Layout((2, 3, 4), (12, 4, 1), 5)
+    assert grid.rank == grid.ndim == 3 and grid.size == 24 and not grid.is_empty
+    assert grid.reshape([6, 4]) == layout.Layout(
+        *layout.plan_reshape(grid.shape, grid.strides, [6, 4]), 5
+    )
+    assert grid.permute([2, 0, 1]) == layout.Layout((4, 2, 3), (1, 12, 4), 5)
+    assert grid.swap_axes(0, -1) == layout.Layout((4, 3, 2), (1, 4, 12), 5)
+    assert grid.reversed_axes() == grid.swap_axes(0, 2)
+    assert grid.slice(1, 1, 3) == layout.Layout(
+        *layout.slice_layout(grid.shape, grid.strides, grid.offset, 1, 1, 3)
+    )
+    assert grid.flip(2) == layout.Layout((2, 3, 4), (12, 4, -1), 8)
+    assert grid.merge(0, 1) == layout.Layout((6, 4), (4, 1), 5)
+    assert grid.split(2, [2, -1]) == layout.Layout((2, 3, 2, 2), (12, 4, 2, 1), 5)
+    assert grid.expand([5, 2, 3, 4]) == layout.Layout((5, 2, 3, 4), (0, 12, 4, 1), 5)
+    assert grid.unsqueeze(0).squeeze(0) == grid
+    assert grid.index((1, slice(None), -1)) == layout.Layout((3,), (4,), 5 + 12 + 3)
+    assert layout.Layout((3, 3), (3, 1), 0).diagonal([(0, 1)]) == layout.Layout((3,), (4,), 0)
+    assert grid.coalesce() == layout.Layout((24,), (1,), 5)
+    assert grid.is_contiguous() and grid.permute([1, 0, 2]).can_view_as_contiguous()
+    assert grid.offset_bounds() == (5, 28)
+    assert grid.storage_offset([1, 2, 3]) == 5 + 12 + 8 + 3
+    assert layout.Layout((1, 3), (99, 1), 0).zero_unused_strides() == layout.Layout(
+        (1, 3), (0, 1), 0
+    )
+    assert str(grid) == "shape (2, 3, 4), strides (12, 4, 1), offset 5"
+
+
+def test_layout_checked_and_row_major_validate_their_input() -> None:
+    assert layout.Layout.row_major([2, 3]) == layout.Layout((2, 3), (3, 1), 0)
+    assert layout.Layout.checked([2, 2], [3, 1], 1, 6) == layout.Layout((2, 2), (3, 1), 1)
+    with pytest.raises(InvalidLayoutError, match="maximum offset < storage length"):
+        layout.Layout.checked([2, 3], [3, 1], 1, 6)
+    with pytest.raises(InvalidLayoutError, match="integer metadata"):
+        layout.Layout.checked([2.5], [1], 0, 6)
+    with pytest.raises(InvalidLayoutError, match="minimum offset >= 0"):
+        layout.Layout((3,), (-1,), 1).validate(6)
+    with pytest.raises(NonContiguousReshapeError):
+        layout.Layout((2, 3), (1, 2), 0).reshape([6])
+    with pytest.raises(InvalidAxisRangeError):
+        layout.Layout((2, 3), (3, 1), 0).merge(1, 0)
+
+
+def test_a_layout_made_from_lists_equals_one_made_from_tuples() -> None:
+    made = layout.Layout([2, 3], [3, 1], 0)  # type: ignore[arg-type]
+    assert made == layout.Layout((2, 3), (3, 1), 0)
+    assert hash(made) == hash(layout.Layout((2, 3), (3, 1), 0))
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Seed 002's worked example, with the seed's own numbers.
+"""The course's worked example of views over one owner, with its own numbers.
 
 Fixture: shape [2, 3], strides [3, 1], storage [10, 11, 12, 20, 21, 22].
 """
@@ -93,14 +93,14 @@ def test_three_rejected_requests(tensor: Tensor) -> None:
 
 def test_scalar_and_empty_tensors() -> None:
     scalar = Tensor.from_vec([], [7.0])
-    assert scalar.shape == () and len(scalar) == 1 and scalar.rank == 0
+    assert scalar.shape == () and scalar.size == 1 and scalar.rank == 0
     assert list(scalar.view().logical_offsets()) == [0]
     assert scalar.view().tolist() == 7.0
     assert scalar.get([]) == 7.0
     assert scalar.view().is_contiguous()
 
     empty = Tensor.from_vec([2, 0, 3], [])
-    assert len(empty) == 0 and empty.is_empty
+    assert empty.size == 0 and empty.is_empty
     assert empty.strides == (3, 3, 1)
     assert list(empty.view().logical_offsets()) == []
     assert empty.view().is_contiguous()

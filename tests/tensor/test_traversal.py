@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmfs.tensor import InvalidLayoutError, Tensor, as_strided, validate
+from llmfs.tensor.layout import Layout
 from llmfs.tensor.strided import gather
 from llmfs.tensor.traversal import StridedOffsets, contiguous_runs
 
@@ -41,19 +42,21 @@ def test_valid_layouts_are_walked_inside_the_storage(layout) -> None:
     except InvalidLayoutError:
         # Then the cursor refuses too, before reading anything.
         with pytest.raises(InvalidLayoutError):
-            StridedOffsets(shape, strides, base, storage_len)
+            StridedOffsets(Layout(shape, strides, base), storage_len)
         return
-    offsets = list(StridedOffsets(shape, strides, base, storage_len))
+    offsets = list(StridedOffsets(Layout(shape, strides, base), storage_len))
     assert offsets == reference_offsets(shape, strides, base)
     assert all(0 <= offset < storage_len for offset in offsets)
     runs = [
         start + k * step
-        for start, count, step in contiguous_runs(shape, strides, base, storage_len)
+        for start, count, step in contiguous_runs(Layout(shape, strides, base), storage_len)
         for k in range(count)
     ]
     assert runs == offsets
     storage = np.arange(storage_len, dtype=np.float64)
-    assert gather(storage, shape, strides, base).reshape(-1).tolist() == [float(o) for o in offsets]
+    assert gather(storage, Layout(shape, strides, base)).reshape(-1).tolist() == [
+        float(o) for o in offsets
+    ]
     owner = Tensor.from_vec([storage_len], storage)
     view = as_strided(owner, shape, strides, base)
     assert view.materialize().as_slice().tolist() == [float(o) for o in offsets]
@@ -64,16 +67,16 @@ def test_valid_layouts_are_walked_inside_the_storage(layout) -> None:
 def test_derived_views_always_validate(case) -> None:
     tensor, ops = case
     view = apply_llmfs(tensor, ops)
-    validate(view.shape, view.strides, view.base_offset, len(tensor))
+    validate(view.shape, view.strides, view.base_offset, tensor.size)
 
 
 def test_cursor_order_and_edge_cases() -> None:
-    assert list(StridedOffsets((2, 2), (3, 1), 1, 6)) == [1, 2, 4, 5]
-    assert list(StridedOffsets((), (), 4, 6)) == [4]
-    assert list(StridedOffsets((2, 0), (1, 1), 99, 6)) == []
-    assert list(StridedOffsets((3,), (0,), 2, 6)) == [2, 2, 2]
-    assert list(StridedOffsets((1, 3), (1000, 1), 0, 6)) == [0, 1, 2]
-    cursor = StridedOffsets((2, 3), (3, 1), 0, 6)
+    assert list(StridedOffsets(Layout((2, 2), (3, 1), 1), 6)) == [1, 2, 4, 5]
+    assert list(StridedOffsets(Layout((), (), 4), 6)) == [4]
+    assert list(StridedOffsets(Layout((2, 0), (1, 1), 99), 6)) == []
+    assert list(StridedOffsets(Layout((3,), (0,), 2), 6)) == [2, 2, 2]
+    assert list(StridedOffsets(Layout((1, 3), (1000, 1), 0), 6)) == [0, 1, 2]
+    cursor = StridedOffsets(Layout((2, 3), (3, 1), 0), 6)
     assert len(cursor) == 6
     next(cursor)
     assert len(cursor) == 5

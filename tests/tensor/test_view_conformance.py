@@ -37,7 +37,7 @@ def numpy_element_strides(array: np.ndarray) -> tuple[int, ...]:
 def test_view_chains_match_numpy_views(case: tuple[Tensor, list]) -> None:
     tensor, ops = case
     view = apply_llmfs(tensor, ops)
-    offsets = apply_numpy(np.arange(len(tensor)), tensor.shape, ops)
+    offsets = apply_numpy(np.arange(tensor.size), tensor.shape, ops)
     values = apply_numpy(tensor.as_slice(), tensor.shape, ops)
 
     assert view.shape == values.shape
@@ -64,7 +64,7 @@ def test_reshape_succeeds_exactly_when_numpy_can_view(
     tensor, ops = case
     view = apply_llmfs(tensor, ops)
     op = data.draw(view_op(view.shape).filter(lambda op: op[0] in ("reshape", "merge")))
-    offsets = apply_numpy(np.arange(len(tensor)), tensor.shape, ops)
+    offsets = apply_numpy(np.arange(tensor.size), tensor.shape, ops)
     expected = np_apply(offsets, op)
     if expected is None:
         with pytest.raises(NonContiguousReshapeError, match="materialize"):
@@ -127,7 +127,7 @@ def test_reshape_agrees_with_torch_view(case: tuple[Tensor, list], data: st.Data
     tensor, ops = case
     view = apply_llmfs(tensor, ops)
     op = data.draw(view_op(view.shape).filter(lambda op: op[0] == "reshape"))
-    base = torch.arange(len(tensor)).reshape(tensor.shape) if tensor.shape else torch.tensor(0)
+    base = torch.arange(tensor.size).reshape(tensor.shape) if tensor.shape else torch.tensor(0)
     t = (
         base.as_strided(view.shape, view.strides, view.base_offset)
         if min(view.strides, default=0) >= 0

@@ -1,4 +1,4 @@
-"""``llmfs demo``: seed 002's trace table and mapping in the terminal."""
+"""``llmfs demo``: the example trace table and mapping in the terminal."""
 
 from __future__ import annotations
 

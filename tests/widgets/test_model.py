@@ -1,4 +1,4 @@
-"""The table model: seed 002's trace rows, owner names, mappings, rejections and sampling."""
+"""The table model: trace rows, owner names, mappings, rejections and sampling."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import llmfs.course.attempts as attempts_log
 from llmfs.course import CourseError
 from llmfs.widgets.predict import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
 from llmfs.widgets.text import table
@@ -85,12 +86,10 @@ def record(report: CheckReport, answers: Mapping[str, str] | None = None) -> Che
     """
     from dataclasses import replace
 
-    from llmfs.course.attempts import record_attempt
-
     fields = {case.label: bool(case.ok) for case in report.cases if case.ok is not None}
     if report.status in ("not implemented", "not answered") or not fields:
         return report
-    record_attempt(report.exercise_id, fields, answers=answers)
+    attempts_log.record_attempt(report.exercise_id, fields, answers=answers)
     return replace(report, recorded=True)
 
 

@@ -23,9 +23,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.attempts import record_attempt as write
 from llmfs.course.exercise_checks.report import CaseResult, CheckReport
-from llmfs.tensor import Tensor, TensorError, TensorView, as_strided, copying_transpose, layout
+from llmfs.tensor import (
+    NonContiguousReshapeError,
+    Tensor,
+    TensorError,
+    TensorView,
+    as_strided,
+    copying_transpose,
+    layout,
+)
+from llmfs.tensor.layout import Layout
 from llmfs.tensor.traversal import StridedOffsets
+from llmfs.widgets.text import format_ints, table
 
 #: The built-in error classes an exercise may ask for, most specific first.
 ERROR_NAMES: tuple[str, ...] = ("IndexError", "KeyError", "ZeroDivisionError", "ValueError")
@@ -216,7 +227,6 @@ def _size(args: Sequence[Any]) -> tuple[int, int]:
 def layout_table(args: Sequence[Any]) -> str:
     """The offset table of a case's input layout (coordinate -> storage offset), when its
     arguments start with ``shape, strides`` (or ``storage, shape, strides``); else ``""``."""
-    from llmfs.widgets.text import format_ints, table
 
     ints = [a for a in args if isinstance(a, list) and all(isinstance(v, int) for v in a)]
     if len(args) >= 2 and isinstance(args[0], list) and isinstance(args[1], list):
@@ -238,7 +248,9 @@ def layout_table(args: Sequence[Any]) -> str:
     if low < 0 or layout.element_count(shape) > 24:
         return ""
     walk = (
-        list(StridedOffsets(shape, strides, base, high + 1)) if layout.element_count(shape) else []
+        list(StridedOffsets(Layout(tuple(shape), tuple(strides), base), high + 1))
+        if layout.element_count(shape)
+        else []
     )
     coordinates = _coordinates(shape)
     rows = [[format_ints(c), str(o)] for c, o in zip(coordinates, walk)]
@@ -301,8 +313,6 @@ def run_spec(
     if not record_attempt:
         return report
     from dataclasses import replace
-
-    from llmfs.course.attempts import record_attempt as write
 
     write(
         spec.exercise_id,
@@ -447,7 +457,7 @@ def _offsets(shape: list[int], strides: list[int], base: int) -> list[int]:
     bounds = layout.offset_bounds(shape, strides, base)
     if bounds is None:  # no values
         return []
-    return list(StridedOffsets(shape, strides, base, bounds[1] + 1))
+    return list(StridedOffsets(Layout(tuple(shape), tuple(strides), base), bounds[1] + 1))
 
 
 def _slice_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
@@ -568,7 +578,6 @@ def _factorize(rng: random.Random, count: int) -> list[int]:
 
 
 def _can_reshape(shape: list[int], strides: list[int], new_shape: list[int]) -> bool:
-    from llmfs.tensor import NonContiguousReshapeError
 
     try:
         layout.plan_reshape(shape, strides, new_shape)

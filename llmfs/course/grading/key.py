@@ -56,6 +56,7 @@ def scoring_of(exercise: Exercise) -> str:
 
 
 def _specs() -> dict[str, Any]:
+    # Loaded on use: the specs import the tensor library, which grading text answers never needs.
     from llmfs.course.exercise_checks.spec import SPECS
 
     return dict(SPECS)
@@ -220,6 +221,7 @@ def load_chapter_key(manifest: Manifest, chapter: Chapter, root: Path | None = N
 
 
 def _spec_source() -> bytes:
+    # Loaded on use: the specs import the tensor library (see _specs).
     from llmfs.course.exercise_checks import spec
 
     return Path(spec.__file__ or "").read_bytes() if spec.__file__ else b""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from llmfs.course import CourseError
 from llmfs.course.grading.gradebook import Gradebook, Row
-from llmfs.course.grading.key import ChapterKey
+from llmfs.course.grading.key import ChapterKey, hints_of
 from llmfs.course.manifest import Manifest
 
 SCORES_FILE = "explain-scores.csv"
@@ -78,8 +78,6 @@ def write_gradebook_csv(book: Gradebook, manifest: Manifest, path: Path) -> Path
 
 
 def _hints(manifest: Manifest) -> dict[str, tuple[str, ...]]:
-    from llmfs.course.grading.key import hints_of
-
     return {exercise.id: hints_of(exercise) for exercise in manifest.exercises()}
 
 

@@ -123,6 +123,7 @@ def field_matches(field: str, got: Any, expected: Any) -> bool:
     if got is None or isinstance(got, extract.Unreadable):
         return False
     try:
+        # Loaded on use: the widgets import the tensor library; only predict answers need it.
         from llmfs.widgets.predict import normalize
 
         mine, theirs = normalize(field, got), normalize(field, expected)
@@ -221,6 +222,7 @@ def score_implement(
     how many passed and the smallest failing case (its arguments and what the function gave,
     never the expected answer).
     """
+    # Loaded on use: the specs import the tensor library; only implement answers need it.
     from llmfs.course.exercise_checks.spec import expected_outcome, outcomes_match
 
     exercise = item.exercise

@@ -103,6 +103,7 @@ def _blank_cells(manifest: Manifest, chapter: Chapter) -> dict[str, str]:
 
 
 def _function_of(exercise: Exercise, blank_source: str) -> str | None:
+    # Loaded on use: the specs import the tensor library; only implement exercises need it.
     from llmfs.course.exercise_checks.spec import SPECS
 
     named = getattr(exercise, "function", None)

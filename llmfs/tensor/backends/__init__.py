@@ -10,10 +10,13 @@ device, no C++ compiler...). Loaders run lazily, once; their result or their ref
 * :func:`use_backend` switches for a ``with`` block (per thread and per asyncio task).
 
 Built in: ``reference`` (pure Python, for reading), ``numpy`` (the default), and the Metal
-backends ``metal`` and ``metal-emulator``: their loaders import :mod:`llmfs.tensor.backends.metal`
-and call its ``MetalBackend()`` / ``MetalEmulatorBackend()``, which raise
+backends ``metal`` and ``metal-emulator``: their loaders import
+:mod:`llmfs.tensor.backends.metal.backend` (by name, on first use: it builds on this registry) and
+call its ``MetalBackend()`` / ``MetalEmulatorBackend()``, which raise
 :class:`BackendUnavailableError` (with the reason) where they cannot run, so each one is listed
-only where it works. A missing module or class counts as unavailable, never as a crash.
+only where it works. A missing module or class counts as unavailable, never as a crash, and so
+does any other exception a loader raises: the backend is then refused with a
+:class:`BackendUnavailableError` whose reason names the exception.
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 from llmfs.tensor.backends.base import (
+    ALL_BINARY_OPS,
+    ALL_REDUCE_OPS,
+    ALL_UNARY_OPS,
     BINARY_OPS,
+    COMPARISON_OPS,
+    LOGICAL_OPS,
+    LOGICAL_REDUCE_OPS,
     PRIMITIVES,
     REDUCE_OPS,
     UNARY_OPS,
@@ -53,7 +62,8 @@ def _from_module(module: str, attribute: str) -> Loader:
 
 def register_backend(name: str, loader: Loader, *, replace: bool = False) -> None:
     """Registers ``loader`` (a zero-argument callable returning a :class:`Backend`, or raising
-    :class:`BackendUnavailableError`/``ImportError``) under ``name``.
+    :class:`BackendUnavailableError`/``ImportError``; any other exception it raises is kept as
+    the reason the backend is unavailable) under ``name``.
 
     Raises :class:`TensorError` when the name is taken, unless ``replace`` (which also forgets a
     previously loaded instance).
@@ -79,6 +89,11 @@ def _load(name: str) -> Backend | None:
         return None
     except ImportError as error:
         _refused[name] = f"it could not be imported ({error})"
+        return None
+    except Exception as error:
+        # A loader that fails in its own way (a driver error, a bug) still only makes this one
+        # backend unavailable; the reason keeps the exception's type and message.
+        _refused[name] = f"its loader raised {type(error).__name__}: {error}"
         return None
     if not isinstance(backend, Backend):
         raise TensorError(
@@ -170,13 +185,19 @@ def active_backend_name() -> str:
 
 register_backend("reference", _from_module("llmfs.tensor.backends.reference", "ReferenceBackend"))
 register_backend("numpy", _from_module("llmfs.tensor.backends.numpy_backend", "NumpyBackend"))
-register_backend("metal", _from_module("llmfs.tensor.backends.metal", "MetalBackend"))
+register_backend("metal", _from_module("llmfs.tensor.backends.metal.backend", "MetalBackend"))
 register_backend(
-    "metal-emulator", _from_module("llmfs.tensor.backends.metal", "MetalEmulatorBackend")
+    "metal-emulator", _from_module("llmfs.tensor.backends.metal.backend", "MetalEmulatorBackend")
 )
 
 __all__ = [
+    "ALL_BINARY_OPS",
+    "ALL_REDUCE_OPS",
+    "ALL_UNARY_OPS",
     "BINARY_OPS",
+    "COMPARISON_OPS",
+    "LOGICAL_OPS",
+    "LOGICAL_REDUCE_OPS",
     "PRIMITIVES",
     "REDUCE_OPS",
     "UNARY_OPS",

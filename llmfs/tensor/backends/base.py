@@ -13,6 +13,8 @@ small and uniform:
 ``reduce(op, x, axes, *, dtype, compute)``      required; ``op`` in :data:`REDUCE_OPS`
 ``matmul(a, b, *, dtype, compute)``             required; ``(*batch, m, k) @ (*batch, k, n)``
 ``copy(x, *, dtype)``                           default here (fast gather, then cast)
+``where(cond, a, b, *, dtype)``                 default here (``np.where`` on the views)
+``take(x, ids, axis, *, dtype)``                default here (``np.take`` on the views)
 ``supports(primitive, op, dtype)``              default here: ``dtype.name in self.dtypes``
 ``copy_into``, ``binary_into``, ``reduce_into``, default here (the primitive, then a strided
 ``matmul_into(..., out, *, compute)``           copy into ``out``); see "Writing into an output"
@@ -20,17 +22,22 @@ small and uniform:
 
 Contract of every primitive
 ---------------------------
-* Inputs are :class:`~llmfs.tensor.view.TensorView` objects: (owner storage, shape, signed strides,
-  base offset). They may be non-contiguous, flipped (negative strides) or broadcast (zero
-  strides); a backend reads them in place (``view.numpy_view()``, ``view.logical_offsets()``,
-  ``view.owner.as_slice()``) and must not copy an input that it can read as it is.
+* Inputs are :class:`~llmfs.tensor.view.TensorView` objects: the owner's storage read through a
+  :class:`~llmfs.tensor.layout.Layout` (``view.layout``: shape, signed strides, offset). They may
+  be non-contiguous, flipped (negative strides) or broadcast (zero strides); a backend reads them
+  in place (``view.numpy_view()``, ``view.logical_offsets()``, or ``(view.owner.as_slice(),
+  view.layout)`` for the gather and the kernels) and must not copy an input that it can read as
+  it is.
 * Inputs are never empty, and ``reduce`` always has at least one axis: the caller answers those
   cases itself, so a backend never launches work for nothing.
 * The result is a NEW owning :class:`~llmfs.tensor.tensor.Tensor` with row-major strides and dtype
-  ``dtype``, computed in the precision ``compute`` (float32 or float64): inputs are converted to
-  ``compute`` when read, every operation and accumulation happens in ``compute``, and the result is
-  rounded to ``dtype`` once, when it is written (the precision rule; float16 storage is
-  computed in float32).
+  ``dtype``, computed in the type ``compute``: inputs are converted to ``compute`` when read,
+  every operation and accumulation happens in ``compute``, and the result is converted to
+  ``dtype`` once, when it is written. For floats ``compute`` is float32 or float64 (float16
+  storage is computed in float32); for integers it is the integer dtype itself, whose arithmetic
+  wraps around on overflow as NumPy's does; for bool it is bool (``add`` is "or", ``mul`` is
+  "and"). Comparisons (:data:`COMPARISON_OPS`) compare in ``compute`` and write bools;
+  :data:`LOGICAL_OPS` and :data:`LOGICAL_REDUCE_OPS` read every value as "is it non-zero".
 * IEEE behaviour as NumPy: ``exp`` overflow gives inf, ``log(0)`` -inf, ``x/0`` +-inf, ``sqrt`` of a
   negative number NaN, NaN propagates, and ``minimum``/``maximum``/``max``/``min`` propagate NaN.
   No warning or exception escapes for these.
@@ -65,7 +72,7 @@ from llmfs.tensor.strided import copy_strided, gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
-#: Elementwise functions of one argument.
+#: Elementwise functions of one argument (each reads one value and writes one).
 UNARY_OPS: tuple[str, ...] = (
     "neg",
     "abs",
@@ -83,8 +90,44 @@ UNARY_OPS: tuple[str, ...] = (
 #: Elementwise functions of two arguments; ``minimum``/``maximum`` propagate NaN.
 BINARY_OPS: tuple[str, ...] = ("add", "sub", "mul", "div", "minimum", "maximum")
 
+#: Elementwise comparisons (``binary`` ops whose result is bool), named as NumPy's ufuncs.
+COMPARISON_OPS: tuple[str, ...] = (
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+)
+
+#: Elementwise logic on truth values (``binary`` ops whose result is bool), as NumPy's ufuncs.
+LOGICAL_OPS: tuple[str, ...] = ("logical_and", "logical_or", "logical_xor")
+
+#: Every ``op`` a ``binary`` call may carry: :data:`BINARY_OPS`, ``power`` (``x ** y``; for
+#: integers the exponents are never negative), ``floor_divide`` and ``remainder`` (NumPy's ``//``
+#: and ``%``: the quotient rounded down and the remainder with the divisor's sign; an integer
+#: division by zero gives 0 for both, a float one ``x / 0`` and NaN), the comparisons and the
+#: logical ops.
+ALL_BINARY_OPS: tuple[str, ...] = (
+    *BINARY_OPS,
+    "power",
+    "floor_divide",
+    "remainder",
+    *COMPARISON_OPS,
+    *LOGICAL_OPS,
+)
+
+#: Every ``op`` a ``unary`` call may carry: :data:`UNARY_OPS` and ``logical_not`` (bool result).
+ALL_UNARY_OPS: tuple[str, ...] = (*UNARY_OPS, "logical_not")
+
 #: Reductions over axes; ``max``/``min`` propagate NaN.
 REDUCE_OPS: tuple[str, ...] = ("sum", "prod", "max", "min", "mean")
+
+#: Reductions of truth values to bool: is any value / is every value non-zero (NaN counts).
+LOGICAL_REDUCE_OPS: tuple[str, ...] = ("any", "all")
+
+#: Every ``op`` a ``reduce`` call may carry.
+ALL_REDUCE_OPS: tuple[str, ...] = (*REDUCE_OPS, *LOGICAL_REDUCE_OPS)
 
 
 @functools.lru_cache(maxsize=64)
@@ -94,7 +137,7 @@ def _dtype_name(dtype: object) -> str:
 
 
 #: The primitive names :meth:`Backend.supports` is asked about.
-PRIMITIVES: tuple[str, ...] = ("unary", "binary", "reduce", "matmul", "copy")
+PRIMITIVES: tuple[str, ...] = ("unary", "binary", "reduce", "matmul", "copy", "where", "take")
 
 
 class Backend(ABC):
@@ -107,7 +150,7 @@ class Backend(ABC):
     #: The registry name (``"numpy"``, ``"reference"``, ``"metal"``...).
     name: str = "abstract"
 
-    #: Storage dtypes this backend computes natively, narrowest first.
+    #: Storage dtypes this backend computes natively (float ones narrowest first).
     dtypes: tuple[str, ...] = ("float16", "float32", "float64")
 
     #: The backend that runs calls :meth:`supports` refuses; ``None`` makes them errors.
@@ -158,11 +201,32 @@ class Backend(ABC):
 
         Default: the cache-blocked gather of :mod:`llmfs.tensor.strided`, then one cast.
         """
-        values = gather(x.owner.as_slice(), x.shape, x.strides, x.base_offset).reshape(-1)
+        values = gather(x.owner.as_slice(), x.layout).reshape(-1)
         if values.dtype != dtype:
             with np.errstate(over="ignore"):
                 values = values.astype(dtype)
         return Tensor._adopt(values, x.shape)
+
+    def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
+        """``a`` where ``cond`` is non-zero, else ``b``, for three views of one shape (broadcast
+        already); the result has dtype ``dtype`` (the promoted dtype of ``a`` and ``b``).
+
+        Default: one ``np.where`` over the views, read in place.
+        """
+        out = np.where(cond.numpy_view(), a.numpy_view(), b.numpy_view())
+        return Tensor._adopt(np.ascontiguousarray(out, dtype=dtype).reshape(-1), a.shape)
+
+    def take(self, x: TensorView, ids: TensorView, axis: int, *, dtype: np.dtype) -> Tensor:
+        """NumPy's ``take``: ``x`` with axis ``axis`` replaced by ``ids``' axes, each id selecting
+        one index of that axis (negative ids count from the end). The ids are integers already
+        checked to lie in ``[-size, size)``; the result's shape is ``x.shape[:axis] + ids.shape
+        + x.shape[axis + 1:]`` and its dtype ``dtype``.
+
+        Default: one ``np.take`` over the views, read in place.
+        """
+        out = np.take(x.numpy_view(), ids.numpy_view(), axis=axis)
+        shape = (*x.shape[:axis], *ids.shape, *x.shape[axis + 1 :])
+        return Tensor._adopt(np.ascontiguousarray(out, dtype=dtype).reshape(-1), shape)
 
     # -- writing into an existing output (see "Writing into an output") ----------------------
 

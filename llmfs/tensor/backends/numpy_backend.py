@@ -24,7 +24,6 @@ import numpy as np
 from llmfs.tensor.backends.base import Backend
 from llmfs.tensor.layout import (
     element_count,
-    is_matrix_dense,
     matrix_orientation,
     reduced_shape,
 )
@@ -59,8 +58,9 @@ UNARY: dict[str, Callable[[np.ndarray, np.ndarray, np.dtype], None]] = {
     "cos": _ufunc(np.cos),
     "tanh": _ufunc(np.tanh),
     "sigmoid": _sigmoid,
-    "relu": lambda x, out, compute: np.maximum(x, 0.0, out=out, dtype=compute),
+    "relu": lambda x, out, compute: np.maximum(x, 0, out=out, dtype=compute),
     "reciprocal": lambda x, out, compute: np.divide(1.0, x, out=out, dtype=compute),
+    "logical_not": lambda x, out, compute: np.logical_not(x, out=out),
 }
 
 BINARY: dict[str, np.ufunc] = {
@@ -70,6 +70,22 @@ BINARY: dict[str, np.ufunc] = {
     "div": np.divide,
     "minimum": np.minimum,  # propagates NaN (np.fmin would not)
     "maximum": np.maximum,
+    "power": np.power,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
+}
+
+#: Ops that compare (or test truth) in ``compute`` and write bools.
+BOOL_BINARY: dict[str, np.ufunc] = {
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
 }
 
 REDUCE: dict[str, np.ufunc] = {
@@ -78,6 +94,8 @@ REDUCE: dict[str, np.ufunc] = {
     "prod": np.multiply,
     "max": np.maximum,  # propagates NaN
     "min": np.minimum,
+    "any": np.logical_or,
+    "all": np.logical_and,
 }
 
 
@@ -85,12 +103,25 @@ def _adopt(out: np.ndarray) -> Tensor:
     return Tensor._adopt(out.reshape(-1), out.shape)
 
 
+def _target(shape: tuple[int, ...], dtype: np.dtype, compute: np.dtype) -> np.ndarray:
+    """Where a ufunc computing in ``compute`` writes: the result itself when NumPy may round
+    ``compute`` into ``dtype`` on the fly (same kind, or wider), else a ``compute`` buffer that
+    :func:`_finish` converts (a ``dtype=`` that asks for another kind, e.g. int from float)."""
+    if np.can_cast(compute, dtype, "same_kind"):
+        return np.empty(shape, dtype=dtype)
+    return np.empty(shape, dtype=compute)
+
+
+def _finish(out: np.ndarray, dtype: np.dtype) -> Tensor:
+    return _adopt(out if out.dtype == dtype else out.astype(dtype))
+
+
 def _dense_matrix(view: TensorView, compute: np.dtype) -> np.ndarray:
     """The view as an ndarray BLAS can read: in place when possible, else one dense copy."""
-    if is_matrix_dense(view.shape, view.strides):
+    if view.layout.is_matrix_dense():
         array = view.numpy_view()
     else:
-        array = gather(view.owner.as_slice(), view.shape, view.strides, view.base_offset)
+        array = gather(view.owner.as_slice(), view.layout)
     return array if array.dtype == compute else array.astype(compute)
 
 
@@ -98,25 +129,34 @@ class NumpyBackend(Backend):
     """Every primitive as one NumPy call on in-place views of the inputs."""
 
     name = "numpy"
-    dtypes = ("float16", "float32", "float64")
+    dtypes = ("bool", "int32", "int64", "float16", "float32", "float64")
     fallback = None
     description = "NumPy ufuncs and BLAS on views of the storage (the default)"
 
     def unary(self, op: str, x: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
         """One ufunc call from the input view into a new row-major output."""
-        out = np.empty(x.shape, dtype=dtype)
+        out = _target(x.shape, dtype, compute)
         with np.errstate(all="ignore"):
             UNARY[op](x.numpy_view(), out, compute)
-        return _adopt(out)
+        return _finish(out, dtype)
 
     def binary(
         self, op: str, a: TensorView, b: TensorView, *, dtype: np.dtype, compute: np.dtype
     ) -> Tensor:
         """One ufunc call over two views (zero strides where broadcast)."""
-        out = np.empty(a.shape, dtype=dtype)
+        left, right = a.numpy_view(), b.numpy_view()
+        if op in BOOL_BINARY:
+            out = np.empty(a.shape, dtype=np.bool_)
+            with np.errstate(all="ignore"):
+                if op.startswith("logical_"):  # truth values: no compute type to choose
+                    BOOL_BINARY[op](left, right, out=out)
+                else:
+                    BOOL_BINARY[op](left, right, out=out, signature=(compute, compute, np.bool_))
+            return _finish(out, dtype)
+        out = _target(a.shape, dtype, compute)
         with np.errstate(all="ignore"):
-            BINARY[op](a.numpy_view(), b.numpy_view(), out=out, dtype=compute)
-        return _adopt(out)
+            BINARY[op](left, right, out=out, dtype=compute)
+        return _finish(out, dtype)
 
     def reduce(
         self,
@@ -131,7 +171,10 @@ class NumpyBackend(Backend):
         shape = reduced_shape(x.shape, axes)
         acc = np.empty(shape, dtype=compute)
         with np.errstate(all="ignore"):
-            REDUCE[op].reduce(x.numpy_view(), axis=axes, dtype=compute, out=acc)
+            if op in ("any", "all"):  # truth values of any dtype, folded as bools
+                REDUCE[op].reduce(x.numpy_view(), axis=axes, out=acc)
+            else:
+                REDUCE[op].reduce(x.numpy_view(), axis=axes, dtype=compute, out=acc)
             if op == "mean":
                 np.divide(acc, element_count([x.shape[axis] for axis in axes]), out=acc)
             out = acc if acc.dtype == dtype else acc.astype(dtype)

@@ -4,22 +4,27 @@ This backend exists to be read. It is slow on purpose (one Python step per value
 nothing but the view's own metadata:
 
 * ``view.logical_offsets()`` walks a view's storage offsets in logical row-major order (the
-  offset cursor of seed 002): a transposed view simply yields its offsets in a different order,
+  offset cursor): a transposed view simply yields its offsets in a different order,
   a broadcast view (stride 0) yields the same offset again, a flipped view walks backwards;
 * ``view.permute(...)`` and ``view[...]`` re-read the same storage in another order; no value is
   ever copied to make an input "nice".
 
-Numbers are Python floats (IEEE double). When the compute precision is float32, every result is
-rounded to float32 right after it is produced, so the backend computes what a float32 machine
-would. Plain Python maths raises where IEEE arithmetic does not (``math.exp(1000)``,
-``math.log(0)``, ``1 / 0``, ``math.sqrt(-1)``), so the functions below spell out IEEE's answers.
+Numbers are Python numbers of the compute type: floats (IEEE double) for float compute, ints for
+int32/int64, bools for bool. When the compute precision is float32, every result is rounded to
+float32 right after it is produced, so the backend computes what a float32 machine would; when it
+is an integer type, every result wraps around to that many bits, as a machine integer (and NumPy)
+does. Plain Python maths raises where IEEE arithmetic does not (``math.exp(1000)``,
+``math.log(0)``, ``1 / 0``, ``math.sqrt(-1)``, ``0.0 ** -1``), so the functions below spell out
+IEEE's answers.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -81,6 +86,37 @@ def _div(a: float, b: float) -> float:
     return a / b
 
 
+def _odd_integer(y: float) -> bool:
+    return float(y).is_integer() and int(y) % 2 == 1
+
+
+def _power(a: Any, b: Any) -> Any:
+    if isinstance(a, int) and isinstance(b, int):
+        # Integer compute (the exponent is never negative here): exact modulo 2**64, which the
+        # rounding step then wraps to the compute type's bits. pow with a modulus stays fast.
+        return pow(a, b, 1 << 64)
+    try:
+        return math.pow(a, b)
+    except OverflowError:  # too large: an infinity, negative for a negative base and odd power
+        return -math.inf if a < 0.0 and _odd_integer(b) else math.inf
+    except ValueError:
+        if a == 0.0:  # zero to a negative power: an infinity, keeping -0.0's sign for odd powers
+            return math.copysign(math.inf, a) if _odd_integer(b) else math.inf
+        return math.nan  # a negative base to a non-integer power has no real value
+
+
+def _floor_divide(a: Any, b: Any) -> Any:
+    if b == 0:  # Python raises; NumPy gives 0 for integers and x / 0 (+-inf or NaN) for floats
+        return 0 if isinstance(a, int) and isinstance(b, int) else _div(a, b)
+    return a // b  # rounds towards -inf, as NumPy's floor_divide
+
+
+def _remainder(a: Any, b: Any) -> Any:
+    if b == 0:  # Python raises; NumPy gives 0 for integers and NaN for floats
+        return 0 if isinstance(a, int) and isinstance(b, int) else math.nan
+    return a % b  # the sign of the divisor, as NumPy's remainder
+
+
 def _minimum(a: float, b: float) -> float:
     if math.isnan(a) or math.isnan(b):
         return math.nan
@@ -105,6 +141,7 @@ UNARY: dict[str, Callable[[float], float]] = {
     "sigmoid": _sigmoid,
     "relu": _relu,
     "reciprocal": lambda x: _div(1.0, x),
+    "logical_not": operator.not_,
 }
 
 BINARY: dict[str, Callable[[float, float], float]] = {
@@ -114,34 +151,68 @@ BINARY: dict[str, Callable[[float, float], float]] = {
     "div": _div,
     "minimum": _minimum,
     "maximum": _maximum,
+    "power": _power,
+    "floor_divide": _floor_divide,
+    "remainder": _remainder,
+}
+
+#: Ops whose result is a bool, written as it is (never rounded to the compute type).
+BOOL_BINARY: dict[str, Callable[[Any, Any], bool]] = {
+    "equal": operator.eq,  # NaN compares unequal to everything, itself included
+    "not_equal": operator.ne,
+    "less": operator.lt,
+    "less_equal": operator.le,
+    "greater": operator.gt,
+    "greater_equal": operator.ge,
+    "logical_and": lambda a, b: a and b,  # operands are read as bools for these three
+    "logical_or": lambda a, b: a or b,
+    "logical_xor": operator.ne,
 }
 
 
 #: How each reduction combines its running value with the next one (``mean`` sums, then divides).
-FOLD: dict[str, Callable[[float, float], float]] = {
+FOLD: dict[str, Callable[[Any, Any], Any]] = {
     "sum": BINARY["add"],
     "mean": BINARY["add"],
     "prod": BINARY["mul"],
     "max": _maximum,
     "min": _minimum,
+    "any": lambda a, b: a or b,
+    "all": lambda a, b: a and b,
 }
 
 
-def _rounding(compute: np.dtype) -> Callable[[float], float]:
-    """The function that rounds a Python float to the compute precision."""
-    if np.dtype(compute) == np.float64:
+def _rounding(compute: np.dtype) -> Callable[[Any], Any]:
+    """The function that brings a Python result back into the compute type: rounds to float32,
+    wraps an integer around to 32 or 64 bits (two's complement), or makes a bool."""
+    compute = np.dtype(compute)
+    if compute == np.float64:
         return float  # Python floats are already IEEE doubles
-    return lambda value: float(np.float32(value))
+    if compute == np.float32:
+        return lambda value: float(np.float32(value))
+    if compute == np.bool_:
+        return bool
+    bits = 8 * compute.itemsize
+    half = 1 << (bits - 1)
+    return lambda value: (int(value) + half) % (1 << bits) - half
 
 
-def _values(view: TensorView) -> Iterator[float]:
-    """The view's values in logical row-major order, read through the offset cursor."""
+def _reader(compute: np.dtype) -> Callable[[Any], Any]:
+    """How a stored value is read for compute: as a Python float, int or bool."""
+    kind = np.dtype(compute).kind
+    return {"f": float, "b": bool}.get(kind, int)
+
+
+def _values(view: TensorView, compute: np.dtype | None = None) -> Iterator[Any]:
+    """The view's values in logical row-major order, read through the offset cursor, as Python
+    numbers of ``compute``'s kind (``None``: as stored)."""
     storage = view.owner.as_slice()
+    read = _reader(compute) if compute is not None else lambda value: value.item()
     for offset in view.logical_offsets():
-        yield float(storage[offset])
+        yield read(storage[offset])
 
 
-def _new_tensor(shape: tuple[int, ...], values: Iterator[float], dtype: np.dtype) -> Tensor:
+def _new_tensor(shape: tuple[int, ...], values: Iterator[Any], dtype: np.dtype) -> Tensor:
     """Writes the values, in order, into a new row-major owner (rounding to ``dtype`` there)."""
     out = np.empty(element_count(shape), dtype=dtype)
     for index, value in enumerate(values):
@@ -153,7 +224,7 @@ class ReferenceBackend(Backend):
     """Pure-Python loops over the offset cursor; the definition the fast backends must match."""
 
     name = "reference"
-    dtypes = ("float16", "float32", "float64")
+    dtypes = ("bool", "int32", "int64", "float16", "float32", "float64")
     fallback = None
     description = "pure Python over the offset cursor (slow, for reading)"
 
@@ -161,14 +232,17 @@ class ReferenceBackend(Backend):
         """``op`` applied to each value of ``x``."""
         function, rounded = UNARY[op], _rounding(compute)
         with np.errstate(all="ignore"):  # float16 stores may overflow to inf, as IEEE says
-            return _new_tensor(x.shape, (rounded(function(v)) for v in _values(x)), dtype)
+            return _new_tensor(x.shape, (rounded(function(v)) for v in _values(x, compute)), dtype)
 
     def binary(
         self, op: str, a: TensorView, b: TensorView, *, dtype: np.dtype, compute: np.dtype
     ) -> Tensor:
         """``op`` applied to each pair: both cursors walk the same logical order side by side."""
+        pairs = zip(_values(a, compute), _values(b, compute))
+        if op in BOOL_BINARY:  # compared in compute, written as bools
+            test = BOOL_BINARY[op]
+            return _new_tensor(a.shape, (test(p, q) for p, q in pairs), dtype)
         function, rounded = BINARY[op], _rounding(compute)
-        pairs = zip(_values(a), _values(b))
         with np.errstate(all="ignore"):
             return _new_tensor(a.shape, (rounded(function(p, q)) for p, q in pairs), dtype)
 
@@ -189,9 +263,9 @@ class ReferenceBackend(Backend):
         group = element_count([x.shape[axis] for axis in axes])
         rounded = _rounding(compute)
         combine = FOLD[op]
-        values = _values(moved)
+        values = _values(moved, compute)
 
-        def fold() -> float:
+        def fold() -> Any:
             acc = next(values)
             for value in itertools.islice(values, group - 1):
                 acc = rounded(combine(acc, value))
@@ -207,11 +281,11 @@ class ReferenceBackend(Backend):
         columns = b.shape[-1]
         rounded = _rounding(compute)
 
-        def dot(batch: tuple[int, ...], i: int, j: int) -> float:
+        def dot(batch: tuple[int, ...], i: int, j: int) -> Any:
             row = a[(*batch, i)]  # shape (inner,): a view, nothing copied
             column = b[(*batch, slice(None), j)]
-            acc = 0.0
-            for p, q in zip(_values(row), _values(column)):
+            acc = rounded(0)
+            for p, q in zip(_values(row, compute), _values(column, compute)):
                 acc = rounded(acc + rounded(p * q))
             return acc
 
@@ -223,6 +297,31 @@ class ReferenceBackend(Backend):
             return _new_tensor((*batch_shape, rows, columns), values, dtype)
 
     def copy(self, x: TensorView, *, dtype: np.dtype) -> Tensor:
-        """The values in logical order, one cursor step at a time."""
+        """The values in logical order, one cursor step at a time, converted to ``dtype`` as
+        NumPy's ``astype`` does: floats to integers truncate towards zero, integers wrap around to
+        a narrower integer dtype, anything non-zero is True, floats round to the nearest."""
+        kind = np.dtype(dtype).kind
+        convert = _rounding(dtype) if kind in "biu" else (lambda value: value)
         with np.errstate(all="ignore"):
-            return _new_tensor(x.shape, _values(x), dtype)
+            return _new_tensor(x.shape, (convert(v) for v in _values(x)), dtype)
+
+    def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
+        """Three cursors walk side by side; each step keeps ``a``'s value when ``cond``'s is
+        non-zero, else ``b``'s."""
+        triples = zip(_values(cond, np.dtype(np.bool_)), _values(a), _values(b))
+        return _new_tensor(a.shape, (p if c else q for c, p, q in triples), dtype)
+
+    def take(self, x: TensorView, ids: TensorView, axis: int, *, dtype: np.dtype) -> Tensor:
+        """For each index of the axes before ``axis`` and each id (in the ids' logical order),
+        the values of the sub-view ``x[..., id, ...]``: a view, read through its cursor."""
+        size = x.shape[axis]
+        id_values = list(_values(ids))
+        outer = itertools.product(*(range(n) for n in x.shape[:axis]))
+
+        def values() -> Iterator[Any]:
+            for prefix in outer:
+                for index in id_values:
+                    yield from _values(x[(*prefix, index + size if index < 0 else index)])
+
+        shape = (*x.shape[:axis], *ids.shape, *x.shape[axis + 1 :])
+        return _new_tensor(shape, values(), dtype)

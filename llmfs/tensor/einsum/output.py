@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmfs.tensor.errors import OutputBufferError
-from llmfs.tensor.layout import is_one_to_one
+from llmfs.tensor.layout import Layout, is_one_to_one
 from llmfs.tensor.strided import writable_view
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView, as_strided
@@ -38,7 +38,7 @@ class Output:
         ``with`` block (the owner's ``mutate()`` window)."""
         with self.owner.mutate() as handle:
             storage = handle.writable_array()
-            yield writable_view(storage, self.shape, self.strides, self.base_offset)
+            yield writable_view(storage, Layout(self.shape, self.strides, self.base_offset))
 
     def result(self) -> Tensor | TensorView:
         """What ``execute_into`` returns: the Tensor given, or the view given made again at the

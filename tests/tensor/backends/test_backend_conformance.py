@@ -145,7 +145,7 @@ def test_unary_ops_on_random_view_chains(backend: str, dtype: str, data: st.Data
     op = data.draw(st.sampled_from(UNARY_OPS))
     template, chain = data.draw(view_chains(dtype=dtype, max_rank=3, max_ops=4))
     seed = data.draw(st.integers(0, 2**32 - 1))
-    values = np.random.default_rng(seed).uniform(-3, 3, size=len(template))
+    values = np.random.default_rng(seed).uniform(-3, 3, size=template.size)
     values = data.draw(sprinkled(values, special_pool(dtype)))
     owner = Tensor.from_vec(template.shape, values, dtype=dtype)
     view = apply_llmfs(owner, chain)

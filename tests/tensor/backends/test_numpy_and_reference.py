@@ -38,9 +38,9 @@ def gathers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, ...]]:
     seen: list[tuple[int, ...]] = []
     real = numpy_backend.gather
 
-    def recording(storage, shape, strides, base_offset):  # type: ignore[no-untyped-def]
-        seen.append(tuple(shape))
-        return real(storage, shape, strides, base_offset)
+    def recording(storage, layout):  # type: ignore[no-untyped-def]
+        seen.append(tuple(layout.shape))
+        return real(storage, layout)
 
     monkeypatch.setattr(numpy_backend, "gather", recording)
     return seen

@@ -11,6 +11,7 @@ import pytest
 
 import llmfs.tensor.backends as registry
 from llmfs.tensor import (
+    SUPPORTED_DTYPES,
     BackendUnavailableError,
     Tensor,
     TensorError,
@@ -82,6 +83,26 @@ def test_a_loader_that_cannot_import_is_unavailable(scratch_names: list[str]) ->
     scratch_names.append("needs-driver")
     assert "needs-driver" not in available_backends()
     assert "metal_driver" in unavailable_backends()["needs-driver"]
+
+
+def test_a_loader_that_fails_in_its_own_way_is_unavailable_naming_the_cause(
+    scratch_names: list[str],
+) -> None:
+    calls: list[int] = []
+
+    def crash() -> Backend:
+        calls.append(1)
+        raise OSError("MTLCreateSystemDefaultDevice returned nil")
+
+    register_backend("crashes", crash)
+    scratch_names.append("crashes")
+    assert "crashes" not in available_backends()
+    reason = "its loader raised OSError: MTLCreateSystemDefaultDevice returned nil"
+    assert unavailable_backends()["crashes"] == reason
+    with pytest.raises(BackendUnavailableError, match="backend 'crashes' is not available: its"):
+        use_backend("crashes").__enter__()
+    assert calls == [1]  # the refusal is kept, like any other: the loader ran once
+    assert get_backend().name == "numpy"  # nothing else changed
 
 
 def test_registering_twice_needs_replace(scratch_names: list[str]) -> None:
@@ -186,7 +207,7 @@ def test_every_available_backend_declares_supported_dtypes() -> None:
         backend = get_backend(name)
         assert backend.name == name
         assert backend.dtypes
-        assert set(backend.dtypes) <= {"float16", "float32", "float64"}
+        assert set(backend.dtypes) <= set(SUPPORTED_DTYPES)
 
 
 @pytest.mark.parametrize("name", [None, ["numpy"], 3, b"numpy"])

@@ -56,7 +56,7 @@ def test_a_plan_refuses_operands_of_another_layout() -> None:
     scalar_plan = EinsumPlan(",i->i", 2.0, rand(3))
     with pytest.raises(PlanMismatchError, match="kind"):
         scalar_plan.execute(rand(3), rand(3))
-    assert scalar_plan.execute(3.0, Tensor.from_vec([3], [1, 2, 3])).tolist() == [3, 6, 9]
+    assert scalar_plan.execute(3.0, Tensor.from_vec([3], [1.0, 2.0, 3.0])).tolist() == [3, 6, 9]
 
 
 def test_a_plan_compute_type_cannot_drop_float64() -> None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from llmfs.tensor.backends.metal import emulator
+from llmfs.tensor.backends.metal import device, emulator
 from llmfs.tensor.backends.metal.errors import (
     KernelArgumentError,
     KernelCompileError,
@@ -32,7 +32,7 @@ from llmfs.tensor.backends.metal.errors import (
     MetalUnavailableError,
 )
 from llmfs.tensor.backends.metal.lint import check_msl, lint_msl
-from llmfs.tensor.backends.metal.ops import OP_FAMILY, Strided, kernel_source
+from llmfs.tensor.backends.metal.ops import OP_FAMILY, EmulatorExecutor, Strided, kernel_source
 
 #: The executors :func:`run_kernel` accepts.
 EXECUTORS = ("metal", "metal-emulator")
@@ -40,8 +40,6 @@ EXECUTORS = ("metal", "metal-emulator")
 
 def is_available() -> bool:
     """True only on macOS with PyObjC's Metal module and a Metal device."""
-    from llmfs.tensor.backends.metal import device
-
     return device.is_available()
 
 
@@ -58,6 +56,7 @@ def gpu_ops() -> tuple[str, ...]:
 
 def numpy_fallbacks() -> dict[str, str]:
     """What the ``metal`` and ``metal-emulator`` backends hand to the numpy backend, and why."""
+    # The backend classes need the Tensor machinery; this package loads them on first use only.
     from llmfs.tensor.backends.metal.backend import numpy_fallbacks as listing
 
     return listing()
@@ -67,31 +66,11 @@ def __getattr__(name: str) -> object:
     # The registry loads MetalBackend / MetalEmulatorBackend from here; importing them lazily
     # keeps `import llmfs.tensor.backends.metal` light (no Tensor machinery needed for kernels).
     if name in ("MetalBackend", "MetalEmulatorBackend"):
+        # Loaded on first use: the backend classes need the Tensor machinery (see above).
         from llmfs.tensor.backends.metal import backend
 
         return getattr(backend, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-class EmulatorExecutor:
-    """Runs kernels with the CPU emulator; allocations are ordinary numpy arrays.
-
-    ``shuffle``: ``None`` runs every launch's threads in grid order; an int seeds a shuffled
-    order (the tests run every shipped kernel both ways).
-    """
-
-    name = "metal-emulator"
-
-    def __init__(self, shuffle: int | None = None) -> None:
-        self.shuffle = shuffle
-
-    def run(self, source: str, kernel: str, buffers: Sequence[np.ndarray], grid: int) -> None:
-        """Compiles (cached) and runs ``kernel`` over ``grid`` threads."""
-        emulator.load_library(source).run(kernel, buffers, grid, shuffle=self.shuffle)
-
-    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
-        """A fresh contiguous array of ``count`` elements."""
-        return np.empty(count, dtype=dtype)
 
 
 def executor(name: str) -> object:
@@ -104,8 +83,6 @@ def executor(name: str) -> object:
             emulator.find_compiler()  # raises with the reason and what to install
         return EmulatorExecutor()
     if name == "metal":
-        from llmfs.tensor.backends.metal import device
-
         return device.default_device()
     raise MetalError(f"unknown executor {name!r}; choose one of {', '.join(EXECUTORS)}")
 
@@ -177,8 +154,6 @@ def run_kernel(
                 "sanitize=True and shuffle need the emulator (backend='metal-emulator'); on a "
                 "Mac, Xcode's Metal validation layer plays that role"
             )
-        from llmfs.tensor.backends.metal import device
-
         device.default_device().run_kernel(source, name, buffers, grid, threadgroup)
         return
     raise MetalError(f"unknown backend {chosen!r} for run_kernel; choose one of {EXECUTORS}")

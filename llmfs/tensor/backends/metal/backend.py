@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from llmfs.tensor.backends import get_backend
-from llmfs.tensor.backends.base import BINARY_OPS, UNARY_OPS, Backend
-from llmfs.tensor.backends.metal import ops
+from llmfs.tensor.backends.base import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Backend
+from llmfs.tensor.backends.metal import device, ops, toolchain
 from llmfs.tensor.backends.metal.errors import MetalDTypeError, MetalUnavailableError
 from llmfs.tensor.dtypes import SUPPORTED_DTYPES
 from llmfs.tensor.errors import BackendUnavailableError
@@ -46,8 +46,6 @@ KERNEL_OPS: dict[str, tuple[str | None, ...]] = {
 
 def numpy_fallbacks() -> dict[str, str]:
     """What the Metal backends hand to the numpy backend, each with the reason."""
-    from llmfs.tensor.backends.base import REDUCE_OPS
-
     fallbacks = {
         f"reduce {op}": "no Metal kernel; runs on the numpy backend"
         for op in REDUCE_OPS
@@ -64,7 +62,7 @@ _REFUSED = ("float64", "int64")
 
 
 def _strided(view: TensorView) -> ops.Strided:
-    return ops.Strided(view.owner.as_slice(), view.shape, view.strides, view.base_offset)
+    return ops.Strided(view.owner.as_slice(), view.layout)
 
 
 class _KernelBackend(Backend):
@@ -99,6 +97,18 @@ class _KernelBackend(Backend):
     @staticmethod
     def _numpy() -> Backend:
         return get_backend("numpy")
+
+    def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
+        """Reached only for a refused dtype (no kernel selects; the others run on numpy): the
+        refusal, by name."""
+        self._refuse(a.dtype, b.dtype, dtype)
+        return self._numpy().where(cond, a, b, dtype=dtype)
+
+    def take(self, x: TensorView, ids: TensorView, axis: int, *, dtype: np.dtype) -> Tensor:
+        """Reached only for a refused dtype (no kernel gathers rows; the others run on numpy):
+        the refusal, by name."""
+        self._refuse(x.dtype, dtype)
+        return self._numpy().take(x, ids, axis, dtype=dtype)
 
     def unary(self, op: str, x: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
         """``op(x)`` on the ``unary`` kernel (numpy when the result dtype differs)."""
@@ -156,13 +166,11 @@ class MetalEmulatorBackend(_KernelBackend):
     description = "the Metal kernels compiled as C++ and run on the CPU (any OS with a compiler)"
 
     def __init__(self) -> None:
-        from llmfs.tensor.backends.metal import EmulatorExecutor, toolchain
-
         try:
             toolchain.find_compiler()
         except MetalUnavailableError as error:
             raise BackendUnavailableError(self.name, (), str(error)) from None
-        self.executor = EmulatorExecutor()
+        self.executor = ops.EmulatorExecutor()
 
 
 class MetalBackend(_KernelBackend):
@@ -172,8 +180,6 @@ class MetalBackend(_KernelBackend):
     description = "Metal kernels on the Apple GPU through PyObjC (macOS only)"
 
     def __init__(self) -> None:
-        from llmfs.tensor.backends.metal import device
-
         reason = device.unavailable_reason()
         if reason is not None:
             raise BackendUnavailableError(self.name, (), reason)

@@ -53,6 +53,7 @@ from llmfs.tensor.backends.metal.errors import (
     KernelLaunchError,
     KernelMemoryError,
     KernelNotFoundError,
+    MetalUnavailableError,
 )
 from llmfs.tensor.backends.metal.lint import check_msl
 from llmfs.tensor.backends.metal.msl import Kernel, Parameter, blank_comments, find_kernels
@@ -744,8 +745,6 @@ def require_sanitizer() -> None:
     """Raises :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` unless the
     compiler can build AddressSanitizer code here."""
     if not sanitizer_available():
-        from llmfs.tensor.backends.metal.errors import MetalUnavailableError
-
         raise MetalUnavailableError(
             f"AddressSanitizer is not available with {find_compiler().path} here; "
             f"sanitize=None isolates the launch with guarded buffers instead"
@@ -774,8 +773,6 @@ def load_library(source: str) -> EmulatorLibrary:
 
 def is_available() -> bool:
     """True when a C++ compiler for the emulator runs here."""
-    from llmfs.tensor.backends.metal.errors import MetalUnavailableError
-
     try:
         find_compiler()
     except MetalUnavailableError:

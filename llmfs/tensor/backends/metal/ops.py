@@ -25,8 +25,10 @@ import numpy as np
 
 from llmfs.tensor import layout
 from llmfs.tensor.backends.base import BINARY_OPS, UNARY_OPS
+from llmfs.tensor.backends.metal import emulator
 from llmfs.tensor.backends.metal.errors import KernelArgumentError, MetalDTypeError, MetalError
 from llmfs.tensor.errors import RankMismatchError
+from llmfs.tensor.layout import Layout
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
@@ -109,15 +111,28 @@ class Executor(Protocol):
 
 @dataclass(frozen=True)
 class Strided:
-    """A strided operand: ``storage`` (1-D, contiguous) read through shape/strides/base offset.
+    """A strided operand: ``storage`` (1-D, contiguous) read through a :class:`Layout`.
 
-    Strides and the base offset are in elements; strides may be 0 (broadcast) or negative (flip).
+    Strides and the offset are in elements; strides may be 0 (broadcast) or negative (flip).
     """
 
     storage: np.ndarray
-    shape: tuple[int, ...]
-    strides: tuple[int, ...]
-    base_offset: int = 0
+    layout: Layout
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The layout's shape."""
+        return self.layout.shape
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """The layout's strides."""
+        return self.layout.strides
+
+    @property
+    def base_offset(self) -> int:
+        """The layout's offset (of the first value)."""
+        return self.layout.offset
 
     @classmethod
     def contiguous(cls, array: np.ndarray) -> Strided:
@@ -125,12 +140,33 @@ class Strided:
         # np.ascontiguousarray would turn a 0-d array into shape (1,); asarray keeps the rank.
         data = np.asarray(array, order="C")
         shape = tuple(int(s) for s in data.shape)
-        return cls(data.reshape(-1), shape, layout.row_major_strides(shape), 0)
+        return cls(data.reshape(-1), Layout.row_major(shape))
 
     @property
     def count(self) -> int:
         """Number of elements the operand holds."""
         return layout.element_count(self.shape)
+
+
+class EmulatorExecutor:
+    """Runs kernels with the CPU emulator; allocations are ordinary numpy arrays.
+
+    ``shuffle``: ``None`` runs every launch's threads in grid order; an int seeds a shuffled
+    order (the tests run every shipped kernel both ways).
+    """
+
+    name = "metal-emulator"
+
+    def __init__(self, shuffle: int | None = None) -> None:
+        self.shuffle = shuffle
+
+    def run(self, source: str, kernel: str, buffers: Sequence[np.ndarray], grid: int) -> None:
+        """Compiles (cached) and runs ``kernel`` over ``grid`` threads."""
+        emulator.load_library(source).run(kernel, buffers, grid, shuffle=self.shuffle)
+
+    def empty(self, count: int, dtype: np.dtype) -> np.ndarray:
+        """A fresh contiguous array of ``count`` elements."""
+        return np.empty(count, dtype=dtype)
 
 
 def check_dtype(dtype: np.dtype, *, where: str, allowed: Sequence[str] = FLOAT_DTYPES) -> str:
@@ -148,7 +184,7 @@ def check_operand(operand: Strided, *, where: str, allowed: Sequence[str] = FLOA
     if not isinstance(storage, np.ndarray) or storage.ndim != 1 or not storage.flags.c_contiguous:
         raise KernelArgumentError(f"{where}: storage must be a 1-D contiguous numpy array")
     suffix = check_dtype(storage.dtype, where=where, allowed=allowed)
-    layout.validate(operand.shape, operand.strides, operand.base_offset, storage.size)
+    operand.layout.validate(storage.size)
     if storage.size > INT32_MAX or operand.count > INT32_MAX:
         raise KernelArgumentError(
             f"{where}: {max(storage.size, operand.count)} elements exceed the kernels' 32-bit "
@@ -157,16 +193,16 @@ def check_operand(operand: Strided, *, where: str, allowed: Sequence[str] = FLOA
     return suffix
 
 
-def view_descriptor(shape: Sequence[int], strides: Sequence[int], base_offset: int) -> np.ndarray:
-    """The int32 array a kernel reads a view through: rank, base offset, shape, strides.
+def view_descriptor(view: Layout) -> np.ndarray:
+    """The int32 array a kernel reads a layout through: rank, offset, shape, strides.
 
     Strides that are never applied (size-1 axes, empty views) are written as 0, so a layout such
     as ``as_strided(t, [1, 3], [2**31, 1])`` still fits. Raises
     :class:`~llmfs.tensor.backends.metal.errors.KernelArgumentError` when a value the kernel
     does use lies outside the kernels' 32-bit index range.
     """
-    strides = layout.zero_unused_strides(shape, strides)
-    if layout.element_count(shape) == 0:
+    shape, strides, base_offset = view.shape, view.zero_unused_strides().strides, view.offset
+    if view.is_empty:
         base_offset = 0  # nothing is read, so the base offset is never applied either
     bounds = layout.offset_bounds(shape, strides, base_offset)
     values = (base_offset, *shape, *strides, *(bounds or ()))
@@ -201,11 +237,10 @@ def strided_copy(executor: Executor, src: Strided) -> np.ndarray:
     suffix = check_operand(src, where="strided copy", allowed=COPY_DTYPES)
     out = executor.empty(src.count, src.storage.dtype)
     if src.count:
-        shape, strides = layout.coalesce(src.shape, src.strides)
         executor.run(
             family_source("copy"),
             f"strided_copy_{suffix}",
-            [src.storage, out, view_descriptor(shape, strides, src.base_offset), _count(src.count)],
+            [src.storage, out, view_descriptor(src.layout.coalesce()), _count(src.count)],
             src.count,
         )
     return out
@@ -231,14 +266,13 @@ def _one_input(executor: Executor, kernel: str, src: Strided, parameter: np.ndar
     """Launches an elementwise kernel of one input: buffers src, out, view, count, parameter."""
     out = executor.empty(src.count, src.storage.dtype)
     if src.count:
-        shape, strides = layout.coalesce(src.shape, src.strides)
         executor.run(
             family_source("elementwise"),
             kernel,
             [
                 src.storage,
                 out,
-                view_descriptor(shape, strides, src.base_offset),
+                view_descriptor(src.layout.coalesce()),
                 _count(src.count),
                 parameter,
             ],
@@ -260,8 +294,7 @@ def binary(
     check_operand(b, where=f"binary {op}", allowed=kernel_dtypes(op))
     _same_dtype(a, b, f"binary {op}")
     shape = layout.broadcast_shapes(a.shape, b.shape)
-    _, a_strides = layout.broadcast_layout(a.shape, a.strides, shape)
-    _, b_strides = layout.broadcast_layout(b.shape, b.strides, shape)
+    a_view, b_view = a.layout.expand(shape), b.layout.expand(shape)
     count = layout.element_count(shape)
     if count > INT32_MAX:
         raise KernelArgumentError(f"binary {op}: {count} elements exceed {INT32_MAX}")
@@ -274,8 +307,8 @@ def binary(
                 a.storage,
                 b.storage,
                 out,
-                view_descriptor(shape, a_strides, a.base_offset),
-                view_descriptor(shape, b_strides, b.base_offset),
+                view_descriptor(a_view),
+                view_descriptor(b_view),
                 _count(count),
                 np.array([BINARY_OPS.index(op)], dtype=np.int32),
             ],
@@ -321,8 +354,8 @@ def reduce(
             [
                 src.storage,
                 out,
-                view_descriptor(kept_shape, kept_strides, src.base_offset),
-                view_descriptor(reduced_shape, reduced_strides, 0),
+                view_descriptor(Layout(kept_shape, kept_strides, src.base_offset)),
+                view_descriptor(Layout(reduced_shape, reduced_strides, 0)),
                 _count(count),
                 _count(reduced_count),
             ],
@@ -397,10 +430,10 @@ def matmul(
             c_shape, c_strides = layout.unsqueeze_layout(c_shape, c_strides, len(c_shape))
         if drop_row:
             c_shape, c_strides = layout.unsqueeze_layout(c_shape, c_strides, len(c_shape) - 1)
-        c_view = view_descriptor(full_shape, c_strides, c.base_offset)
+        c_view = view_descriptor(Layout(full_shape, c_strides, c.base_offset))
         c_storage = c.storage
     else:
-        c_view = view_descriptor(full_shape, (0,) * len(full_shape), 0)
+        c_view = view_descriptor(Layout(full_shape, (0,) * len(full_shape), 0))
         c_storage = np.zeros(1, dtype=a.storage.dtype)
     out = executor.empty(count, a.storage.dtype)
     if count:
@@ -412,8 +445,8 @@ def matmul(
                 b.storage,
                 c_storage,
                 out,
-                view_descriptor((*full_shape[:-1], k), a_full, a.base_offset),
-                view_descriptor((*batch, k, n), b_full, b.base_offset),
+                view_descriptor(Layout((*full_shape[:-1], k), a_full, a.base_offset)),
+                view_descriptor(Layout((*batch, k, n), b_full, b.base_offset)),
                 c_view,
                 np.array([m, n, k, count, 0 if c is None else 1], dtype=np.int32),
                 np.array([alpha, beta], dtype=np.float32),
@@ -431,6 +464,7 @@ __all__ = [
     "OP_FAMILY",
     "REDUCE_OPS",
     "UNARY_OPS",
+    "EmulatorExecutor",
     "Executor",
     "Strided",
     "binary",

@@ -12,6 +12,7 @@ import pytest
 
 from llmfs.tensor.backends.metal import EmulatorExecutor, emulator_available
 from llmfs.tensor.backends.metal.ops import Strided
+from llmfs.tensor.layout import Layout
 from tests.requirements import require_tool
 
 #: The layout kinds every kernel is checked on.
@@ -36,7 +37,7 @@ def to_strided(parent: np.ndarray, view: np.ndarray) -> Strided:
     item = parent.itemsize
     strides = tuple(int(s) // item for s in view.strides)
     base = 0 if view.size == 0 else (view.ctypes.data - parent.ctypes.data) // item
-    return Strided(parent.reshape(-1), tuple(view.shape), strides, int(base))
+    return Strided(parent.reshape(-1), Layout(tuple(view.shape), strides, int(base)))
 
 
 def random_view(

@@ -19,6 +19,7 @@ from llmfs.tensor.backends.metal import (
     run_kernel,
 )
 from llmfs.tensor.backends.metal import device as metal_device
+from llmfs.tensor.layout import Layout
 
 REASON = metal_device.unavailable_reason() if not is_available() else None
 
@@ -71,9 +72,11 @@ class TestOnTheGpu:
         item = parent.itemsize
         operand = ops.Strided(
             parent.reshape(-1),
-            view.shape,
-            tuple(s // item for s in view.strides),
-            (view.ctypes.data - parent.ctypes.data) // item,
+            Layout(
+                view.shape,
+                tuple(s // item for s in view.strides),
+                (view.ctypes.data - parent.ctypes.data) // item,
+            ),
         )
         tol = {"rtol": 2e-3, "atol": 2e-3} if dtype == "float16" else {"rtol": 1e-5}
         copy = ops.strided_copy(gpu, operand).reshape(view.shape)

@@ -44,6 +44,7 @@ from llmfs.tensor.backends.metal.errors import (
     KernelNotFoundError,
     MetalUnavailableError,
 )
+from llmfs.tensor.layout import Layout
 
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="the stand-in GPU is the emulator, which needs a C++ compiler"
@@ -463,7 +464,7 @@ def gpu(world: World) -> tuple[metal_device.MetalDevice, FakeDevice]:
 def test_ops_run_through_the_device_path_in_order(gpu) -> None:
     device, fake = gpu
     values = np.arange(12, dtype=np.float32)
-    operand = ops.Strided(values, (4, 3), (1, 4), 0)
+    operand = ops.Strided(values, Layout((4, 3), (1, 4), 0))
     out = ops.strided_copy(device, operand)
     np.testing.assert_array_equal(out.reshape(4, 3), values.reshape(3, 4).T)
     log = fake.command_buffers[-1].log

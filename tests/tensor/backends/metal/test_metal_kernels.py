@@ -16,6 +16,7 @@ import pytest
 from llmfs.tensor.backends.metal import ops
 from llmfs.tensor.backends.metal.errors import KernelArgumentError, MetalDTypeError
 from llmfs.tensor.errors import BroadcastError, RankMismatchError
+from llmfs.tensor.layout import Layout
 
 from .conftest import DTYPES, KINDS, random_view, to_strided, tolerance
 
@@ -258,9 +259,9 @@ def test_layouts_reaching_outside_storage_are_refused(executor) -> None:
 
     storage = np.zeros(6, np.float32)
     with pytest.raises(InvalidLayoutError):
-        ops.strided_copy(executor, ops.Strided(storage, (2, 3), (3, 1), 1))
+        ops.strided_copy(executor, ops.Strided(storage, Layout((2, 3), (3, 1), 1)))
     with pytest.raises(InvalidLayoutError):
-        ops.strided_copy(executor, ops.Strided(storage, (3,), (-1,), 1))
+        ops.strided_copy(executor, ops.Strided(storage, Layout((3,), (-1,), 1)))
 
 
 @pytest.mark.parametrize("case", ["vector @ matrix", "matrix @ vector", "vector @ vector"])
@@ -285,13 +286,15 @@ def test_matmul_vector_promotion_with_a_c_term(executor, case: str) -> None:
 def test_size_one_axes_may_have_any_stride(executor) -> None:
     # A size-1 axis never advances, so as_strided may give it a stride beyond 32 bits.
     storage = np.array([1.0, 2.0, 3.0], np.float32)
-    row = ops.Strided(storage, (1, 3), (2**31, 1), 0)
+    row = ops.Strided(storage, Layout((1, 3), (2**31, 1), 0))
     sums, shape = ops.reduce(executor, "sum", row, (1,))
     assert shape == (1,) and float(sums[0]) == 6.0
-    column = ops.Strided(storage, (3, 1), (1, 2**40), 0)
+    column = ops.Strided(storage, Layout((3, 1), (1, 2**40), 0))
     product, shape = ops.matmul(executor, row, column)
     assert shape == (1, 1) and float(product[0]) == 14.0
-    copied = ops.strided_copy(executor, ops.Strided(storage, (1, 1, 3), (-(2**35), 2**33, 1), 0))
+    copied = ops.strided_copy(
+        executor, ops.Strided(storage, Layout((1, 1, 3), (-(2**35), 2**33, 1), 0))
+    )
     np.testing.assert_array_equal(copied, storage)
 
 
@@ -312,12 +315,12 @@ def test_views_beyond_the_32_bit_index_range_are_refused_by_name() -> None:
     from llmfs.tensor.errors import TensorError
 
     with pytest.raises(KernelArgumentError, match="2147483647") as caught:
-        ops.view_descriptor((2,), (2**31,), 0)
+        ops.view_descriptor(Layout((2,), (2**31,), 0))
     assert isinstance(caught.value, TensorError)
     with pytest.raises(KernelArgumentError, match="32-bit index range"):
-        ops.view_descriptor((3,), (-1,), 2**31 + 1)
+        ops.view_descriptor(Layout((3,), (-1,), 2**31 + 1))
     # Unused strides and the base offset of an empty view are written as 0, never refused.
-    assert ops.view_descriptor((0, 2), (2**40, 2**40), 2**40).tolist() == [2, 0, 0, 2, 0, 0]
+    assert ops.view_descriptor(Layout((0, 2), (2**40, 2**40), 2**40)).tolist() == [2, 0, 0, 2, 0, 0]
 
 
 def test_every_shipped_kernel_runs_in_both_thread_orders(executor) -> None:

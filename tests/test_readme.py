@@ -1,0 +1,44 @@
+"""The README's Python examples run, and print exactly what the README shows.
+
+Every ```python block of README.md is a doctest (``>>>`` lines and their expected output). A block
+that uses the Metal emulator runs where a C++ compiler is available and skips elsewhere, saying
+why.
+"""
+
+from __future__ import annotations
+
+import doctest
+import re
+from pathlib import Path
+
+import pytest
+
+from llmfs.tensor.backends.metal import emulator_available
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)
+
+
+def python_blocks() -> list[tuple[int, str]]:
+    text = README.read_text(encoding="utf-8")
+    return [(text.count("\n", 0, m.start()) + 1, m.group(1)) for m in BLOCK.finditer(text)]
+
+
+def test_the_readme_has_python_examples_and_all_are_doctests() -> None:
+    blocks = python_blocks()
+    assert len(blocks) >= 2
+    for line, block in blocks:
+        assert block.lstrip().startswith(">>>"), f"README.md line {line}: not a doctest"
+
+
+@pytest.mark.parametrize(("line", "block"), python_blocks(), ids=lambda x: str(x)[:12])
+def test_readme_example_prints_what_it_shows(line: int, block: str) -> None:
+    if "metal-emulator" in block and not emulator_available():
+        pytest.skip("the Metal example needs the emulator's C++ compiler (g++ or clang++)")
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(block, {}, f"README.md:{line}", str(README), line)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    failures: list[str] = []
+    assert test.examples, f"README.md line {line}: no examples found"
+    runner.run(test, out=failures.append)
+    assert runner.failures == 0, "".join(failures)
