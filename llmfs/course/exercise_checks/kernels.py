@@ -33,6 +33,7 @@ from llmfs.course.exercise_checks.spec import (
     to_json,
 )
 from llmfs.tensor import layout
+from llmfs.tensor.layout import Layout
 from llmfs.tensor.traversal import StridedOffsets
 
 #: Random cases per kernel check: each launch is a subprocess of the emulator (about 30 ms).
@@ -98,7 +99,8 @@ def descriptor_of(shape: Sequence[int], strides: Sequence[int], base_offset: int
     (the library's :func:`~llmfs.tensor.backends.metal.ops.view_descriptor`, as a list)."""
     from llmfs.tensor.backends.metal.ops import view_descriptor
 
-    return [int(v) for v in view_descriptor(shape, strides, base_offset).tolist()]
+    layout_ = Layout(tuple(shape), tuple(strides), base_offset)
+    return [int(v) for v in view_descriptor(layout_).tolist()]
 
 
 def _view_offset_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
@@ -118,7 +120,7 @@ def _view_offset_reference(linear_index: int, descriptor: list[int]) -> int:
     strides = descriptor[2 + rank : 2 + 2 * rank]
     bounds = layout.offset_bounds(shape, strides, base)
     high = bounds[1] if bounds is not None else base
-    walk = StridedOffsets(shape, strides, base, high + 1)
+    walk = StridedOffsets(Layout(tuple(shape), tuple(strides), base), high + 1)
     for position, offset in enumerate(walk):
         if position == linear_index:
             return int(offset)
@@ -146,7 +148,10 @@ def _scale_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
 def _strided(storage: list[float], shape: list[int], strides: list[int], base: int) -> np.ndarray:
     array = np.array(storage, dtype=np.float32)
     return np.array(
-        [array[offset] for offset in StridedOffsets(shape, strides, base, len(storage))],
+        [
+            array[o]
+            for o in StridedOffsets(Layout(tuple(shape), tuple(strides), base), len(storage))
+        ],
         dtype=np.float32,
     )
 
