@@ -368,7 +368,7 @@ def _shape_and_strides(index: int, item: object) -> tuple[Shape, Strides]:
             f"bytes, not elements; pass (a.shape, [s // a.itemsize for s in a.strides])"
         )
     if hasattr(item, "shape") and hasattr(item, "strides"):
-        return checked_layout(item.shape, item.strides)  # type: ignore[attr-defined]
+        return checked_layout(item.shape, item.strides)
     if isinstance(item, (tuple, list)) and len(item) == 2:
         return checked_layout(item[0], item[1])
     raise TensorError(

@@ -70,7 +70,7 @@ from llmfs.tensor.layout import (
 )
 from llmfs.tensor.strided import allocate, allocating
 from llmfs.tensor.tensor import Tensor
-from llmfs.tensor.view import TensorView
+from llmfs.tensor.view import TensorView, ViewMethods
 
 Operand = Tensor | TensorView
 Scalar = int | float
@@ -686,7 +686,7 @@ def where(cond: Operand, a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
     return backend_for("where", None, out).where(views[0], views[1], views[2], dtype=out)
 
 
-def take(x: Operand, ids: Operand, axis: int = 0) -> Tensor:
+def take(x: ViewMethods, ids: ViewMethods, axis: int = 0) -> Tensor:
     """NumPy's ``take``: the entries of ``x`` along ``axis`` chosen by the integer tensor ``ids``
     (negative ids count from the end). The result's shape is ``x.shape[:axis] + ids.shape +
     x.shape[axis + 1:]``, its dtype ``x``'s. With ``axis=0`` this is an embedding lookup:

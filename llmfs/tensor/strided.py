@@ -174,7 +174,7 @@ class ReadOnlyArray(np.ndarray):
         self._check_writeable()
         super().sort(*args, **kwargs)  # type: ignore[arg-type]
 
-    def __array_wrap__(  # type: ignore[override]  # a scalar result is returned as a scalar
+    def __array_wrap__(  # a scalar result is returned as a scalar
         self, array: np.ndarray, context: object = None, return_scalar: bool = False
     ) -> Any:
         # Computed results are new arrays, not exports: hand them back as plain ndarrays.

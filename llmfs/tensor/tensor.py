@@ -211,7 +211,7 @@ class Tensor(ViewMethods):
         array (``a[0] = 1``, ``a += 1``) raises a :class:`TensorError` that says so (see
         :class:`~llmfs.tensor.strided.ReadOnlyArray`).
         """
-        buffer = memoryview(self._storage).toreadonly()
+        buffer = self._storage.data.toreadonly()
         return read_only(np.frombuffer(buffer, dtype=self._storage.dtype))
 
     # -- writing -----------------------------------------------------------------------------

@@ -207,7 +207,7 @@ def _rows_widget() -> Any:
     import anywidget
     import traitlets
 
-    class TraceRows(anywidget.AnyWidget):  # type: ignore[misc]
+    class TraceRows(anywidget.AnyWidget):
         """The trace table with clickable rows (``chosen`` is the row index, -1 for none)."""
 
         _esm = ROWS_ESM

@@ -27,9 +27,10 @@ from llmfs.widgets.text import LEGEND, TRACE_HEADERS, trace_cells
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
 #: rcParams that make files byte-for-byte reproducible.
-RC: dict[str, Any] = {
+RC: dict[RcKeyType, Any] = {
     "font.family": "DejaVu Sans",
     "font.size": 10,
     "svg.hashsalt": "llmfs-figures",

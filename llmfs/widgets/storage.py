@@ -230,7 +230,7 @@ export default { render };
 """
 
 
-class StorageDiagram(anywidget.AnyWidget):  # type: ignore[misc]
+class StorageDiagram(anywidget.AnyWidget):
     """A drawn, live diagram of views over shared storage and copies into new storage.
 
     ``StorageDiagram(view)`` draws one view; ``StorageDiagram([("a", view_a), ("b", view_b)])``

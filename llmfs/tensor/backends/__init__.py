@@ -119,7 +119,7 @@ def _check_name(name: object) -> str:
     backend object or ``None`` is not a name, and storing one would break every later op)."""
     if not isinstance(name, str):
         raise BackendUnavailableError(
-            name,  # type: ignore[arg-type]  # shown by repr, so the caller sees what was passed
+            name,  # shown by repr, so the caller sees what was passed
             available_backends(),
             f"a backend name must be a string such as 'numpy', got {type(name).__name__}",
         )

@@ -157,8 +157,8 @@ def _import_metal() -> Any:
         return None
     _load_coregraphics()
     try:
-        import Metal  # type: ignore[import-not-found]
-        import objc  # type: ignore[import-not-found]
+        import Metal
+        import objc
     except ImportError:
         return None
     register_ownership_metadata(objc)
@@ -408,7 +408,7 @@ class MetalDevice:
         check_buffers(kernel, bound)
         if 0 in dims:
             return
-        import objc  # type: ignore[import-not-found]  # PyObjC core, present with Metal
+        import objc  # PyObjC core, present with Metal
 
         # Command buffers and encoders are autoreleased objects: drain them per launch.
         with objc.autorelease_pool():
