@@ -729,21 +729,39 @@ def _summary(report: str) -> str:
     )
 
 
+def _fault_thread(report: str) -> tuple[int, int, int] | None:
+    for line in report.splitlines():
+        if line.startswith("LLMFS-THREAD:"):
+            x, y, z = (int(v) for v in line.split()[1:4])
+            return (x, y, z)
+    return None
+
+
 class KernelMemoryError(KernelLaunchError):
     """An isolated emulator launch caught a kernel reading or writing outside a buffer.
 
     ``kernel`` names the kernel; ``report`` is AddressSanitizer's report (or the guarded
     harness's, naming the buffer and byte offset); ``summary`` its one-line ``SUMMARY`` (or first
-    line).
+    line); ``thread`` the ``thread_position_in_grid`` ``(x, y, z)`` of the first thread that
+    stepped outside (the launch stops there), or ``None`` when the harness could not tell.
     """
 
     condition = "kernel stays inside its buffers"
     template = (
-        "kernel {kernel!r} accessed memory outside its buffers (a missing bounds guard?): {summary}"
+        "kernel {kernel!r} accessed memory outside its buffers{by_thread} (a missing bounds "
+        "guard?): {summary}"
     )
     kernel: str
     report: str
     summary: str = derived(lambda error: _summary(error.report))
+    thread: tuple[int, int, int] | None = derived(lambda error: _fault_thread(error.report))
+
+    @property
+    def by_thread(self) -> str:
+        """`` in thread [x, y, z]`` (thread_position_in_grid) when known, else empty."""
+        if self.thread is None:
+            return ""
+        return f" in thread_position_in_grid [{', '.join(str(v) for v in self.thread)}]"
 
 
 class MetalUnavailableError(MetalError):

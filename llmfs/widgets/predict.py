@@ -444,7 +444,8 @@ def _is_plain_reference(node: ast.expr) -> bool:
 
 def _plain(value: Any) -> Any:
     """A plain answer in canonical form: bools stay bools, whole floats become ints, strings
-    are read as Python literals or yes/no words, sequences become lists."""
+    are read as Python literals or yes/no words (a bare name such as an error class stays a
+    string), sequences become lists."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
@@ -456,6 +457,9 @@ def _plain(value: Any) -> Any:
         try:
             return _plain(ast.literal_eval(text))
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            # A bare name (an error class such as KernelMemoryError) is an answer as it is.
+            if text.isidentifier():
+                return text
             raise UnreadableEntry(f"could not read {text!r} as a number or yes/no") from None
     if isinstance(value, bool):
         return value

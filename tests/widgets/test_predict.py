@@ -470,3 +470,14 @@ def test_an_exercise_can_declare_its_own_expected_mistakes(attempts_log: Path) -
 def test_a_correct_answer_never_gets_a_misconception_message() -> None:
     verdicts = compare(RIGHT, run("base.transpose(0, 1)", {"base": seed_fixture()}))
     assert all(v.status == "right" and not v.mistakes for v in verdicts)
+
+
+def test_a_plain_answer_may_be_a_bare_name_but_other_text_must_be_a_literal() -> None:
+    from llmfs.widgets.predict import _plain
+
+    assert _plain("KernelMemoryError") == "KernelMemoryError"
+    assert _plain(" none ") == "none"
+    assert _plain("[6, 7]") == [6, 7]
+    assert _plain("yes") is True
+    with pytest.raises(UnreadableEntry, match="could not read"):
+        _plain("six and seven")

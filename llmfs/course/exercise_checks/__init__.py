@@ -39,6 +39,12 @@ from llmfs.course.exercise_checks.gpt import (
 from llmfs.course.exercise_checks.gpt import (
     check_causal_self_attention as check_gpt_attention,
 )
+from llmfs.course.exercise_checks.kernels import (
+    check_add_kernel,
+    check_relu_kernel,
+    check_scale_kernel,
+    check_view_offset,
+)
 from llmfs.course.exercise_checks.layout import (
     check_broadcast_shape,
     check_broadcast_strides,
@@ -87,6 +93,10 @@ CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch07.merge_heads": check_merge_heads,
     "ch07.attention": check_causal_self_attention,
     **GPT_CHECKS,
+    "ch05.relu": check_relu_kernel,
+    "ch05.view_offset": check_view_offset,
+    "ch05.scale": check_scale_kernel,
+    "ch05.broadcast_add": check_add_kernel,
 }
 
 
@@ -108,6 +118,7 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "ImplementSpec",
+    "check_add_kernel",
     "check_block",
     "check_broadcast_shape",
     "check_broadcast_strides",
@@ -130,11 +141,14 @@ __all__ = [
     "check_mlp",
     "check_naive_einsum",
     "check_permute_layout",
+    "check_relu_kernel",
     "check_reshape_after_copy",
+    "check_scale_kernel",
     "check_slice_layout",
     "check_softmax_rows",
     "check_split_heads",
     "check_values",
+    "check_view_offset",
     "counting_copies",
     "run_spec",
 ]

@@ -71,6 +71,10 @@ class ImplementSpec:
     #: copies it makes (``call(fn, args)``; its result goes to ``summarize``); default
     #: ``fn(*args)``.
     call: Callable[[Callable[..., Any], tuple[Any, ...]], Any] | None = None
+    #: Kernel exercises: the learner's function takes no arguments and returns MSL source (or
+    #: the learner hands over the source string itself); ``kernel(source, *args)`` compiles and
+    #: runs it on one case and returns plain data.
+    kernel: Callable[..., Any] | None = None
 
 
 def error_name(error: BaseException) -> str:
@@ -114,6 +118,8 @@ def outcome_of(
     returns its outcome. ``NotImplementedError`` and a ``None`` result read
     ``{"error": "NotImplementedError"}`` / ``{"value": None}``; any exception is an outcome, never
     a traceback; a result that is not plain data is ``{"error": "NotPlainData"}``."""
+    if spec is not None and spec.kernel is not None:
+        return _kernel_outcome(fn, args, spec.kernel)
     call_args = tuple(_fresh(a) for a in args)
     if spec is not None and spec.prepare is not None:
         call_args = spec.prepare(*call_args)
@@ -130,6 +136,37 @@ def outcome_of(
         return {"value": to_json(result)}
     except CourseError:
         return {"error": "NotPlainData", "type": type(result).__name__}
+
+
+def _kernel_outcome(fn: Any, args: Sequence[Any], run: Callable[..., Any]) -> Outcome:
+    # A kernel error keeps its own class name (KernelMemoryError, KernelCompileError, ...):
+    # "ValueError" would hide what went wrong.
+    from llmfs.tensor import MetalError
+
+    try:
+        source = fn if isinstance(fn, str) else fn()
+    except Exception as error:  # the learner's code may raise anything; it is an outcome
+        return {"error": error_name(error)}
+    if source is None:
+        return {"value": None}
+    if not isinstance(source, str):
+        return {"error": "NotPlainData", "type": type(source).__name__}
+    try:
+        return {"value": to_json(run(source, *(_fresh(a) for a in args)))}
+    except MetalError as error:
+        return {"error": type(error).__name__}
+    except Exception as error:
+        return {"error": error_name(error)}
+
+
+def warm_up(spec: ImplementSpec | None, fn: Any) -> None:
+    """Does once, before a timed run of cases, the slow first step of a kernel exercise: compiling
+    the learner's kernel (a few seconds with a cold build cache). It runs the first visible case
+    and ignores its outcome, which the cases report again. Nothing for other exercises."""
+    if spec is None or spec.kernel is None:
+        return
+    first = draw_cases(spec, cases=1)[0]
+    outcome_of(fn, first, spec)
 
 
 def _fresh(value: Any) -> Any:
@@ -263,7 +300,7 @@ def run_spec(
     with the library's. The report lists the smallest failing cases first (with the offset table
     of the input layout), or a few passing examples; "not implemented" when ``fn`` is not a
     function or every case is the stub (``NotImplementedError`` or ``None``)."""
-    if not callable(fn):
+    if not callable(fn) and not (spec.kernel is not None and isinstance(fn, str)):
         return CheckReport(
             spec.exercise_id, "not implemented", (), f"{spec.function} is not a function yet"
         )
@@ -841,4 +878,5 @@ __all__ = [
     "run_spec",
     "spec_for",
     "to_json",
+    "warm_up",
 ]

@@ -42,15 +42,20 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise CaseTimeout
 
 
-def _run_task(task: dict[str, Any], case_timeout: float, specs: Any, outcome_of: Any) -> Any:
+def _run_task(
+    task: dict[str, Any], case_timeout: float, specs: Any, outcome_of: Any, warm_up: Any
+) -> Any:
     namespace: dict[str, Any] = {"__name__": "__submission__", "__builtins__": __builtins__}
     try:
         signal.setitimer(signal.ITIMER_REAL, case_timeout * 5)
         exec(compile(task["source"], "<submission>", "exec"), namespace)
-        signal.setitimer(signal.ITIMER_REAL, 0)
         function = namespace.get(task["function"])
         if not callable(function):
             raise NameError(f"{task['function']} is not defined")
+        # A kernel exercise compiles the learner's kernel here, under the definition's time
+        # limit, so that a cold build cache does not time out the first case.
+        warm_up(specs.get(task["exercise"]), function)
+        signal.setitimer(signal.ITIMER_REAL, 0)
     except BaseException as error:  # anything the definition does is the learner's problem
         signal.setitimer(signal.ITIMER_REAL, 0)
         return {"load_error": f"defining the function raised {type(error).__name__}"}
@@ -75,7 +80,7 @@ def main() -> None:
     job = json.loads(sys.stdin.read())
     apply_limits(job["memory_mb"], job["cpu_seconds"], job["file_mb"])
     # Imported before the learner's code is defined, so redefining it there changes nothing here.
-    from llmfs.course.exercise_checks.spec import SPECS, outcome_of
+    from llmfs.course.exercise_checks.spec import SPECS, outcome_of, warm_up
 
     os.chdir(job["workdir"])
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
@@ -85,7 +90,7 @@ def main() -> None:
     os.dup2(null, 2)
     signal.signal(signal.SIGALRM, _on_alarm)
     for task in job["tasks"]:
-        result = _run_task(task, float(job["case_timeout"]), SPECS, outcome_of)
+        result = _run_task(task, float(job["case_timeout"]), SPECS, outcome_of, warm_up)
         try:
             text = json.dumps({"exercise": task["exercise"], **result})
         except (TypeError, ValueError):

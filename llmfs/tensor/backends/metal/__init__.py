@@ -111,8 +111,9 @@ def run_kernel(
     On the emulator a kernel of yours can never corrupt or crash the calling process: by default
     (``sanitize=None``) it runs in a subprocess on copies of the buffers, under AddressSanitizer
     when the compiler supports it, otherwise between guard regions, and an access outside a
-    buffer raises :class:`KernelMemoryError` naming the kernel. ``sanitize=True`` insists on
-    AddressSanitizer (its report says which line and which buffer). ``timeout`` (seconds,
+    buffer raises :class:`KernelMemoryError` naming the kernel and the first thread outside.
+    ``sanitize=True`` insists on AddressSanitizer (its report says which line and which
+    buffer). ``timeout`` (seconds,
     default 30) stops an isolated launch that runs longer (an endless loop).
 
     The emulator also refuses to hide what a GPU does not promise: threadgroup memory starts

@@ -28,9 +28,9 @@ An isolated launch (``sanitize=True``, or ``None``: the default of
 :func:`~llmfs.tensor.backends.metal.run_kernel` for learners' kernels) builds the same text as a
 standalone executable and runs it in a subprocess on copies of the buffers, each in its own
 exactly-sized block: under AddressSanitizer when the compiler supports it, otherwise between
-inaccessible guard regions. An access outside a buffer is reported (:class:`KernelMemoryError`)
-without any risk to the calling process. ``sanitize=False`` (the library's own kernels) runs in
-process through :mod:`ctypes`, fast and unchecked.
+inaccessible guard regions. An access outside a buffer is reported (:class:`KernelMemoryError`,
+naming the first thread outside) without any risk to the calling process. ``sanitize=False``
+(the library's own kernels) runs in process through :mod:`ctypes`, fast and unchecked.
 """
 
 from __future__ import annotations
@@ -313,6 +313,19 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
         with_threadgroup_memory(source, kernels).rstrip("\n"),
         "",
         "// ---- llmfs emulator: generated launchers ----",
+        "#if defined(LLMFS_HARNESS)",
+        "// The thread running the kernel, for the harness's report of a memory fault (volatile:",
+        "// only a fault handler reads them, which the optimizer cannot see).",
+        "static thread_local volatile unsigned llmfs_fault_thread[3] = {0, 0, 0};",
+        "static thread_local volatile int llmfs_in_kernel = 0;",
+        "#define LLMFS_ENTER(ids) (llmfs_fault_thread[0] = (ids).thread_position_in_grid.x, "
+        "llmfs_fault_thread[1] = (ids).thread_position_in_grid.y, "
+        "llmfs_fault_thread[2] = (ids).thread_position_in_grid.z, llmfs_in_kernel = 1)",
+        "#define LLMFS_LEAVE() (llmfs_in_kernel = 0)",
+        "#else",
+        "#define LLMFS_ENTER(ids) ((void)0)",
+        "#define LLMFS_LEAVE() ((void)0)",
+        "#endif",
         'extern "C" __attribute__((visibility("default"))) void '
         "llmfs_set_order(int shuffled, unsigned long long seed) {\n"
         "    llmfs_order_shuffled = shuffled;\n"
@@ -339,7 +352,9 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
             f"    uint3 llmfs_group_ = {{llmfs_group[0], llmfs_group[1], llmfs_group[2]}};\n"
             f"    auto llmfs_body_ = [&](const llmfs_ids& llmfs_ids_) {{\n"
             f"        (void)llmfs_ids_;\n"
+            f"        LLMFS_ENTER(llmfs_ids_);\n"
             f"        {kernel.name}({', '.join(args)});\n"
+            f"        LLMFS_LEAVE();\n"
             f"    }};\n"
             f"    return {runner}(llmfs_grid_, llmfs_group_, llmfs_body_);\n"
             f"}}"
@@ -366,6 +381,14 @@ static size_t llmfs_sizes[31];
 static int llmfs_count = 0;
 
 static void llmfs_say(const char* text) { (void)!write(2, text, strlen(text)); }
+
+static void llmfs_say_thread() {
+    if (!llmfs_in_kernel) return;
+    char line[96];
+    snprintf(line, sizeof line, "LLMFS-THREAD: %u %u %u\n", llmfs_fault_thread[0],
+             llmfs_fault_thread[1], llmfs_fault_thread[2]);
+    llmfs_say(line);
+}
 
 // Names the buffer nearest to the faulting address. snprintf is not formally async-signal-safe,
 // but the process ends right after, with nothing else running in it that could be disturbed.
@@ -395,6 +418,7 @@ static void llmfs_on_fault(int, siginfo_t* info, void*) {
                  info->si_addr);
     }
     llmfs_say(line);
+    llmfs_say_thread();
     _exit(87);
 }
 
@@ -432,7 +456,15 @@ static int llmfs_check(int index) {
     return 0;
 }
 #else
+#include <sanitizer/common_interface_defs.h>
 static void* llmfs_alloc(int, size_t bytes) { return malloc(bytes); }
+
+// Called by AddressSanitizer after its report, in the faulting thread: names that thread.
+static void llmfs_say_thread() {
+    if (!llmfs_in_kernel) return;
+    fprintf(stderr, "LLMFS-THREAD: %u %u %u\n", llmfs_fault_thread[0], llmfs_fault_thread[1],
+            llmfs_fault_thread[2]);
+}
 #endif
 
 int main(int argc, char** argv) {
@@ -467,6 +499,8 @@ int main(int argc, char** argv) {
     action.sa_flags = SA_SIGINFO;
     sigaction(SIGSEGV, &action, 0);
     sigaction(SIGBUS, &action, 0);
+#else
+    __sanitizer_set_death_callback(llmfs_say_thread);
 #endif
     int rc = LLMFS_LAUNCH(buffers, grid, group);
 #if defined(LLMFS_GUARDED)

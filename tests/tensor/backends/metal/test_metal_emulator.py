@@ -244,6 +244,27 @@ def test_a_learners_kernel_cannot_corrupt_the_process_by_default() -> None:
     np.testing.assert_array_equal(out, 2 * values)
 
 
+@pytest.mark.parametrize("sanitized", [True, False], ids=["asan", "guarded"])
+def test_a_memory_error_names_the_first_thread_that_stepped_outside(
+    sanitized: bool, monkeypatch
+) -> None:
+    if sanitized and not toolchain.sanitizer_available():
+        pytest.skip("AddressSanitizer is not available here")
+    if not sanitized:
+        monkeypatch.setattr(emu, "sanitizer_available", lambda: False)
+    values = np.arange(10, dtype=np.float32)
+    out = np.zeros(10, dtype=np.float32)
+    # Threads 10 to 15 have no value; in grid order thread 10 is the first to step outside.
+    with pytest.raises(KernelMemoryError, match=r"in thread_position_in_grid \[10, 0, 0\]") as c:
+        run_kernel(UNGUARDED, "twice", [values, out], 16, backend="metal-emulator")
+    assert c.value.thread == (10, 0, 0)
+    # Shuffled, the first stray thread to run is one of 10 to 15, whichever the order says.
+    with pytest.raises(KernelMemoryError) as c:
+        run_kernel(UNGUARDED, "twice", [values, out], 16, backend="metal-emulator", shuffle=3)
+    assert c.value.thread is not None and 10 <= c.value.thread[0] <= 15
+    assert c.value.thread[1:] == (0, 0)
+
+
 def test_without_a_sanitizer_the_default_uses_guarded_buffers(monkeypatch) -> None:
     monkeypatch.setattr(emu, "sanitizer_available", lambda: False)
     values = np.arange(10, dtype=np.float32)

@@ -1,0 +1,357 @@
+"""Checks of the "implement it" exercises about Metal kernels (chapter 5).
+
+A kernel exercise's learner function takes no arguments and returns the MSL source of one kernel
+(a learner may also pass the source string itself). Its check compiles that source once and runs
+it on random inputs and shapes through
+:func:`~llmfs.tensor.backends.metal.run_kernel`: on the emulator wherever a C++ compiler is
+found (isolated, so a missing bounds guard is a :class:`~llmfs.tensor.KernelMemoryError`, never
+a crash, with the threads in a shuffled order), else on Metal. Every case is compared with
+NumPy computing the same thing on the layout the library builds (descriptors from
+:func:`~llmfs.tensor.backends.metal.ops.view_descriptor`, broadcast strides from
+:func:`~llmfs.tensor.layout.broadcast_layout`). Each case launches more threads than there are
+values now and then, so the guard is tested too.
+
+Cases are JSON data (values, shapes, strides, the grid size), so a grader can run a learner's
+kernel in another process on its own seeds. ``view_offset`` is a plain Python function checked
+against the library's own offset walk.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from llmfs.course.exercise_checks.report import CheckReport
+from llmfs.course.exercise_checks.spec import (
+    SPECS,
+    ImplementSpec,
+    _view_layout,
+    run_spec,
+    to_json,
+)
+from llmfs.tensor import layout
+from llmfs.tensor.layout import Layout
+from llmfs.tensor.traversal import StridedOffsets
+
+#: Random cases per kernel check: each launch is a subprocess of the emulator (about 30 ms).
+KERNEL_CASES = 16
+
+#: The thread order the checks run the emulator's threads in (a kernel must not depend on it).
+SHUFFLE_SEED = 5
+
+
+def _launch(source: str, name: str, buffers: list[Any], grid: int) -> None:
+    from llmfs.tensor.backends.metal import emulator_available, run_kernel
+
+    if emulator_available():
+        run_kernel(source, name, buffers, grid, backend="metal-emulator", shuffle=SHUFFLE_SEED)
+    else:
+        run_kernel(source, name, buffers, grid, backend="metal")
+
+
+def _floats(values: np.ndarray) -> list[Any]:
+    return [to_json(float(v)) for v in values.tolist()]
+
+
+def _values(rng: random.Random, count: int) -> list[float]:
+    # Quarters are exact in float32, so a result is compared exactly.
+    return [rng.randint(-16, 16) / 4 for _ in range(count)]
+
+
+def _extra_threads(rng: random.Random) -> int:
+    return rng.choice((0, 0, 1, 2, 3, 7))
+
+
+# --------------------------------------------------------------------------------------------
+# relu: buffers 0 x, 1 out, 2 count
+# --------------------------------------------------------------------------------------------
+
+
+def _relu_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    cases: list[tuple[Any, ...]] = [([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0], 8)]
+    while len(cases) < n:
+        count = rng.randint(1, 12)
+        cases.append((_values(rng, count), count + _extra_threads(rng)))
+    return cases[:n]
+
+
+def _relu_reference(values: list[float], grid: int) -> list[Any]:
+    return _floats(np.maximum(np.array(values, dtype=np.float32), np.float32(0)))
+
+
+def _run_relu(source: str, values: list[float], grid: int) -> list[Any]:
+    x = np.array(values, dtype=np.float32)
+    out = np.full(len(values), np.nan, dtype=np.float32)
+    _launch(source, "relu", [x, out, np.uint32(len(values))], grid)
+    return _floats(out)
+
+
+# --------------------------------------------------------------------------------------------
+# view_offset(linear_index, descriptor): the kernels' helper, in Python
+# --------------------------------------------------------------------------------------------
+
+
+def descriptor_of(shape: Sequence[int], strides: Sequence[int], base_offset: int) -> list[int]:
+    """The descriptor a kernel reads a view through: ``[rank, base_offset, *shape, *strides]``
+    (the library's :func:`~llmfs.tensor.backends.metal.ops.view_descriptor`, as a list)."""
+    from llmfs.tensor.backends.metal.ops import view_descriptor
+
+    layout_ = Layout(tuple(shape), tuple(strides), base_offset)
+    return [int(v) for v in view_descriptor(layout_).tolist()]
+
+
+def _view_offset_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    cases: list[tuple[Any, ...]] = [(3, [2, 1, 2, 2, 3, 1]), (0, [0, 4])]
+    while len(cases) < n:
+        shape, strides, base, _ = _view_layout(rng, negative=True)
+        if rng.random() < 0.25 and shape:
+            strides[rng.randrange(len(shape))] = 0  # a broadcast axis
+        count = layout.element_count(shape)
+        cases.append((rng.randrange(count), descriptor_of(shape, strides, base)))
+    return cases[:n]
+
+
+def _view_offset_reference(linear_index: int, descriptor: list[int]) -> int:
+    rank, base = descriptor[0], descriptor[1]
+    shape = descriptor[2 : 2 + rank]
+    strides = descriptor[2 + rank : 2 + 2 * rank]
+    bounds = layout.offset_bounds(shape, strides, base)
+    high = bounds[1] if bounds is not None else base
+    walk = StridedOffsets(Layout(tuple(shape), tuple(strides), base), high + 1)
+    for position, offset in enumerate(walk):
+        if position == linear_index:
+            return int(offset)
+    raise IndexError(f"linear index {linear_index} is outside the view")
+
+
+# --------------------------------------------------------------------------------------------
+# scale: buffers 0 src, 1 out, 2 view descriptor, 3 count, 4 alpha
+# --------------------------------------------------------------------------------------------
+
+
+def _scale_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    fixture = [10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
+    cases: list[tuple[Any, ...]] = [(fixture, [2, 2], [3, 1], 1, 2.0, 4)]
+    while len(cases) < n:
+        shape, strides, base, owner_len = _view_layout(rng, negative=True)
+        count = layout.element_count(shape)
+        alpha = rng.choice((-2.0, -1.0, 0.5, 2.0, 3.0, 0.25))
+        cases.append(
+            (_values(rng, owner_len), shape, strides, base, alpha, count + _extra_threads(rng))
+        )
+    return cases[:n]
+
+
+def _strided(storage: list[float], shape: list[int], strides: list[int], base: int) -> np.ndarray:
+    array = np.array(storage, dtype=np.float32)
+    return np.array(
+        [
+            array[o]
+            for o in StridedOffsets(Layout(tuple(shape), tuple(strides), base), len(storage))
+        ],
+        dtype=np.float32,
+    )
+
+
+def _scale_reference(
+    storage: list[float], shape: list[int], strides: list[int], base: int, alpha: float, grid: int
+) -> list[Any]:
+    return _floats(np.float32(alpha) * _strided(storage, shape, strides, base))
+
+
+def _run_scale(
+    source: str,
+    storage: list[float],
+    shape: list[int],
+    strides: list[int],
+    base: int,
+    alpha: float,
+    grid: int,
+) -> list[Any]:
+    count = layout.element_count(shape)
+    src = np.array(storage, dtype=np.float32)
+    out = np.full(count, np.nan, dtype=np.float32)
+    view = np.array(descriptor_of(shape, strides, base), dtype=np.int32)
+    _launch(source, "scale", [src, out, view, np.uint32(count), np.float32(alpha)], grid)
+    return _floats(out)
+
+
+# --------------------------------------------------------------------------------------------
+# add with broadcasting: buffers 0 a, 1 b, 2 out, 3 view_a, 4 view_b, 5 count
+# --------------------------------------------------------------------------------------------
+
+
+def _broadcast_pair(rng: random.Random) -> tuple[list[int], list[int]]:
+    shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 3))]
+    a = [size if rng.random() < 0.7 else 1 for size in shape]
+    b = [size if rng.random() < 0.5 else 1 for size in shape]
+    b = b[rng.randint(0, len(b) - 1) :] if rng.random() < 0.5 else b  # fewer axes: right-aligned
+    if rng.random() < 0.5:
+        a, b = b, a
+    return a, b
+
+
+def _add_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    cases: list[tuple[Any, ...]] = [
+        ([10.0, 11.0, 12.0, 20.0, 21.0, 22.0], [2, 3], [1.0, 2.0, 3.0], [3], 6)
+    ]
+    while len(cases) < n:
+        a_shape, b_shape = _broadcast_pair(rng)
+        count = layout.element_count(layout.broadcast_shapes(a_shape, b_shape))
+        cases.append(
+            (
+                _values(rng, layout.element_count(a_shape)),
+                a_shape,
+                _values(rng, layout.element_count(b_shape)),
+                b_shape,
+                count + _extra_threads(rng),
+            )
+        )
+    return cases[:n]
+
+
+def broadcast_descriptors(
+    a_shape: Sequence[int], b_shape: Sequence[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """The result shape and the two descriptors the add kernel reads row-major operands of
+    ``a_shape`` and ``b_shape`` through (a broadcast axis has stride 0). Raises
+    :class:`~llmfs.tensor.BroadcastError` when the shapes do not broadcast."""
+    shape = layout.broadcast_shapes(a_shape, b_shape)
+    views = []
+    for own in (a_shape, b_shape):
+        _, strides = layout.broadcast_layout(own, layout.row_major_strides(tuple(own)), shape)
+        views.append(descriptor_of(shape, strides, 0))
+    return list(shape), views[0], views[1]
+
+
+def _add_reference(
+    a: list[float], a_shape: list[int], b: list[float], b_shape: list[int], grid: int
+) -> list[Any]:
+    left = np.array(a, dtype=np.float32).reshape(a_shape)
+    right = np.array(b, dtype=np.float32).reshape(b_shape)
+    return _floats((left + right).reshape(-1))
+
+
+def _run_add(
+    source: str, a: list[float], a_shape: list[int], b: list[float], b_shape: list[int], grid: int
+) -> list[Any]:
+    shape, view_a, view_b = broadcast_descriptors(a_shape, b_shape)
+    count = layout.element_count(shape)
+    out = np.full(count, np.nan, dtype=np.float32)
+    buffers = [
+        np.array(a, dtype=np.float32),
+        np.array(b, dtype=np.float32),
+        out,
+        np.array(view_a, dtype=np.int32),
+        np.array(view_b, dtype=np.int32),
+        np.uint32(count),
+    ]
+    _launch(source, "add", buffers, grid)
+    return _floats(out)
+
+
+def _spec(
+    exercise_id: str, function: str, make: Any, reference: Any, parameters: str, **kw: Any
+) -> ImplementSpec:
+    return ImplementSpec(
+        exercise_id, function, make, reference, parameters=tuple(parameters.split()), **kw
+    )
+
+
+#: Chapter 5's exercise ids -> their specifications (also added to :data:`SPECS`).
+KERNEL_SPECS: dict[str, ImplementSpec] = {
+    spec.exercise_id: spec
+    for spec in (
+        _spec(
+            "ch05.relu",
+            "relu_kernel",
+            _relu_cases,
+            _relu_reference,
+            "values grid",
+            cases=KERNEL_CASES,
+            kernel=_run_relu,
+        ),
+        _spec(
+            "ch05.view_offset",
+            "view_offset",
+            _view_offset_cases,
+            _view_offset_reference,
+            "linear_index descriptor",
+        ),
+        _spec(
+            "ch05.scale",
+            "scale_kernel",
+            _scale_cases,
+            _scale_reference,
+            "storage shape strides base_offset alpha grid",
+            cases=KERNEL_CASES,
+            kernel=_run_scale,
+        ),
+        _spec(
+            "ch05.broadcast_add",
+            "add_kernel",
+            _add_cases,
+            _add_reference,
+            "a a_shape b b_shape grid",
+            cases=KERNEL_CASES,
+            kernel=_run_add,
+        ),
+    )
+}
+SPECS.update(KERNEL_SPECS)
+
+
+def _checker(exercise_id: str, doc: str) -> Callable[..., CheckReport]:
+    spec = SPECS[exercise_id]
+
+    def check(
+        fn: Any, *, seed: int | None = None, cases: int | None = None, record_attempt: bool = True
+    ) -> CheckReport:
+        return run_spec(spec, fn, seed=seed, cases=cases, record_attempt=record_attempt)
+
+    check.__name__ = f"check_{spec.function}"
+    check.__qualname__ = check.__name__
+    check.__doc__ = doc + (
+        f"\n\n``seed`` (default {spec.visible_seed}, the notebook's) and ``cases`` (default "
+        f"{spec.cases}) choose the random cases; the report shows the smallest failing case first."
+    )
+    return check
+
+
+check_relu_kernel = _checker(
+    "ch05.relu",
+    "Checks ``relu_kernel() -> MSL``: kernel ``relu`` (buffers 0 x, 1 out, 2 count, all float "
+    "but the uint count) writes ``max(x, 0)``, launched with up to 7 threads more than values.",
+)
+check_view_offset = _checker(
+    "ch05.view_offset",
+    "Checks ``view_offset(linear_index, descriptor) -> offset``: the storage offset of the value "
+    "at row-major position ``linear_index`` of the view ``[rank, base, *shape, *strides]``.",
+)
+check_scale_kernel = _checker(
+    "ch05.scale",
+    "Checks ``scale_kernel() -> MSL``: kernel ``scale`` (buffers 0 src, 1 out, 2 view "
+    "descriptor, 3 count, 4 alpha) writes ``alpha * value`` of a strided view in row-major "
+    "order, launched with up to 7 threads more than values.",
+)
+check_add_kernel = _checker(
+    "ch05.broadcast_add",
+    "Checks ``add_kernel() -> MSL``: kernel ``add`` (buffers 0 a, 1 b, 2 out, 3 view_a, "
+    "4 view_b, 5 count) writes ``a + b`` with both operands read through descriptors of the "
+    "result's shape (stride 0 on a broadcast axis).",
+)
+
+__all__ = [
+    "KERNEL_CASES",
+    "KERNEL_SPECS",
+    "SHUFFLE_SEED",
+    "broadcast_descriptors",
+    "check_add_kernel",
+    "check_relu_kernel",
+    "check_scale_kernel",
+    "check_view_offset",
+    "descriptor_of",
+]

@@ -1,0 +1,250 @@
+"""The checks of chapter 5's kernel exercises: a learner's MSL runs on random cases through
+``run_kernel`` and is compared with NumPy; a missing guard, a wrong op, a kernel that ignores the
+descriptor and a kernel that hard-codes the visible answers all fail, without a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from llmfs.course.exercise_checks import (
+    CHECKS,
+    SPECS,
+    check_add_kernel,
+    check_relu_kernel,
+    check_scale_kernel,
+    check_view_offset,
+    run_spec,
+)
+from llmfs.course.exercise_checks.kernels import broadcast_descriptors, descriptor_of
+from llmfs.course.exercise_checks.spec import draw_cases, expected_outcome, outcome_of
+from llmfs.tensor import BroadcastError, Tensor
+from llmfs.tensor.backends.metal import emulator_available, is_available
+
+needs_kernels = pytest.mark.skipif(
+    not (emulator_available() or is_available()),
+    reason="kernel checks need the Metal emulator's C++ compiler or a Metal device",
+)
+
+HEADER = "#include <metal_stdlib>\nusing namespace metal;\n"
+
+VIEW_OFFSET = """
+inline int view_offset(constant int* view, uint linear) {
+    int rank = view[0];
+    int offset = view[1];
+    int rest = int(linear);
+    for (int axis = rank - 1; axis >= 0; --axis) {
+        offset += (rest % view[2 + axis]) * view[2 + rank + axis];
+        rest /= view[2 + axis];
+    }
+    return offset;
+}
+"""
+
+SIGNATURES = {
+    "ch05.relu": (
+        "relu",
+        "device const float* x [[buffer(0)]], device float* out [[buffer(1)]], "
+        "constant uint& count [[buffer(2)]]",
+    ),
+    "ch05.scale": (
+        "scale",
+        "device const float* x [[buffer(0)]], device float* out [[buffer(1)]], "
+        "constant int* view [[buffer(2)]], constant uint& count [[buffer(3)]], "
+        "constant float& alpha [[buffer(4)]]",
+    ),
+    "ch05.broadcast_add": (
+        "add",
+        "device const float* x [[buffer(0)]], device const float* b [[buffer(1)]], "
+        "device float* out [[buffer(2)]], constant int* view_a [[buffer(3)]], "
+        "constant int* view_b [[buffer(4)]], constant uint& count [[buffer(5)]]",
+    ),
+}
+
+
+def kernel(exercise_id: str, body: str, helpers: str = "") -> str:
+    name, parameters = SIGNATURES[exercise_id]
+    return (
+        f"{HEADER}{helpers}\nkernel void {name}({parameters}, "
+        f"uint gid [[thread_position_in_grid]]) {{\n{body}\n}}\n"
+    )
+
+
+GUARD = "    if (gid >= count) { return; }\n"
+RELU = kernel("ch05.relu", GUARD + "    out[gid] = x[gid] > 0.0f ? x[gid] : 0.0f;")
+SCALE = kernel(
+    "ch05.scale", GUARD + "    out[gid] = alpha * x[view_offset(view, gid)];", VIEW_OFFSET
+)
+ADD = kernel(
+    "ch05.broadcast_add",
+    GUARD + "    out[gid] = x[view_offset(view_a, gid)] + b[view_offset(view_b, gid)];",
+    VIEW_OFFSET,
+)
+
+
+def view_offset(linear_index: int, descriptor: list[int]) -> int:
+    rank, offset = descriptor[0], descriptor[1]
+    rest = linear_index
+    for axis in reversed(range(rank)):
+        offset += (rest % descriptor[2 + axis]) * descriptor[2 + rank + axis]
+        rest //= descriptor[2 + axis]
+    return offset
+
+
+@pytest.fixture(autouse=True)
+def attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    log = tmp_path / "attempts.jsonl"
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(log))
+    return log
+
+
+def test_the_four_exercises_have_specs_and_checks() -> None:
+    for exercise_id in ("ch05.relu", "ch05.view_offset", "ch05.scale", "ch05.broadcast_add"):
+        assert exercise_id in SPECS and exercise_id in CHECKS
+    assert CHECKS["ch05.relu"] is check_relu_kernel
+    assert SPECS["ch05.view_offset"].kernel is None
+    assert all(SPECS[i].kernel is not None for i in SIGNATURES)
+
+
+def test_every_case_is_plain_json_and_launches_extra_threads_now_and_then() -> None:
+    for exercise_id in SIGNATURES:
+        spec = SPECS[exercise_id]
+        for seed in (0, 1):
+            cases = draw_cases(spec, seed)
+            assert json.loads(json.dumps(cases)) == [list(c) for c in cases]
+            counts = [len(expected_outcome(spec, case)["value"]) for case in cases]
+            extra = [case for case, count in zip(cases, counts) if case[-1] > count]
+            assert extra, f"{exercise_id} seed {seed} never launches more threads than values"
+
+
+def test_the_descriptor_is_the_librarys() -> None:
+    base = Tensor.from_vec([2, 3], [10, 11, 12, 20, 21, 22], dtype="float32")
+    sliced = base.view().slice(1, 1, 3)
+    assert descriptor_of(sliced.shape, sliced.strides, sliced.base_offset) == [2, 1, 2, 2, 3, 1]
+    assert broadcast_descriptors([2, 3], [3]) == ([2, 3], [2, 0, 2, 3, 3, 1], [2, 0, 2, 3, 0, 1])
+    with pytest.raises(BroadcastError):
+        broadcast_descriptors([2, 3], [2])
+
+
+def test_view_offset_right_passes_and_ignoring_a_stride_fails() -> None:
+    assert check_view_offset(view_offset, record_attempt=False).passed
+    assert check_view_offset(view_offset, seed=3, record_attempt=False).passed
+
+    def row_major(linear_index: int, descriptor: list[int]) -> int:
+        return descriptor[1] + linear_index  # reads every view as if it were contiguous
+
+    report = check_view_offset(row_major, record_attempt=False)
+    assert report.status == "failed"
+    assert "view_offset(" in repr(report)
+
+
+@needs_kernels
+def test_right_kernels_pass_as_a_function_or_as_the_source_text(attempts: Path) -> None:
+    assert check_relu_kernel(lambda: RELU).passed
+    assert check_relu_kernel(RELU, seed=4, record_attempt=False).passed
+    assert check_scale_kernel(lambda: SCALE, record_attempt=False).passed
+    assert check_add_kernel(lambda: ADD, record_attempt=False).passed
+    assert attempts.read_text(encoding="utf-8").count("ch05.relu") == 1
+
+
+@needs_kernels
+def test_a_stub_is_not_implemented() -> None:
+    def stub() -> str:
+        raise NotImplementedError
+
+    for check in (check_relu_kernel, check_scale_kernel, check_add_kernel):
+        report = check(stub, record_attempt=False)
+        assert report.status == "not implemented"
+    assert check_relu_kernel(None, record_attempt=False).status == "not implemented"
+
+
+@needs_kernels
+def test_a_missing_guard_is_a_memory_error_not_a_crash() -> None:
+    unguarded = RELU.replace(GUARD, "")
+    report = check_relu_kernel(unguarded, record_attempt=False)
+    assert report.status == "failed"
+    assert "raises KernelMemoryError" in repr(report)
+    # Cases launched with exactly one thread per value still pass: only the strays fail.
+    spec = SPECS["ch05.relu"]
+    exact = next(c for c in draw_cases(spec) if c[-1] == len(c[0]))
+    assert outcome_of(unguarded, exact, spec) == expected_outcome(spec, exact)
+
+
+@needs_kernels
+def test_wrong_kernels_fail_with_the_reason() -> None:
+    ignores_view = kernel("ch05.scale", GUARD + "    out[gid] = alpha * x[gid];")
+    assert check_scale_kernel(ignores_view, record_attempt=False).status == "failed"
+    no_broadcast = kernel("ch05.broadcast_add", GUARD + "    out[gid] = x[gid] + b[gid];")
+    report = check_add_kernel(no_broadcast, record_attempt=False)
+    assert report.status == "failed"
+    clamps = kernel("ch05.relu", GUARD + "    out[gid] = x[gid] > 1.0f ? x[gid] : 0.0f;")
+    assert check_relu_kernel(clamps, record_attempt=False).status == "failed"
+    broken = "#include <metal_stdlib>\nkernel void relu(device float* x [[buffer(0)]]) { oops }\n"
+    report = check_relu_kernel(broken, record_attempt=False)
+    assert report.status == "failed"
+    assert "raises KernelCompileError" in repr(report) or "raises KernelLintError" in repr(report)
+    misnamed = RELU.replace("kernel void relu(", "kernel void my_relu(")
+    assert "raises KernelNotFoundError" in repr(check_relu_kernel(misnamed, record_attempt=False))
+
+
+def _table_kernel(exercise_id: str) -> str:
+    """A kernel that hard-codes the visible answers: it recognises a visible case by its count
+    and first stored value and writes that case's expected values."""
+    spec = SPECS[exercise_id]
+    branches = []
+    for case in draw_cases(spec):
+        values = expected_outcome(spec, case)["value"]
+        first = case[0][0]
+        writes = " ".join(
+            f"if (gid == {k}u) out[{k}] = {float(v)!r}f;" for k, v in enumerate(values)
+        )
+        test = f"count == {len(values)}u && x[0] == {float(first)!r}f"
+        branches.append(f"    if ({test}) {{ {writes} }}")
+    return kernel(exercise_id, GUARD + "\n".join(branches))
+
+
+@needs_kernels
+@pytest.mark.parametrize("exercise_id", sorted(SIGNATURES))
+def test_a_kernel_hard_coding_the_visible_answers_fails_the_graders_seeds(
+    exercise_id: str,
+) -> None:
+    spec = SPECS[exercise_id]
+    table = _table_kernel(exercise_id)
+    assert run_spec(spec, table, record_attempt=False).status in ("passed", "failed")
+    for seed in (1, 2):
+        assert not run_spec(spec, table, seed=seed, record_attempt=False).passed
+
+
+@needs_kernels
+def test_the_graders_worker_compiles_a_kernel_before_timing_its_cases(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    source = f"def relu_kernel():\n    return {RELU!r}\n"
+    cases = [list(case) for case in draw_cases(SPECS["ch05.relu"], 7, 3)]
+    job = {
+        "tasks": [
+            {"exercise": "ch05.relu", "source": source, "function": "relu_kernel", "cases": cases}
+        ],
+        "memory_mb": 2048,
+        "cpu_seconds": 60,
+        "file_mb": 64,
+        "case_timeout": 1.0,  # less than a cold compile takes
+        "workdir": str(tmp_path),
+    }
+    env = {**os.environ, "LLMFS_CACHE_DIR": str(tmp_path / "cold-cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "llmfs.course.grading.worker"],
+        input=json.dumps(job),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    (line,) = result.stdout.splitlines()
+    outcomes = json.loads(line)["outcomes"]
+    spec = SPECS["ch05.relu"]
+    assert outcomes == [expected_outcome(spec, tuple(case)) for case in cases]
