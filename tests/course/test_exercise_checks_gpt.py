@@ -10,9 +10,9 @@ from llmfs.course.exercise_checks import (
     CHECKS,
     SPECS,
     check_block,
-    check_causal_self_attention,
     check_gelu,
     check_generate,
+    check_gpt_attention,
     check_gpt_forward,
     check_layer_norm,
     check_mlp,
@@ -39,7 +39,7 @@ def test_the_librarys_layers_pass_every_check() -> None:
     reports = [
         check_layer_norm(tm.layer_norm, record_attempt=False),
         check_gelu(tm.gelu, record_attempt=False),
-        check_causal_self_attention(tm.attention, record_attempt=False),
+        check_gpt_attention(tm.attention, record_attempt=False),
         check_mlp(tm.mlp, record_attempt=False),
         check_block(tm.block, record_attempt=False),
         check_gpt_forward(tm.forward, seed=5, record_attempt=False),
@@ -74,7 +74,7 @@ def test_attention_without_the_causal_mask_is_caught() -> None:
         merged = heads.permute([0, 2, 1, 3]).materialize().merge(2, 3)
         return merged @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
 
-    assert check_causal_self_attention(unmasked, record_attempt=False).status == "failed"
+    assert check_gpt_attention(unmasked, record_attempt=False).status == "failed"
 
 
 def test_hard_coded_and_wrongly_shaped_answers_fail() -> None:

@@ -32,12 +32,10 @@ from llmfs.course.exercise_checks.gpt import (
     check_block,
     check_gelu,
     check_generate,
+    check_gpt_attention,
     check_gpt_forward,
     check_layer_norm,
     check_mlp,
-)
-from llmfs.course.exercise_checks.gpt import (
-    check_causal_self_attention as check_gpt_attention,
 )
 from llmfs.course.exercise_checks.kernels import (
     check_add_kernel,

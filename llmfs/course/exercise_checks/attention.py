@@ -28,6 +28,7 @@ import numpy as np
 from llmfs.course.exercise_checks.report import CheckReport
 from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec, to_json
 from llmfs.tensor import Tensor, TensorView
+from llmfs.tensor.view import ViewMethods
 
 #: The largest difference from the NumPy reference that still counts as equal (float64).
 TOLERANCE = 1e-9
@@ -52,28 +53,28 @@ def counting_copies() -> Iterator[CopyCount]:
         count.copies  # 1
 
     Every owner is initialised by ``Tensor._init`` and every copy goes through
-    ``TensorView.materialize``; both are wrapped for the block and restored after it, even when
-    the block raises. Blocks may nest (each counts its own).
+    ``materialize`` (one method shared by tensors and views); both are wrapped for the block and
+    restored after it, even when the block raises. Blocks may nest (each counts its own).
     """
     count = CopyCount()
     original_init = Tensor._init
-    original_materialize = TensorView.materialize
+    original_materialize = ViewMethods.materialize
 
     def init(self: Tensor, *args: Any) -> None:
         count.new_owners += 1
         original_init(self, *args)
 
-    def materialize(self: TensorView) -> Tensor:
+    def materialize(self: ViewMethods) -> Tensor:
         count.copies += 1
         return original_materialize(self)
 
     Tensor._init = init  # type: ignore[method-assign,assignment]
-    TensorView.materialize = materialize  # type: ignore[method-assign]
+    ViewMethods.materialize = materialize  # type: ignore[method-assign]
     try:
         yield count
     finally:
         Tensor._init = original_init  # type: ignore[method-assign]
-        TensorView.materialize = original_materialize  # type: ignore[method-assign]
+        ViewMethods.materialize = original_materialize  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ def attention_numpy(qkv: np.ndarray, heads: int) -> np.ndarray:
     """Causal multi-head self-attention of a packed ``[B, T, 3C]`` array in plain NumPy (the
     heads merged back, before the output projection), with the capstone reference's
     ``softmax`` and ``causal_mask``."""
+    # The capstone's NumPy reference is loaded only when an attention case is checked.
     from llmfs.gpt.reference import causal_mask, softmax
 
     b, t, width = qkv.shape

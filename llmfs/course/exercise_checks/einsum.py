@@ -133,6 +133,7 @@ def check_naive_einsum(
     and outputs) over random non-contiguous layouts; ``ValueError`` for a shared label of unequal
     sizes. ``seed`` (default 0, the notebook's) and ``cases`` (default 200) choose the cases; the
     report shows the smallest failing case first."""
+    # spec.py imports this module's cases and answer key, so it is imported at use (no cycle).
     from llmfs.course.exercise_checks.spec import SPECS, run_spec
 
     return run_spec(

@@ -334,7 +334,7 @@ check_layer_norm = _checker(
 check_gelu = _checker(
     "ch08.gelu", "Checks ``gelu(x) -> Tensor`` (tanh form) against the NumPy reference, to 1e-9."
 )
-check_causal_self_attention = _checker(
+check_gpt_attention = _checker(
     "ch08.attention",
     "Checks ``causal_self_attention(x, w, prefix, config) -> Tensor`` on random ``[B, T, C]`` "
     "inputs and random weights against the NumPy reference, to 1e-9.",
@@ -362,7 +362,7 @@ check_generate = _checker(
 GPT_CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch08.layer_norm": check_layer_norm,
     "ch08.gelu": check_gelu,
-    "ch08.attention": check_causal_self_attention,
+    "ch08.attention": check_gpt_attention,
     "ch08.mlp": check_mlp,
     "ch08.block": check_block,
     "ch08.forward": check_gpt_forward,
@@ -376,9 +376,9 @@ __all__ = [
     "GPT_SPECS",
     "TOLERANCE",
     "check_block",
-    "check_causal_self_attention",
     "check_gelu",
     "check_generate",
+    "check_gpt_attention",
     "check_gpt_forward",
     "check_layer_norm",
     "check_mlp",

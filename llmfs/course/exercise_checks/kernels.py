@@ -44,6 +44,7 @@ SHUFFLE_SEED = 5
 
 
 def _launch(source: str, name: str, buffers: list[Any], grid: int) -> None:
+    # The Metal backend probes for a compiler when loaded: only kernel checks pay for it.
     from llmfs.tensor.backends.metal import emulator_available, run_kernel
 
     if emulator_available():
@@ -97,6 +98,7 @@ def _run_relu(source: str, values: list[float], grid: int) -> list[Any]:
 def descriptor_of(shape: Sequence[int], strides: Sequence[int], base_offset: int) -> list[int]:
     """The descriptor a kernel reads a view through: ``[rank, base_offset, *shape, *strides]``
     (the library's :func:`~llmfs.tensor.backends.metal.ops.view_descriptor`, as a list)."""
+    # As above: the Metal backend is loaded only when a kernel exercise is checked.
     from llmfs.tensor.backends.metal.ops import view_descriptor
 
     layout_ = Layout(tuple(shape), tuple(strides), base_offset)
