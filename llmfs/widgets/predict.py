@@ -1575,6 +1575,40 @@ def render_comparison_html(comparison: Comparison) -> str:
     return wrap("llmfs-comparison", "".join(parts))
 
 
+def exercise_finished(exercise_id: str) -> bool:
+    """True when the predict exercise ``exercise_id`` is finished in the current attempts log:
+    every field was right in some attempt or its answer was shown. Raises :class:`CourseError`
+    for an unknown exercise or a malformed log."""
+
+    state = exercise_state(exercise_id)
+    if state.last is not None and state.last.finished:
+        return True
+    fields = set(predict_exercise(exercise_id).fields)
+    done = set(state.revealed)
+    for attempt in load_attempts(attempts_path()):
+        if attempt.exercise == exercise_id:
+            done.update(name for name, right in attempt.fields.items() if right)
+            done.update(attempt.revealed)
+    return fields <= done
+
+
+def after(*exercise_ids: str) -> bool:
+    """Guards a cell that shows results: ``if after("ch02.q2"): print(...)``.
+
+    True once every named predict exercise is finished (every field right, or its answer
+    shown); otherwise prints one line saying which exercise to finish first and returns False,
+    so running an unanswered notebook top to bottom shows no answer before its prediction.
+    Raises :class:`CourseError` for an unknown exercise."""
+    waiting = [exercise_id for exercise_id in exercise_ids if not exercise_finished(exercise_id)]
+    if waiting:
+        print(
+            f"This output shows the answer to {', '.join(waiting)}: it appears once "
+            f"{'that exercise is' if len(waiting) == 1 else 'those exercises are'} finished "
+            "(every field right, or its answer shown). Run the check, then this cell."
+        )
+    return not waiting
+
+
 __all__ = [
     "FIELDS",
     "HINTS",
@@ -1592,11 +1626,13 @@ __all__ = [
     "PredictionError",
     "UnreadableEntry",
     "Verdict",
+    "after",
     "attempt",
     "check",
     "compare",
     "diagnose",
     "display",
+    "exercise_finished",
     "exercise_state",
     "field_name",
     "hint",

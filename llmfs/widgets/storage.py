@@ -35,12 +35,11 @@ import anywidget
 import traitlets
 
 from llmfs.course import CourseError
-from llmfs.course.attempts import attempts_path, load_attempts
 from llmfs.tensor import Tensor, TensorView
 from llmfs.widgets.diagram import Diagram, ItemLike, build, diagram, render_diagram_text
 from llmfs.widgets.html import wrap
 from llmfs.widgets.model import format_number
-from llmfs.widgets.predict import exercise_state, predict_exercise
+from llmfs.widgets.predict import exercise_finished, exercise_state
 from llmfs.widgets.style import STYLESHEET
 from llmfs.widgets.svg import render_diagram_html, render_diagram_svg
 
@@ -369,23 +368,6 @@ class StorageDiagram(anywidget.AnyWidget):
             else render_diagram_html(self.diagram)
         )
         return (data, metadata) if metadata is not None else data
-
-
-def exercise_finished(exercise_id: str) -> bool:
-    """True when the predict exercise ``exercise_id`` is finished in the current attempts log:
-    every field was right in some attempt or its answer was shown. Raises :class:`CourseError`
-    for an unknown exercise or a malformed log."""
-
-    state = exercise_state(exercise_id)
-    if state.last is not None and state.last.finished:
-        return True
-    fields = set(predict_exercise(exercise_id).fields)
-    done = set(state.revealed)
-    for attempt in load_attempts(attempts_path()):
-        if attempt.exercise == exercise_id:
-            done.update(name for name, right in attempt.fields.items() if right)
-            done.update(attempt.revealed)
-    return fields <= done
 
 
 def status_text(diagram_: Diagram, key: str) -> str:

@@ -143,7 +143,9 @@ def test_the_reference_is_the_library_einsum() -> None:
 def test_right_code_passes_and_the_solution_passes_on_other_seeds() -> None:
     assert check_naive_einsum(naive, record_attempt=False).passed
     for seed in (7, 8):
-        assert run_spec(SPEC, SOLUTIONS["ch06.naive_einsum"], seed=seed, record_attempt=False).passed
+        assert run_spec(
+            SPEC, SOLUTIONS["ch06.naive_einsum"], seed=seed, record_attempt=False
+        ).passed
 
 
 @pytest.mark.parametrize(

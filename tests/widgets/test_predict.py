@@ -12,6 +12,7 @@ from llmfs.course import CourseError
 from llmfs.widgets import (
     Prediction,
     PredictionError,
+    after,
     check,
     compare,
     hint,
@@ -481,3 +482,23 @@ def test_a_plain_answer_may_be_a_bare_name_but_other_text_must_be_a_literal() ->
     assert _plain("yes") is True
     with pytest.raises(UnreadableEntry, match="could not read"):
         _plain("six and seven")
+
+
+def test_after_holds_back_a_cells_output_until_its_exercise_is_finished(
+    attempts_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scope = {"base": seed_fixture()}
+    assert after("ch02.q1") is False
+    assert capsys.readouterr().out == (
+        "This output shows the answer to ch02.q1: it appears once that exercise is finished "
+        "(every field right, or its answer shown). Run the check, then this cell.\n"
+    )
+    check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **WRONG), scope)
+    assert after("ch02.q1") is False  # a wrong attempt does not finish it
+    capsys.readouterr()
+    check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", shape=[3, 2]), scope, reveal=True)
+    assert after("ch02.q1") is True and capsys.readouterr().out == ""
+    assert after("ch02.q1", "ch02.q2") is False  # every named exercise must be finished
+    assert "ch02.q2: it appears once that exercise is" in capsys.readouterr().out
+    with pytest.raises(CourseError):
+        after("ch99.nope")
