@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,6 +134,12 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+#: ``--jobs`` grades submissions in threads, and CPython 3.11's parser is not safe to run in two
+#: threads at once (it can fail with "AST constructor recursion depth mismatch"), so every parse
+#: here takes this lock.
+_PARSE_LOCK = threading.Lock()
+
+
 class NotPython(Exception):
     """A cell's source that Python cannot parse; the message says where and why."""
 
@@ -141,7 +148,8 @@ def parse_source(source: str) -> ast.Module:
     """The cell's source parsed by Python; :class:`NotPython` (with the line) when it cannot be:
     a syntax error, a null byte, or nesting too deep for the parser."""
     try:
-        return ast.parse(source)
+        with _PARSE_LOCK:
+            return ast.parse(source)
     except SyntaxError as error:
         where = f"line {error.lineno}: " if error.lineno else ""
         raise NotPython(f"{where}{error.msg}") from None
