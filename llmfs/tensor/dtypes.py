@@ -29,8 +29,26 @@ SUPPORTED_DTYPES: tuple[str, ...] = ("bool", *INTEGER_DTYPES, *FLOAT_DTYPES)
 DEFAULT_DTYPE = "float64"
 
 
+#: Spellings already resolved (``np.float32``, ``"float32"``, a dtype object...): every op
+#: resolves its dtypes, and NumPy's ``dtype.name`` is slow Python, so each is worked out once.
+_RESOLVED: dict[object, np.dtype] = {}
+
+
 def resolve_dtype(dtype: object, *, where: str = "llmfs.tensor") -> np.dtype:
     """Returns the NumPy dtype for a supported spelling; raises :class:`DTypeError` otherwise."""
+    try:
+        return _RESOLVED[dtype]
+    except (KeyError, TypeError):  # not seen yet, or unhashable (never cached)
+        pass
+    resolved = _resolve(dtype, where)
+    try:
+        _RESOLVED[dtype] = resolved
+    except TypeError:
+        pass
+    return resolved
+
+
+def _resolve(dtype: object, where: str) -> np.dtype:
     try:
         resolved = np.dtype(dtype)  # type: ignore[call-overload]
     except TypeError:
@@ -59,7 +77,18 @@ def is_bool(dtype: np.dtype) -> bool:
 def promote(*dtypes: object) -> np.dtype:
     """NumPy 2's result dtype of tensors of ``dtypes`` (Python numbers among them count as weak
     scalars, as in :func:`numpy.result_type`); always a supported storage dtype."""
-    return resolve_dtype(np.result_type(*dtypes))  # type: ignore[arg-type]
+    cached = all(isinstance(dtype, np.dtype) for dtype in dtypes)
+    if cached and dtypes in _PROMOTED:
+        return _PROMOTED[dtypes]
+    promoted = resolve_dtype(np.result_type(*dtypes))  # type: ignore[arg-type]
+    if cached:
+        _PROMOTED[dtypes] = promoted
+    return promoted
+
+
+#: Promotions of dtype objects already worked out (Python numbers are never cached: their
+#: values decide the result for integers).
+_PROMOTED: dict[tuple[object, ...], np.dtype] = {}
 
 
 def inferred_dtype(array: np.ndarray) -> np.dtype:

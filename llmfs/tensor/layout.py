@@ -24,6 +24,7 @@ Conventions
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
@@ -188,6 +189,19 @@ def row_major_strides(shape: Sequence[int]) -> Strides:
     Raises :class:`InvalidShapeError` for a size that is not an integer ``>= 0`` and
     :class:`ShapeOverflowError` when the size product (0 as 1) exceeds :data:`INDEX_MAX`.
     """
+    if type(shape) is tuple and all(type(size) is int for size in shape):
+        # Every op asks this of a few shapes: recent answers are remembered. Only exact ints
+        # are looked up, since (1.0, 2) would otherwise find the answer for (1, 2).
+        return _row_major_strides(shape)
+    return _uncached_row_major_strides(shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _row_major_strides(shape: tuple[int, ...]) -> Strides:
+    return _uncached_row_major_strides(shape)
+
+
+def _uncached_row_major_strides(shape: Sequence[int]) -> Strides:
     shape = check_sizes(shape)
     strides = [0] * len(shape)
     running = 1

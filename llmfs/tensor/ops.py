@@ -867,11 +867,11 @@ def einsum(expression: str, *operands: object, dtype: object | None = None) -> T
     label or operand.
     """
     # einsum's plans run the ops of this module, so einsum is imported on use, not at the top.
-    from llmfs.tensor.einsum import EinsumPlan
+    from llmfs.tensor.einsum.plan import plan_for
 
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    plan = EinsumPlan(expression, *operands, dtype=dtype)
+    plan = plan_for(expression, *operands, dtype=dtype)
     with allocating(element_count(plan.output_shape), plan.output_dtype):
         return plan.execute(*operands)
 

@@ -260,9 +260,19 @@ def _as_strided(storage: np.ndarray, layout: Layout, *, writeable: bool) -> np.n
     # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
     # NumPy only needs a harmless 0 there.
     byte_strides = tuple(stride * itemsize for stride in layout.zero_unused_strides().strides)
-    return np.lib.stride_tricks.as_strided(
-        storage[layout.offset :], shape=layout.shape, strides=byte_strides, writeable=writeable
+    # The ndarray constructor over the storage's buffer (NumPy's ``as_strided`` is the same
+    # thing behind several Python calls; this runs on every op). NumPy checks again that every
+    # reachable byte lies inside the buffer.
+    array = np.ndarray(
+        layout.shape,
+        dtype=storage.dtype,
+        buffer=storage,
+        offset=layout.offset * itemsize,
+        strides=byte_strides,
     )
+    if not writeable:
+        array.flags.writeable = False
+    return array
 
 
 def gather(storage: np.ndarray, layout: Layout) -> np.ndarray:

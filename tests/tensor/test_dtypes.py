@@ -27,7 +27,7 @@ from llmfs.tensor import (
     TensorError,
     use_backend,
 )
-from llmfs.tensor.dtypes import resolve_dtype
+from llmfs.tensor.dtypes import promote, resolve_dtype
 
 BACKENDS = ["numpy", "reference"]
 INTS = ["int32", "int64"]
@@ -126,6 +126,26 @@ def test_supported_dtypes_and_their_spellings() -> None:
     for bad in ("int8", "uint8", "complex64", "bfloat16"):
         with pytest.raises(DTypeError, match=r"supported: bool, int32, int64, float16"):
             resolve_dtype(bad)
+
+
+def test_remembered_spellings_and_promotions_give_the_same_answers_as_the_first_time() -> None:
+    # Each spelling is resolved once and then looked up: the second answer must equal the first,
+    # a byte-swapped spelling must still come back in the machine's order, and an unhashable or
+    # unsupported spelling must still be refused every time.
+    for spelling in ("float32", np.float32, np.dtype(">f4"), float, "int64", bool):
+        first = resolve_dtype(spelling)
+        assert resolve_dtype(spelling) == first and first.isnative
+    for _ in range(2):
+        with pytest.raises(DTypeError):
+            resolve_dtype(["float32"])
+        with pytest.raises(DTypeError):
+            resolve_dtype("int8")
+    int32, int64, f32 = np.dtype("int32"), np.dtype("int64"), np.dtype("float32")
+    for _ in range(2):
+        assert promote(int32, int64) == np.int64
+        assert promote(int32, f32) == np.float64  # NumPy 2: int32 + float32 is float64
+        assert promote(int32, 3) == np.int32  # a Python int is weak
+        assert promote(f32, 2.5) == np.float32  # so is a Python float
 
 
 # --------------------------------------------------------------------------------------------

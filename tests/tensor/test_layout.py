@@ -23,6 +23,14 @@ def test_row_major_strides_of_the_course_example() -> None:
     assert layout.row_major_strides((2, 0, 3)) == (3, 3, 1)
 
 
+def test_row_major_strides_remembered_for_a_shape_still_refuse_its_look_alikes() -> None:
+    assert layout.row_major_strides((4, 3)) == (3, 1)  # now remembered
+    for bad in ((4.0, 3), (True, 3), [4, -3]):
+        with pytest.raises(layout.InvalidShapeError):
+            layout.row_major_strides(bad)  # type: ignore[arg-type]
+    assert layout.row_major_strides([4, 3]) == (3, 1)  # a list is checked, not looked up
+
+
 def test_flat_index_of_a_coordinate() -> None:
     # [1][2][3] of a [2, 3, 4] tensor is flat index 23.
     assert layout.storage_offset((2, 3, 4), layout.row_major_strides((2, 3, 4)), 0, (1, 2, 3)) == 23

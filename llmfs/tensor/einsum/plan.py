@@ -407,4 +407,50 @@ def _merged(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
     )
 
 
-__all__ = ["EinsumPlan"]
+#: How many plans :func:`plan_for` remembers before it starts again from none.
+PLAN_CACHE_SIZE = 256
+
+_PLANS: dict[tuple[object, ...], EinsumPlan] = {}
+
+
+def plan_for(expression: str, *operands: object, dtype: object | None = None) -> EinsumPlan:
+    """The :class:`EinsumPlan` for these operands' layouts, planned once and then remembered.
+
+    A plan depends only on the expression, each operand's shape, strides and dtype (a number's
+    type for a scalar operand) and the requested dtype, so a model that calls the same few
+    contractions again and again plans each once: planning costs more than a small contraction.
+    Operands that are neither tensors nor numbers, and unhashable dtype spellings, are planned
+    afresh each time. Errors are those of :class:`EinsumPlan`.
+    """
+    key = _plan_key(expression, operands, dtype)
+    if key is None:
+        return EinsumPlan(expression, *operands, dtype=dtype)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = EinsumPlan(expression, *operands, dtype=dtype)
+        if len(_PLANS) >= PLAN_CACHE_SIZE:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def _plan_key(
+    expression: str, operands: tuple[object, ...], dtype: object | None
+) -> tuple[object, ...] | None:
+    layouts: list[object] = []
+    for operand in operands:
+        if isinstance(operand, (Tensor, TensorView)):
+            layouts.append((operand.shape, operand.strides, operand.dtype))
+        elif type(operand) in (int, float, bool):
+            layouts.append(type(operand))
+        else:
+            return None
+    key = (expression, tuple(layouts), dtype)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+__all__ = ["PLAN_CACHE_SIZE", "EinsumPlan", "plan_for"]

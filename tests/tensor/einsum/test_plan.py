@@ -7,6 +7,7 @@ import sys
 import numpy as np
 import pytest
 
+import llmfs.tensor as lt
 from llmfs.tensor import (
     DTypeError,
     EinsumPlan,
@@ -14,6 +15,7 @@ from llmfs.tensor import (
     Tensor,
     TensorDescriptor,
 )
+from llmfs.tensor.einsum import plan as plan_module
 
 from .support import rand
 
@@ -64,3 +66,29 @@ def test_a_plan_compute_type_cannot_drop_float64() -> None:
         EinsumPlan("i->i", rand(2), compute="float32")
     plan = EinsumPlan("i->i", rand(2, dtype="float32"), compute="float64")
     assert plan.compute_dtype == np.float64
+
+
+def test_einsum_plans_each_layout_once_and_remembers_the_plan() -> None:
+    a, b = rand(2, 3, 4, dtype="float32", seed=1), rand(2, 4, 5, dtype="float32", seed=2)
+    first = plan_module.plan_for("bij,bjk->bik", a, b)
+    assert plan_module.plan_for("bij,bjk->bik", a.view(), b) is first  # same layouts, same plan
+    other = rand(2, 3, 4, dtype="float32", seed=3)
+    assert plan_module.plan_for("bij,bjk->bik", other, b) is first  # the values do not matter
+    transposed = rand(2, 4, 3, dtype="float32", seed=4).view().permute(0, 2, 1)
+    assert plan_module.plan_for("bij,bjk->bik", transposed, b) is not first  # strides do
+    assert plan_module.plan_for("bij,bjk->bik", a, b, dtype="float64") is not first
+    np.testing.assert_allclose(
+        lt.einsum("bij,bjk->bik", transposed, b).to_numpy(),
+        transposed.to_numpy() @ b.to_numpy(),
+        rtol=1e-5,
+    )
+    with pytest.raises(lt.EinsumError):  # errors are raised every time, never remembered
+        plan_module.plan_for("bij,bjk->bik", a, a)
+    with pytest.raises(lt.EinsumError):
+        plan_module.plan_for("bij,bjk->bik", a, a)
+
+
+def test_the_plan_memory_is_bounded() -> None:
+    for size in range(1, plan_module.PLAN_CACHE_SIZE + 10):
+        plan_module.plan_for("i->", Tensor.zeros((size,), "float32"))
+    assert len(plan_module._PLANS) <= plan_module.PLAN_CACHE_SIZE
