@@ -67,17 +67,31 @@ class _Fields(Mapping[str, object]):
         return 0
 
 
+#: A sequence longer than this is shown by its first and last entries and its length (a rank-65
+#: shape would otherwise fill the message with 65 sizes).
+SHOWN_ENTRIES = 12
+
+
 class _Shown:
-    """A sequence in a message: ``{shape}`` shows ``[2, 3]``, ``{shape!r}`` its own repr."""
+    """A sequence in a message: ``{shape}`` shows ``[2, 3]``, ``{shape!r}`` its own repr; past
+    :data:`SHOWN_ENTRIES` entries, ``[1, 1, 1, 1, 1, 1, 1, 1, ..., 1, 1] (65 entries)``."""
 
     def __init__(self, values: Sequence[object]) -> None:
         self.values = values
 
+    def _text(self, show: Callable[[object], str]) -> str:
+        values = list(self.values)
+        if len(values) <= SHOWN_ENTRIES:
+            return "[" + ", ".join(show(v) for v in values) + "]"
+        shown = [show(v) for v in values[: SHOWN_ENTRIES - 4]] + ["..."]
+        shown += [show(v) for v in values[-2:]]
+        return "[" + ", ".join(shown) + f"] ({len(values)} entries)"
+
     def __format__(self, spec: str) -> str:
-        return format("[" + ", ".join(str(v) for v in self.values) + "]", spec)
+        return format(self._text(str), spec)
 
     def __repr__(self) -> str:
-        return repr(self.values)
+        return self._text(repr) if len(self.values) > SHOWN_ENTRIES else repr(self.values)
 
 
 def _rebuild(cls: type[TensorError], values: dict[str, object]) -> TensorError:
@@ -382,17 +396,27 @@ class SliceEndOutOfBoundsError(TensorViewError):
 
 
 class IndexOutOfBoundsError(TensorViewError, IndexError):
-    """A coordinate (or strict-slice bound) is outside ``[0, size)`` of its axis."""
+    """A coordinate (or strict-slice bound) is outside ``[0, size)`` of its axis, or an index
+    that may count from the end (``from_end``) is outside ``[-size, size)``."""
 
     condition = "index in bounds"
     template = (
         "{what} {index} is out of bounds for axis {axis} of size {size} "
         "(valid: 0 <= {what} < {size})"
     )
+    variants = (
+        (
+            "from_end",
+            "{what} {index} is out of bounds for axis {axis} of size {size} "
+            "(valid: -{size} <= {what} < {size}; a negative {what} counts from the end)",
+        ),
+    )
     axis: int
     index: int
     size: int
     what: str = "index"
+    #: True where negative values are accepted and count from the end (NumPy indexing).
+    from_end: bool = False
 
 
 class InvalidStepError(TensorViewError):

@@ -603,7 +603,7 @@ def index_layout(
                 ) from None
             size = shape[axis]
             if not -size <= index < size:
-                raise IndexOutOfBoundsError(axis, index, size)
+                raise IndexOutOfBoundsError(axis, index, size, from_end=True)
             base += (index + size if index < 0 else index) * strides[axis]
             axis += 1
     out_shape.extend(shape[axis:])

@@ -715,7 +715,7 @@ def take(x: ViewMethods, ids: ViewMethods, axis: int = 0) -> Tensor:
         values = index.numpy_view()
         outside = (values < -size) | (values >= size)
         if outside.any():
-            raise IndexOutOfBoundsError(ax, int(values[outside][0]), size, what="id")
+            raise IndexOutOfBoundsError(ax, int(values[outside][0]), size, what="id", from_end=True)
     shape = (*table.shape[:ax], *index.shape, *table.shape[ax + 1 :])
     if element_count(shape) == 0:
         return empty_result(shape, table.dtype)

@@ -146,6 +146,15 @@ def test_sequences_show_as_lists_and_keep_their_repr() -> None:
     assert str(lt.DuplicateAxisError(1, (1, 1))) == "axis 1 appears more than once in [1, 1]"
 
 
+def test_a_long_sequence_shows_its_ends_and_its_length() -> None:
+    error = raised(lambda: Tensor.zeros((1,) * 65))
+    assert str(error) == (
+        "invalid shape [1, 1, 1, 1, 1, 1, 1, 1, ..., 1, 1] (65 entries): rank 65 is above the "
+        "limit of 64 axes (NumPy's maximum)"
+    )
+    assert error.shape == [1] * 65  # the field keeps every size
+
+
 @pytest.mark.parametrize(
     ("call", "plural"),
     [
@@ -242,8 +251,17 @@ def test_index_out_of_bounds(view: lt.TensorView) -> None:
     error = raised(lambda: view.get([0, 3]))
     assert isinstance(error, lt.IndexOutOfBoundsError)
     assert str(error) == "index 3 is out of bounds for axis 1 of size 3 (valid: 0 <= index < 3)"
-    assert isinstance(raised(lambda: view[2]), lt.IndexOutOfBoundsError)
     assert isinstance(raised(lambda: view.get([-1, 0])), lt.IndexOutOfBoundsError)
+    # Indexing and take count negative indices from the end, and their message says so.
+    assert str(raised(lambda: view[-3])) == (
+        "index -3 is out of bounds for axis 0 of size 2 (valid: -2 <= index < 2; a negative "
+        "index counts from the end)"
+    )
+    ids = Tensor.from_vec([1], [2], dtype="int64")
+    assert str(raised(lambda: lt.take(view, ids, axis=0))) == (
+        "id 2 is out of bounds for axis 0 of size 2 (valid: -2 <= id < 2; a negative id counts "
+        "from the end)"
+    )
 
 
 def test_stale_view() -> None:
