@@ -495,12 +495,12 @@ def is_number(value: Any) -> bool:
 @dataclass
 class Needle:
     """The telling ways one answer shows in printed text: ``text``, its canonical rendering
-    (see :func:`canonical`); ``word``, a pattern for the raw text; ``column``, its numbers read
+    (see :func:`canonical`); ``words``, patterns for the raw text; ``column``, its numbers read
     down consecutive lines. ``novel``: it is telling only where it had not been shown before
     the exercise's cell (a short answer, which earlier text may well contain by chance)."""
 
     text: str | None = None
-    word: re.Pattern[str] | None = None
+    words: tuple[re.Pattern[str], ...] = ()
     column: tuple[str, ...] = ()
     novel: bool = False
 
@@ -512,16 +512,17 @@ def needle(name: str, answer: Any, question: str) -> Needle | None:
     if isinstance(answer, str):
         if len(answer) < MIN_TEXT or answer in question:
             return None
-        return Needle(word=re.compile(rf"\b{re.escape(answer)}\b"))
+        return Needle(words=(re.compile(rf"\b{re.escape(answer)}\b"),))
     if is_number(answer):
-        labels = {LABELS.get(name, name.replace("_", " "))} | (
-            {"offset"} if name == "base_offset" else set()
-        )
-        number = rf"{re.escape(canonical_number(str(answer)))}(?:\.0*)?(?![\w.])"
-        shown = rf"\b(?:{'|'.join(map(re.escape, sorted(labels)))})\s*[:=]?\s*{number}"
+        labels = {LABELS.get(name, name.replace("_", " "))}
+        if name == "base_offset":
+            labels.add("offset")  # a tensor repr's layout line says "offset 12"
+        number = rf"{re.escape(canonical_number(str(answer)))}(?:\.0*)?(?!\w|\.\d)"
+        label = "|".join(map(re.escape, sorted(labels)))
+        words = [re.compile(rf"\b(?:{label})\s*[:=]?\s*{number}")]
         if abs(answer) >= MIN_NUMBER:
-            shown += rf"|(?<![\w.]){number}"
-        return Needle(word=re.compile(shown), novel=True)
+            words.append(re.compile(rf"(?<![\w.]){number}"))
+        return Needle(words=tuple(words), novel=True)
     numbers = leaves(answer)
     if not isinstance(answer, list) or not all(is_number(n) for n in numbers) or len(numbers) < 2:
         return None
@@ -537,13 +538,13 @@ def needle(name: str, answer: Any, question: str) -> Needle | None:
 
 
 def unseen(found: Needle, before: str) -> Needle | None:
-    """``found`` without the renderings ``before`` already shows, or None if none is left."""
-    word = found.word if found.word is None or not found.word.search(before) else None
-    text = found.text if found.text is None or found.text not in canonical(before) else None
-    column = () if found.column and shows_column(before, found.column) else found.column
-    if word is None and text is None and not column:
+    """``found`` without the renderings that ``before`` already shows; None if none is left."""
+    text = found.text if found.text is not None and found.text not in canonical(before) else None
+    words = tuple(word for word in found.words if not word.search(before))
+    column = found.column if found.column and not shows_column(before, found.column) else ()
+    if text is None and not words and not column:
         return None
-    return Needle(text, word, column, found.novel)
+    return Needle(text, words, column, found.novel)
 
 
 def shows_column(printed: str, column: tuple[str, ...]) -> bool:
@@ -566,8 +567,9 @@ def shows_column(printed: str, column: tuple[str, ...]) -> bool:
 
 def shows(printed: str, found: Needle) -> str | None:
     """How ``printed`` shows the answer (a short description), or None."""
-    if found.word is not None and (match := found.word.search(printed)):
-        return f"as {match.group()!r}"
+    for word in found.words:
+        if match := word.search(printed):
+            return f"as {match.group()!r}"
     if found.text is not None and found.text in canonical(printed):
         return f"as {found.text}"
     if found.column and shows_column(printed, found.column):
@@ -632,3 +634,82 @@ def test_an_unanswered_student_notebook_shows_no_answer_in_any_output(
                         f"by cell #{at}: {(sources[at] or [''])[0]}"
                     )
     assert not found, "answers shown before an attempt:\n" + "\n".join(found)
+
+
+TABLE = "[0, 0]  0  10\n[0, 1]  3  20\n[1, 0]  1  11\n[1, 1]  4  21\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "printed"),
+    [
+        ("offsets", [0, 3, 1, 4, 2, 5], "transpose [0, 3, 1, 4, 2, 5]"),
+        ("offsets", [0, 3, 1, 4, 2, 5], "transpose (0, 3, 1, 4, 2, 5)"),
+        ("offsets", [0, 3, 1, 4, 2, 5], "[0 3 1 4 2 5]"),
+        ("values", [[10, 20], [11, 21]], "TensorView([[10., 20.],\n            [11., 21.]])"),
+        ("values", [[1, 0], [0, 1]], "array([[ 1,  0],\n       [ 0,  1]])"),
+        ("offsets", [0, 3, 1, 4], TABLE),
+        ("values", [10, 20, 11, 21], TABLE),
+        ("error", "NonContiguousReshapeError", "NonContiguousReshapeError: cannot merge"),
+        ("base_offset", 12, "shape [3, 4], strides [4, 1], base offset 12, contiguous Yes"),
+        ("base_offset", 12, "layout: shape (3, 4), strides (4, 1), offset 12; dtype int64"),
+        ("copies", 2, "copies: 2"),
+        ("max_offset_211", 842, "the largest reachable offset is 842 but the storage"),
+        ("values", [6, 15], "[6, 15]"),
+        ("values", [[33], [63]], "output 0 sums: 33\noutput 1 sums: 63\n"),
+    ],
+)
+def test_the_answer_search_finds_each_way_a_learner_reads_an_answer(
+    name: str, answer: Any, printed: str
+) -> None:
+    found = needle(name, answer, "the question")
+    assert found is not None and shows(printed, found), (answer, printed)
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "printed"),
+    [
+        ("offsets", [0, 3, 1, 4, 2, 5], "[10, 3, 1, 4, 2, 5] [0, 3, 1, 4, 2, 50]"),
+        ("offsets", [0, 3, 1, 4], "[0, 3, 1, 4, 2, 5]"),  # a longer list is another answer
+        ("offsets", [0, 3, 1, 4], TABLE.replace("  4  ", "  5  ")),
+        ("strides", [0, 1], "output 0 sums: 33\noutput 1 sums: 63\n"),  # index columns
+        ("base_offset", 12, "offset 120, base offset 1.2, 12 values"),
+        ("max_offset_211", 842, "8420 values, offset 84.2"),
+        ("error", "EinsumError", "PlanMismatchError: EinsumErrors"),
+    ],
+)
+def test_the_answer_search_ignores_text_that_only_resembles_an_answer(
+    name: str, answer: Any, printed: str
+) -> None:
+    found = needle(name, answer, "the question")
+    assert found is not None and not shows(printed, found), (answer, printed)
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "question"),
+    [
+        ("contiguous", False, "x"),
+        ("owner", "shared", "x"),
+        ("error", "none", "x"),
+        ("base_offset", 0, "x"),
+        ("shape", [12], "x"),
+        ("shape", [1, 2, 3, 3], "causal.expand([1, 2, 3, 3])"),  # the question states it
+    ],
+)
+def test_an_answer_too_short_to_tell_or_stated_by_its_question_is_not_searched(
+    name: str, answer: Any, question: str
+) -> None:
+    if is_number(answer):  # a small number counts only next to its field's name
+        found = needle(name, answer, question)
+        assert found is not None and not shows(f"{answer} values, axis {answer}", found)
+    else:
+        assert needle(name, answer, question) is None
+
+
+def test_a_short_answer_already_on_screen_before_its_exercise_is_not_telling() -> None:
+    found = needle("shape", [3, 4], "x[1]")
+    assert found is not None and found.novel
+    assert shows("shape [3, 4], strides [4, 1]", found)
+    assert unseen(found, "t: shape (3, 4)") is None
+    assert unseen(found, "t: shape (4, 3)") == found
+    long = needle("offsets", [0, 3, 1, 4, 2, 5], "view.transpose(0, 1)")
+    assert long is not None and not long.novel
