@@ -7,13 +7,16 @@
   must be all right;
 * the student notebook, run unanswered, answers nothing and reveals nothing: every predict check
   lists the fields still to answer and no truth value of its exercise, every implement check says
-  "not implemented yet", no model answer is shown, and nothing is recorded in the attempts log;
+  "not implemented yet", no model answer is shown, nothing is recorded in its attempts log, and
+  no output at or after a predict exercise (printed, displayed or shown as a value) contains
+  that exercise's answer;
 * every predict exercise, answered wrong three times and then right, follows the retry and reveal
   rules and logs each attempt;
 * the committed student notebooks are exactly what ``llmfs build`` generates.
 
-nbval (the root conftest) separately compares every stored solution output and runs the student
-notebooks; these tests say what the outputs must mean.
+Each notebook runs once, in-process, against its own fresh attempts log, as a learner's first
+"Run All" would. nbval (the root conftest) separately compares every stored solution output and
+runs the student notebooks; these tests say what the outputs must mean.
 """
 
 from __future__ import annotations
