@@ -15,7 +15,7 @@ import time
 import numpy as np
 from _timing import header, median_seconds, paired_medians, row
 
-from llmfs.tensor import Tensor
+from llmfs.tensor import Tensor, get_num_threads, set_num_threads
 
 N = 2048
 
@@ -27,6 +27,8 @@ def main() -> None:
     base = tensor.view()
 
     header(f"materialize of {N}x{N} float32 views vs numpy.ascontiguousarray")
+    threads = get_num_threads()
+    print(f"   large copies use {threads} thread(s) (set_num_threads, LLMFS_NUM_THREADS)")
     cases = {
         "transpose(0, 1)": (base.transpose(0, 1), data.T, 0.5),
         "transpose of a 2000x2000 slice": (base[:2000, :2000].T, data[:2000, :2000].T, 0.5),
@@ -49,6 +51,19 @@ def main() -> None:
         )
         assert np.array_equal(view.materialize().to_numpy(), np.ascontiguousarray(peer))
         row(name, ours, theirs, goal)
+    # The same hardest transposes on one thread: what the blocking alone gives.
+    set_num_threads(1)
+    for name in (
+        "transpose(0, 1)",
+        "transpose of a 2000x2000 owner",
+        "transpose of a 1531x2600 owner",
+    ):
+        view, peer, _ = cases[name]
+        ours, theirs = paired_medians(
+            view.materialize, lambda peer=peer: np.array(peer, order="C", copy=True)
+        )
+        row(f"{name}, 1 thread", ours, theirs)
+    set_num_threads(threads)
 
     flat = data.reshape(-1)
     bandwidth = median_seconds(flat.copy)

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.errors", 0, "errors"),
     ("llmfs.tensor.layout", 1, "layout"),
     ("llmfs.tensor.dtypes", 1, "layout"),
+    ("llmfs.tensor.threads", 1, "layout"),  # the copy threads: below the storage that uses them
     ("llmfs.tensor.tensor", 2, "storage and views"),
     ("llmfs.tensor.view", 2, "storage and views"),
     ("llmfs.tensor.strided", 2, "storage and views"),

@@ -129,6 +129,7 @@ from llmfs.tensor.ops import (
     where,
 )
 from llmfs.tensor.tensor import MutableStorage, Tensor
+from llmfs.tensor.threads import get_num_threads, set_num_threads
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
 from llmfs.tensor.writes import copyto
 
@@ -210,6 +211,7 @@ __all__ = [
     "exp",
     "floor_divide",
     "get_backend",
+    "get_num_threads",
     "greater",
     "greater_equal",
     "is_contiguous",
@@ -241,6 +243,7 @@ __all__ = [
     "row_major_strides",
     "scale",
     "set_default_backend",
+    "set_num_threads",
     "sigmoid",
     "sin",
     "sqrt",

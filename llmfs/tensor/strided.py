@@ -27,14 +27,21 @@ but moves whole runs at once instead of one value per Python step:
 A strip is as wide (source rows read in parallel) as the cache can hold lines of: a stride that
 is a multiple of 4 KiB maps every source row onto the same cache set, so only a few rows fit and
 the strip is narrow; other strides spread the rows over many sets and allow wide strips.
+
+A large copy (:data:`PARALLEL_MIN_VALUES` values or more) is also split into ranges of its
+outermost axis, one per thread (:mod:`llmfs.tensor.threads`): each range is copied as above into
+its own rows of the result, while NumPy has released the interpreter lock. One core walking
+memory in two orders is what limits a transpose, so a second core nearly halves its time; the
+values are the same for any thread count.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,6 +49,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from llmfs.tensor.errors import AllocationError, TensorError
 from llmfs.tensor.layout import Layout, element_count
+from llmfs.tensor.threads import get_num_threads, run_all
 
 #: L1 data cache geometry assumed by the strips (typical of x86-64 and Apple cores alike): 64-byte
 #: lines, 64 sets (8 ways each). Set conflicts repeat every SETS * LINE_BYTES = 4 KiB of stride.
@@ -57,6 +65,10 @@ MAX_STRIP_COLUMNS = 512
 
 #: Below this many values a blocked copy's per-strip overhead outweighs its cache benefit.
 BLOCKED_MIN_VALUES = 64 * 64
+
+#: From this many values on, a copy is split over threads: below it, handing a piece to another
+#: thread (tens of microseconds) costs more than the second core saves.
+PARALLEL_MIN_VALUES = 1 << 18
 
 
 #: The most bytes one NumPy array can span: its byte size is a C ``intp``.
@@ -267,9 +279,10 @@ def gather(storage: np.ndarray, layout: Layout) -> np.ndarray:
     source = numpy_view(storage, flat)
     target = out.reshape(flat.shape)
     if flat.rank >= 2 and count >= BLOCKED_MIN_VALUES:
-        _blocked_copy(target, source, flat.strides)
+        strides = flat.strides
+        _by_rows(target, source, lambda t, s: _blocked_copy(t, s, strides))
     else:
-        target[...] = source
+        _by_rows(target, source, _assign)
     return out
 
 
@@ -278,12 +291,34 @@ def copy_strided(target: np.ndarray, source: np.ndarray) -> None:
     when the two arrays walk memory in different orders (a transpose on either side)."""
     if target.ndim >= 2 and target.size >= BLOCKED_MIN_VALUES:
         if target.flags.c_contiguous:
-            _blocked_copy(target, source, _element_strides(source))
+            strides = _element_strides(source)
+            _by_rows(target, source, lambda t, s: _blocked_copy(t, s, strides))
             return
         if source.flags.c_contiguous:
-            _blocked_copy(target, source, _element_strides(target))
+            strides = _element_strides(target)
+            _by_rows(target, source, lambda t, s: _blocked_copy(t, s, strides))
             return
-    _assign(target, source)
+    _by_rows(target, source, _assign)
+
+
+def _by_rows(
+    target: np.ndarray, source: np.ndarray, copy: Callable[[np.ndarray, np.ndarray], None]
+) -> None:
+    """``copy(target, source)``, split into ranges of axis 0 run on separate threads when the
+    copy is large (:mod:`llmfs.tensor.threads`). The ranges write disjoint rows of ``target``, so
+    the result is the same for any thread count."""
+    rows = target.shape[0] if target.ndim else 1
+    pieces = min(get_num_threads(), rows)
+    if pieces <= 1 or target.size < PARALLEL_MIN_VALUES:
+        copy(target, source)
+        return
+    bounds = [rows * piece // pieces for piece in range(pieces + 1)]
+    run_all(
+        [
+            functools.partial(copy, target[start:stop], source[start:stop])
+            for start, stop in itertools.pairwise(bounds)
+        ]
+    )
 
 
 def _element_strides(array: np.ndarray) -> tuple[int, ...]:

@@ -1,13 +1,17 @@
-"""The fast strided copies: the same values as NumPy's copy, whichever tile a stride gets."""
+"""The fast strided copies: the same values as NumPy's copy, whichever tile a stride gets and
+however many threads a copy is split over."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
-from llmfs.tensor import strided
+from llmfs.tensor import Tensor, strided
 from llmfs.tensor.layout import Layout
 from llmfs.tensor.strided import copy_strided, gather, numpy_view, writable_view
+from llmfs.tensor.threads import get_num_threads, set_num_threads
 
 
 def _source(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -63,3 +67,50 @@ def test_numpy_view_is_read_only_and_shares_memory() -> None:
     view = numpy_view(storage, Layout((3, 2), (-2, 5), 4))
     assert view.tolist() == [[4, 9], [2, 7], [0, 5]]
     assert np.shares_memory(view, storage) and not view.flags.writeable
+
+
+@pytest.fixture(params=[1, 2, 3, 5], ids=lambda count: f"{count}threads")
+def threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    """Every copy split over ``count`` threads, however small (the threshold is lowered)."""
+    monkeypatch.setattr(strided, "PARALLEL_MIN_VALUES", 1)
+    before = get_num_threads()
+    set_num_threads(request.param)
+    yield request.param
+    set_num_threads(before)
+
+
+@pytest.mark.parametrize(
+    ("shape", "strides", "offset", "peer"),
+    [
+        ((1100, 700), (1, 1100), 0, lambda d: d.T),  # wide strips cut into row blocks
+        ((1100, 700), (-1, 1100), 1099, lambda d: d.T[::-1]),  # a flipped transpose
+        ((2, 385000), (0, 1), 0, lambda d: np.broadcast_to(d.reshape(-1)[:385000], (2, 385000))),
+        ((7, 5), (1, 7), 0, lambda d: d.reshape(-1)[:35].reshape(5, 7).T),  # fewer rows than work
+        ((3,), (2,), 1, lambda d: d.reshape(-1)[1:7:2]),  # rank 1: fewer values than threads
+    ],
+    ids=["transpose", "flipped-transpose", "broadcast", "tiny", "rank1"],
+)
+def test_gather_is_the_same_for_any_thread_count(
+    threads: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    offset: int,
+    peer: Callable[[np.ndarray], np.ndarray],
+) -> None:
+    data = _source((700, 1100))
+    got = gather(data.reshape(-1), Layout(shape, strides, offset))
+    np.testing.assert_array_equal(got, peer(data))
+
+
+def test_copy_strided_is_the_same_for_any_thread_count(threads: int) -> None:
+    data = _source((900, 1300))
+    owner = np.zeros(900 * 1300, dtype=np.float64)
+    target = writable_view(owner, Layout((1300, 900), (1, 1300), 0))  # a transposed output
+    copy_strided(target, data.T.copy())
+    np.testing.assert_array_equal(owner.reshape(900, 1300), data)
+
+
+def test_materialize_of_a_large_transpose_splits_over_threads(threads: int) -> None:
+    data = _source((613, 1031))
+    view = Tensor.from_numpy(data).view().T
+    np.testing.assert_array_equal(view.materialize().to_numpy(), data.T)
