@@ -7,13 +7,16 @@
   must be all right;
 * the student notebook, run unanswered, answers nothing and reveals nothing: every predict check
   lists the fields still to answer and no truth value of its exercise, every implement check says
-  "not implemented yet", no model answer is shown, and nothing is recorded in the attempts log;
+  "not implemented yet", no model answer is shown, nothing is recorded in its attempts log, and
+  no output at or after a predict exercise (printed, displayed or shown as a value) contains
+  that exercise's answer;
 * every predict exercise, answered wrong three times and then right, follows the retry and reveal
   rules and logs each attempt;
 * the committed student notebooks are exactly what ``llmfs build`` generates.
 
-nbval (the root conftest) separately compares every stored solution output and runs the student
-notebooks; these tests say what the outputs must mean.
+Each notebook runs once, in-process, against its own fresh attempts log, as a learner's first
+"Run All" would. nbval (the root conftest) separately compares every stored solution output and
+runs the student notebooks; these tests say what the outputs must mean.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import IPython.core.display_functions
+import IPython.display
 import pytest
+from IPython.core.formatters import PlainTextFormatter
 
 from llmfs.course.attempts import load_attempts
 from llmfs.course.build import stale_notebooks
@@ -40,6 +46,7 @@ from llmfs.course.notebooks import (
     read_notebook,
 )
 from llmfs.widgets.predict import (
+    LABELS,
     Comparison,
     ModelAnswer,
     check,
@@ -66,38 +73,59 @@ def _exercise_ids(pairs: list[tuple[Chapter, Exercise]]) -> list[str]:
 
 @dataclass
 class Shown:
-    """What one executed code cell displayed (its last expression's value, if any), and the
-    notebook's names right after it ran."""
+    """What one executed code cell displayed: ``value`` is its last expression's value (if
+    any), ``printed`` the text a notebook would show for the cell, in order: what ``print`` and
+    ``display(...)`` wrote, then the text/plain form of ``value``; ``names`` is the notebook's
+    namespace right after the cell ran."""
 
     position: int
     value: Any
     names: dict[str, Any]
+    printed: str
+
+
+def plain_text(value: Any) -> str:
+    """``value`` as a notebook shows it as text/plain: IPython's plain-text formatter, which
+    uses a widget's own text/plain repr (every llmfs widget's is its ``repr``)."""
+    return str(PlainTextFormatter()(value))
 
 
 def run_code_cells(path: Path, label: str) -> list[Shown]:
     """Executes a notebook's code cells in one namespace, in order, like a kernel would; returns
-    what each cell displayed. Printed text is swallowed; an exception fails the test with the
-    cell named."""
+    what each cell displayed and printed. ``display(...)`` (IPython's, as the notebooks import
+    it) writes the text/plain form of each object into the cell's printed text, as a notebook
+    would show it. An exception fails the test with the cell named."""
     notebook = read_notebook(path, label)
     namespace: dict[str, Any] = {"__name__": "__main__"}
     shown: list[Shown] = []
-    for position, cell in enumerate(notebook["cells"], start=1):
-        if cell["cell_type"] != "code":
-            continue
-        tree = ast.parse(cell_source(cell))
-        last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-        body = ast.Module(body=tree.body[:-1] if last else tree.body, type_ignores=[])
-        value = None
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                exec(compile(body, f"{label} cell #{position}", "exec"), namespace)
-                if last is not None:
-                    expression = ast.Expression(body=last.value)
-                    code = compile(expression, f"{label} cell #{position}", "eval")
-                    value = eval(code, namespace)
-        except Exception as error:
-            pytest.fail(f"{label} cell #{position} raised {type(error).__name__}: {error}")
-        shown.append(Shown(position, value, dict(namespace)))
+
+    def show(*objects: Any, **_: Any) -> None:
+        for item in objects:
+            print(plain_text(item))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(IPython.display, "display", show)
+        patch.setattr(IPython.core.display_functions, "display", show)
+        for position, cell in enumerate(notebook["cells"], start=1):
+            if cell["cell_type"] != "code":
+                continue
+            tree = ast.parse(cell_source(cell))
+            last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+            body = ast.Module(body=tree.body[:-1] if last else tree.body, type_ignores=[])
+            value = None
+            printed = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                    exec(compile(body, f"{label} cell #{position}", "exec"), namespace)
+                    if last is not None:
+                        expression = ast.Expression(body=last.value)
+                        code = compile(expression, f"{label} cell #{position}", "eval")
+                        value = eval(code, namespace)
+                    if value is not None:
+                        print(plain_text(value))
+            except Exception as error:
+                pytest.fail(f"{label} cell #{position} raised {type(error).__name__}: {error}")
+            shown.append(Shown(position, value, dict(namespace), printed.getvalue()))
     return shown
 
 
@@ -110,18 +138,25 @@ def first_check_after(shown: list[Shown], position: int) -> Comparison | CheckRe
 
 
 @pytest.fixture(scope="module")
-def attempts_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("attempts") / "attempts.jsonl"
+def attempts_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A fresh attempts log for each notebook run, so no run finishes another's exercises (a
+    student run must find every ``after`` gate closed)."""
+    return {
+        relative: tmp_path_factory.mktemp("attempts") / "attempts.jsonl"
+        for chapter in CHAPTERS
+        for relative in (chapter.solution, chapter.notebook)
+    }
 
 
 @pytest.fixture(scope="module")
-def executed(attempts_log: Path) -> dict[str, list[Shown]]:
-    """Every published solution and student notebook, executed once (module scope)."""
+def executed(attempts_logs: dict[str, Path]) -> dict[str, list[Shown]]:
+    """Every published solution and student notebook, executed once (module scope), each
+    against its own attempts log."""
+    results = {}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("LLMFS_ATTEMPTS", str(attempts_log))
-        results = {}
         for chapter in CHAPTERS:
             for relative in (chapter.solution, chapter.notebook):
+                patch.setenv("LLMFS_ATTEMPTS", str(attempts_logs[relative]))
                 results[relative] = run_code_cells(REPO / relative, relative)
     return results
 
@@ -313,13 +348,17 @@ def test_each_predict_exercise_answered_wrong_then_right_retries_reveals_and_log
     assert records[3]["revealed"] == sorted(right)
 
 
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
 def test_only_solution_runs_record_attempts_and_each_exercise_once(
-    executed: dict[str, list[Shown]], attempts_log: Path
+    chapter: Chapter, executed: dict[str, list[Shown]], attempts_logs: dict[str, Path]
 ) -> None:
-    recorded = [attempt.exercise for attempt in load_attempts(attempts_log, MANIFEST)]
-    checked = [exercise.id for _, exercise in EXERCISES if exercise.kind != "explain"]
+    solution_log = attempts_logs[chapter.solution]
+    recorded = [attempt.exercise for attempt in load_attempts(solution_log, MANIFEST)]
+    checked = [exercise.id for exercise in chapter.exercises if exercise.kind != "explain"]
     assert sorted(recorded) == sorted(checked)
-    assert all(attempt.correct for attempt in load_attempts(attempts_log))
+    assert all(attempt.correct for attempt in load_attempts(solution_log))
+    student_log = attempts_logs[chapter.notebook]
+    assert not student_log.exists() or student_log.read_text(encoding="utf-8") == ""
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
@@ -415,3 +454,265 @@ def test_each_expected_mistake_of_the_manifest_gets_its_message(
         comparison = check(predict(exercise.expression, exercise_id=exercise.id, **answers), names)
         (verdict,) = [v for v in comparison.verdicts if v.field == mistake.field]
         assert verdict.status == "wrong" and mistake.message in verdict.mistakes
+
+
+# -- nothing of an answer in any output before its attempt ------------------------------------
+
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?(?!\w)")
+MIN_VALUES = 3  # a list of numbers is telling from this many entries ...
+MIN_REPR = 9  # ... or from this long a flat Python repr ("[120, 40]")
+MIN_COLUMN = 4  # ... and read down a column of printed lines from this many rows
+MIN_PAIR_COLUMN = 10  # two rows make a telling column only of numbers from two digits
+MIN_NUMBER = 100  # a lone number is telling from three digits
+MIN_TEXT = 10  # a text answer (an error name) is telling from this long
+
+
+def canonical_number(text: str) -> str:
+    """A printed number written one way: ``10``, ``10.``, ``10.0`` and ``1e1`` all read ``10``."""
+    number = float(text)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def canonical(text: str) -> str:
+    """``text`` with every way of printing nested numbers made one: round brackets square,
+    commas gone, numbers canonical, whitespace single and none inside brackets. So a Python
+    list or tuple repr, NumPy's ``[ 1  2 10]``, ``[10. 11.]`` and a tensor repr's values
+    (wrapped over lines) of the same numbers all read ``[1 2 10]``."""
+    text = text.translate({ord("("): "[", ord(")"): "]", ord(","): " "})
+    text = NUMBER.sub(lambda match: canonical_number(match.group()), text)
+    text = re.sub(r"\s+", " ", text)
+    return re.sub(r"\[ ", "[", re.sub(r" \]", "]", text))
+
+
+def leaves(value: Any) -> list[Any]:
+    """The entries of a nested list, flattened in row-major order."""
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in leaves(item)]
+    return [value]
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class Needle:
+    """The telling ways one answer shows in printed text: ``text``, its canonical rendering
+    (see :func:`canonical`); ``words``, patterns for the raw text; ``column``, its numbers read
+    down consecutive lines. ``novel``: it is telling only where it had not been shown before
+    the exercise's cell (a short answer, which earlier text may well contain by chance)."""
+
+    text: str | None = None
+    words: tuple[re.Pattern[str], ...] = ()
+    column: tuple[str, ...] = ()
+    novel: bool = False
+
+
+def needle(name: str, answer: Any, question: str) -> Needle | None:
+    """The telling renderings of the answer ``answer`` to the field ``name``, or None when it
+    cannot be told apart from unrelated text (a yes/no, ``new``/``shared``, a short word, a
+    single entry) or the question states it."""
+    if isinstance(answer, str):
+        if len(answer) < MIN_TEXT or answer in question:
+            return None
+        return Needle(words=(re.compile(rf"\b{re.escape(answer)}\b"),))
+    if is_number(answer):
+        labels = {LABELS.get(name, name.replace("_", " "))}
+        if name == "base_offset":
+            labels.add("offset")  # a tensor repr's layout line says "offset 12"
+        number = rf"{re.escape(canonical_number(str(answer)))}(?:\.0*)?(?!\w|\.\d)"
+        label = "|".join(map(re.escape, sorted(labels)))
+        words = [re.compile(rf"\b(?:{label})\s*[:=]?\s*{number}")]
+        if abs(answer) >= MIN_NUMBER:
+            words.append(re.compile(rf"(?<![\w.]){number}"))
+        return Needle(words=tuple(words), novel=True)
+    numbers = leaves(answer)
+    if not isinstance(answer, list) or not all(is_number(n) for n in numbers) or len(numbers) < 2:
+        return None
+    text = canonical(repr(answer))
+    if text in canonical(question):
+        return None
+    column = tuple(canonical_number(str(n)) for n in numbers)
+    if len(numbers) >= MIN_VALUES or len(repr(numbers)) >= MIN_REPR:
+        return Needle(text, column=column if len(numbers) >= MIN_COLUMN else ())
+    # Single digits run down the index and offset columns of any table: no column of those.
+    pair = all(abs(n) >= MIN_PAIR_COLUMN for n in numbers)
+    return Needle(text, column=column if pair else (), novel=True)
+
+
+def unseen(found: Needle, before: str) -> Needle | None:
+    """``found`` without the renderings that ``before`` already shows; None if none is left."""
+    text = found.text if found.text is not None and found.text not in canonical(before) else None
+    words = tuple(word for word in found.words if not word.search(before))
+    column = found.column if found.column and not shows_column(before, found.column) else ()
+    if text is None and not words and not column:
+        return None
+    return Needle(text, words, column, found.novel)
+
+
+def shows_column(printed: str, column: tuple[str, ...]) -> bool:
+    """Whether the numbers of ``column`` are read down consecutive lines of ``printed``, each
+    at the same place among its line's numbers (counted from the start or from the end), as a
+    trace or an offset table prints one entry per row."""
+    rows = [
+        [canonical_number(number) for number in NUMBER.findall(line)]
+        for line in printed.splitlines()
+    ]
+    size = len(column)
+    for start in range(len(rows) - size + 1):
+        window = rows[start : start + size]
+        width = min(len(row) for row in window)
+        for place in [*range(width), *range(-width, 0)]:
+            if all(row[place] == entry for row, entry in zip(window, column)):
+                return True
+    return False
+
+
+def shows(printed: str, found: Needle) -> str | None:
+    """How ``printed`` shows the answer (a short description), or None."""
+    for word in found.words:
+        if match := word.search(printed):
+            return f"as {match.group()!r}"
+    if found.text is not None and found.text in canonical(printed):
+        return f"as {found.text}"
+    if found.column and shows_column(printed, found.column):
+        return f"as a column {' / '.join(found.column)}"
+    return None
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
+def test_an_unanswered_student_notebook_shows_no_answer_in_any_output(
+    chapter: Chapter, executed: dict[str, list[Shown]]
+) -> None:
+    """Run unanswered from top to bottom, the student notebook shows no answer of a predict
+    exercise in any output at or after that exercise's cell (the text printed, displayed, or
+    shown as the cell's value), so "Run All" reveals nothing a learner has yet to predict.
+
+    An answer is a field written in the solution's ``predict(...)`` cell. The exercises' own
+    questions (their expressions, which widgets and checks print) are not outputs and are left
+    out. An answer counts as shown when an output contains:
+
+    * a list of numbers with at least three entries, or a Python repr of at least nine
+      characters, rendered any way a learner reads it: a Python list or tuple repr, NumPy's
+      ``[1 2 3]``, or a tensor repr's values (see :func:`canonical`); from four entries also
+      its numbers read down consecutive printed lines at the same place in each line (a trace
+      or an offset table prints one entry per row);
+    * a text answer (an error name) of at least ten characters, as a whole word;
+    * a shorter answer that had not been shown before the exercise's cell: a two-entry list
+      rendered as above or read down two lines (numbers of two digits or more: single
+      digits run down any table's index and offset columns), a number next to its field's name
+      (``base offset 12``, ``copies: 2``), or a number of three or more digits on its own.
+
+    A single small number, yes/no, ``new``/``shared`` or a short rendering already on screen
+    before the question also occur in unrelated text, so finding them would say nothing, and
+    an answer the exercise's expression states is no secret."""
+    student = read_notebook(REPO / chapter.notebook)
+    positions = exercise_cells(student, chapter.notebook)
+    sources = {
+        position: cell_source(cell).splitlines()
+        for position, cell in enumerate(student["cells"], start=1)
+    }
+    predicts = [exercise for exercise in chapter.exercises if exercise.kind == "predict"]
+    outputs = []
+    for item in executed[chapter.notebook]:
+        text = item.printed
+        for exercise in predicts:
+            text = text.replace(exercise.expression, " ")
+        outputs.append((item.position, text))
+    found = []
+    for exercise in predicts:
+        position = positions[exercise.id]
+        before = "\n".join(text for at, text in outputs if at < position)
+        for name, answer in solution_answers(chapter, exercise).items():
+            telling = needle(name, answer, exercise.expression)
+            if telling is not None and telling.novel:
+                telling = unseen(telling, before)
+            if telling is None:
+                continue
+            for at, text in outputs:
+                how = at >= position and shows(text, telling)
+                if how:
+                    found.append(
+                        f"{chapter.id} {exercise.id} field {name!r} ({answer!r}) is shown {how} "
+                        f"by cell #{at}: {(sources[at] or [''])[0]}"
+                    )
+    assert not found, "answers shown before an attempt:\n" + "\n".join(found)
+
+
+TABLE = "[0, 0]  0  10\n[0, 1]  3  20\n[1, 0]  1  11\n[1, 1]  4  21\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "printed"),
+    [
+        ("offsets", [0, 3, 1, 4, 2, 5], "transpose [0, 3, 1, 4, 2, 5]"),
+        ("offsets", [0, 3, 1, 4, 2, 5], "transpose (0, 3, 1, 4, 2, 5)"),
+        ("offsets", [0, 3, 1, 4, 2, 5], "[0 3 1 4 2 5]"),
+        ("values", [[10, 20], [11, 21]], "TensorView([[10., 20.],\n            [11., 21.]])"),
+        ("values", [[1, 0], [0, 1]], "array([[ 1,  0],\n       [ 0,  1]])"),
+        ("offsets", [0, 3, 1, 4], TABLE),
+        ("values", [10, 20, 11, 21], TABLE),
+        ("error", "NonContiguousReshapeError", "NonContiguousReshapeError: cannot merge"),
+        ("base_offset", 12, "shape [3, 4], strides [4, 1], base offset 12, contiguous Yes"),
+        ("base_offset", 12, "layout: shape (3, 4), strides (4, 1), offset 12; dtype int64"),
+        ("copies", 2, "copies: 2"),
+        ("max_offset_211", 842, "the largest reachable offset is 842 but the storage"),
+        ("values", [6, 15], "[6, 15]"),
+        ("values", [[33], [63]], "output 0 sums: 33\noutput 1 sums: 63\n"),
+    ],
+)
+def test_the_answer_search_finds_each_way_a_learner_reads_an_answer(
+    name: str, answer: Any, printed: str
+) -> None:
+    found = needle(name, answer, "the question")
+    assert found is not None and shows(printed, found), (answer, printed)
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "printed"),
+    [
+        ("offsets", [0, 3, 1, 4, 2, 5], "[10, 3, 1, 4, 2, 5] [0, 3, 1, 4, 2, 50]"),
+        ("offsets", [0, 3, 1, 4], "[0, 3, 1, 4, 2, 5]"),  # a longer list is another answer
+        ("offsets", [0, 3, 1, 4], TABLE.replace("  4  ", "  5  ")),
+        ("strides", [0, 1], "output 0 sums: 33\noutput 1 sums: 63\n"),  # index columns
+        ("base_offset", 12, "offset 120, base offset 1.2, 12 values"),
+        ("max_offset_211", 842, "8420 values, offset 84.2"),
+        ("error", "EinsumError", "PlanMismatchError: EinsumErrors"),
+    ],
+)
+def test_the_answer_search_ignores_text_that_only_resembles_an_answer(
+    name: str, answer: Any, printed: str
+) -> None:
+    found = needle(name, answer, "the question")
+    assert found is not None and not shows(printed, found), (answer, printed)
+
+
+@pytest.mark.parametrize(
+    ("name", "answer", "question"),
+    [
+        ("contiguous", False, "x"),
+        ("owner", "shared", "x"),
+        ("error", "none", "x"),
+        ("base_offset", 0, "x"),
+        ("shape", [12], "x"),
+        ("shape", [1, 2, 3, 3], "causal.expand([1, 2, 3, 3])"),  # the question states it
+    ],
+)
+def test_an_answer_too_short_to_tell_or_stated_by_its_question_is_not_searched(
+    name: str, answer: Any, question: str
+) -> None:
+    if is_number(answer):  # a small number counts only next to its field's name
+        found = needle(name, answer, question)
+        assert found is not None and not shows(f"{answer} values, axis {answer}", found)
+    else:
+        assert needle(name, answer, question) is None
+
+
+def test_a_short_answer_already_on_screen_before_its_exercise_is_not_telling() -> None:
+    found = needle("shape", [3, 4], "x[1]")
+    assert found is not None and found.novel
+    assert shows("shape [3, 4], strides [4, 1]", found)
+    assert unseen(found, "t: shape (3, 4)") is None
+    assert unseen(found, "t: shape (4, 3)") == found
+    long = needle("offsets", [0, 3, 1, 4, 2, 5], "view.transpose(0, 1)")
+    assert long is not None and not long.novel
