@@ -716,3 +716,24 @@ def test_a_short_answer_already_on_screen_before_its_exercise_is_not_telling() -
     assert unseen(found, "t: shape (4, 3)") == found
     long = needle("offsets", [0, 3, 1, 4, 2, 5], "view.transpose(0, 1)")
     assert long is not None and not long.novel
+
+
+@pytest.mark.parametrize(("chapter", "exercise"), PREDICTS, ids=_exercise_ids(PREDICTS))
+def test_no_hint_states_its_exercises_answer(chapter: Chapter, exercise: Exercise) -> None:
+    """``hint(id)`` can be asked for before any attempt, so a hint points at the rule and never
+    states a field's answer. The search is the output search's (:func:`needle`), made stricter
+    because a hint speaks of this exercise alone: every list answer of two or more numbers counts,
+    and so does a number answer of two digits or more standing on its own (``1 × 12``)."""
+    stated = []
+    for name, answer in solution_answers(chapter, exercise).items():
+        found = needle(name, answer, exercise.expression)
+        lone = (
+            re.compile(rf"(?<![\w.]){re.escape(canonical_number(str(answer)))}(?!\w|\.\d)")
+            if is_number(answer) and abs(answer) >= 10
+            else None
+        )
+        for number, text in enumerate(exercise.hints, start=1):
+            how = (found is not None and shows(text, found)) or (lone and lone.search(text))
+            if how:
+                stated.append(f"hint {number} of {exercise.id} states {name} = {answer!r}: {text}")
+    assert not stated, "\n".join(stated)
