@@ -4,9 +4,11 @@ wrong code is reported case by case (never a traceback), and verdicts come from 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from solutionkit import SOLUTIONS
 
 from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
@@ -33,7 +35,6 @@ from llmfs.course.exercise_checks.spec import (
     outcome_of,
     outcomes_match,
 )
-from llmfs.course.grading.extract import implement_module
 from llmfs.course.manifest import load_manifest
 from llmfs.tensor import layout, ops
 
@@ -47,24 +48,10 @@ def attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return log
 
 
-def strides_by_library(shape: list[int]) -> list[int]:
-    return list(layout.row_major_strides(shape))
-
-
-def flat_index_by_library(shape: list[int], coordinate: list[int]) -> int:
-    if len(coordinate) != len(shape):
-        raise ValueError("wrong length")
-    if any(not 0 <= i < n for i, n in zip(coordinate, shape)):
-        raise IndexError("outside")
-    return layout.storage_offset(shape, layout.row_major_strides(shape), 0, coordinate)
-
-
-def merge_by_library(shape: list[int], strides: list[int], start: int, end: int):
-    merged = [*shape[:start], layout.element_count(shape[start : end + 1]), *shape[end + 1 :]]
-    try:
-        return layout.plan_reshape(shape, strides, merged)
-    except Exception as error:
-        raise ValueError(str(error)) from None
+def without_shortcuts(exercise_id: str) -> ImplementSpec:
+    """The exercise's spec with no forbidden calls: to test the cases and the reference with the
+    library's own function standing in for the learner's."""
+    return replace(SPECS[exercise_id], shortcuts=None)
 
 
 def test_a_stub_that_raises_or_returns_none_is_not_implemented_and_not_recorded(
@@ -84,9 +71,9 @@ def test_a_stub_that_raises_or_returns_none_is_not_implemented_and_not_recorded(
 
 def test_right_code_passes_every_case_and_one_attempt_is_recorded(attempts: Path) -> None:
     for check, function in (
-        (check_compute_strides, strides_by_library),
-        (check_flat_index, flat_index_by_library),
-        (check_merge_layout, merge_by_library),
+        (check_compute_strides, SOLUTIONS["ch01.compute_strides"]),
+        (check_flat_index, SOLUTIONS["ch01.flat_index"]),
+        (check_merge_layout, SOLUTIONS["ch03.merge_layout"]),
     ):
         report = check(function)
         assert report.passed, repr(report)
@@ -157,7 +144,8 @@ def test_a_missing_bounds_check_fails_only_the_error_cases() -> None:
 
 
 def test_merge_refusals_must_be_value_errors() -> None:
-    report = check_merge_layout(
+    report = run_spec(
+        without_shortcuts("ch03.merge_layout"),
         lambda shape, strides, a, b: layout.plan_reshape(
             shape,
             strides,
@@ -198,29 +186,6 @@ def test_outcomes_are_plain_json_and_compare_strictly() -> None:
     assert not outcomes_match({"value": [True]}, {"value": [1]})
     assert not outcomes_match({"error": "IndexError"}, {"error": "ValueError"})
     assert error_name(IndexError()) == "IndexError"
-
-
-def _solution_functions() -> dict[str, object]:
-    """Every function the solution notebooks define in an implement exercise's cell, with the
-    helpers of earlier cells it uses, as the grader reads it (:func:`implement_module`)."""
-    functions: dict[str, object] = {}
-    manifest = load_manifest(REPO / "course" / "manifest.toml")
-    for chapter in manifest.chapters:
-        notebook = json.loads((REPO / chapter.solution).read_text(encoding="utf-8"))
-        for position, cell in enumerate(notebook["cells"], start=1):
-            tags = cell["metadata"].get("tags", [])
-            ids = [t.removeprefix("exercise:") for t in tags if t.startswith("exercise:")]
-            if ids and manifest.exercise(ids[0]).kind == "implement":
-                name = manifest.exercise(ids[0]).function
-                source, problem = implement_module(notebook, position, name)
-                assert source is not None, problem
-                namespace: dict[str, object] = {}
-                exec(compile(source, chapter.solution, "exec"), namespace)
-                functions[ids[0]] = namespace[name]
-    return functions
-
-
-SOLUTIONS = _solution_functions()
 
 
 def _needs_kernels(spec: ImplementSpec) -> None:
@@ -313,8 +278,10 @@ def test_a_left_aligned_broadcast_shape_fails_and_the_library_rule_passes() -> N
         return [y if x == 1 else x for x, y in zip(a, b)]
 
     assert check_broadcast_shape(left_aligned, record_attempt=False).status == "failed"
-    library = check_broadcast_shape(
-        lambda a, b: list(layout.broadcast_shapes(a, b)), record_attempt=False
+    library = run_spec(
+        without_shortcuts("ch04.broadcast_shape"),
+        lambda a, b: list(layout.broadcast_shapes(a, b)),
+        record_attempt=False,
     )
     assert library.passed, repr(library)
     cases = draw_cases(SPECS["ch04.broadcast_shape"])

@@ -3,19 +3,20 @@ fail, and every case is compared with the NumPy reference on the values the func
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 import llmfs.tensor as lt
 from llmfs.course.exercise_checks import (
     CHECKS,
     SPECS,
-    check_block,
     check_gelu,
     check_generate,
     check_gpt_attention,
-    check_gpt_forward,
     check_layer_norm,
     check_mlp,
+    run_spec,
 )
 from llmfs.course.exercise_checks.gpt import AGREES, ERROR_KEY
 from llmfs.gpt import tensor_model as tm
@@ -35,17 +36,21 @@ def test_every_chapter_8_check_is_registered_with_its_spec() -> None:
     assert ids <= set(CHECKS) and ids <= set(SPECS)
 
 
-def test_the_librarys_layers_pass_every_check() -> None:
-    reports = [
-        check_layer_norm(tm.layer_norm, record_attempt=False),
-        check_gelu(tm.gelu, record_attempt=False),
-        check_gpt_attention(tm.attention, record_attempt=False),
-        check_mlp(tm.mlp, record_attempt=False),
-        check_block(tm.block, record_attempt=False),
-        check_gpt_forward(tm.forward, seed=5, record_attempt=False),
-        check_generate(tm.generate, seed=5, record_attempt=False),
-    ]
-    assert all(report.passed for report in reports), [repr(r) for r in reports]
+def test_the_librarys_layers_pass_every_check_once_allowed() -> None:
+    # The package's own model is the answer key's twin: it passes every case, but only with the
+    # shortcut rule lifted (with it, calling the model is refused: test_shortcuts.py).
+    for exercise_id, layer, seed in (
+        ("ch08.layer_norm", tm.layer_norm, 0),
+        ("ch08.gelu", tm.gelu, 0),
+        ("ch08.attention", tm.attention, 0),
+        ("ch08.mlp", tm.mlp, 0),
+        ("ch08.block", tm.block, 0),
+        ("ch08.forward", tm.forward, 5),
+        ("ch08.generate", tm.generate, 5),
+    ):
+        spec = replace(SPECS[exercise_id], shortcuts=None)
+        report = run_spec(spec, layer, seed=seed, record_attempt=False)
+        assert report.passed, repr(report)
 
 
 def test_the_unbiased_variance_is_caught() -> None:
@@ -89,7 +94,11 @@ def test_hard_coded_and_wrongly_shaped_answers_fail() -> None:
         return np.zeros((tokens.shape[0], max_new_tokens), dtype=np.int64)
 
     assert check_generate(always_zero, record_attempt=False).status == "failed"
-    report = check_gpt_forward(lambda w, c, t: tm.forward(w, c, t)[:, -1, :], record_attempt=False)
+    report = run_spec(
+        replace(SPECS["ch08.forward"], shortcuts=None),
+        lambda w, c, t: tm.forward(w, c, t)[:, -1, :],
+        record_attempt=False,
+    )
     assert report.status == "failed" and "shapes differ" in repr(report)
     assert ERROR_KEY in repr(report)
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from llmfs.course.exercise_checks.report import CheckReport
+from llmfs.course.exercise_checks.shortcuts import Shortcuts
 from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec, to_json
 from llmfs.tensor import Tensor, TensorView
 from llmfs.tensor.view import ViewMethods
@@ -268,6 +269,9 @@ ATTENTION_SPECS: tuple[ImplementSpec, ...] = (
         prepare=_packed,
         summarize=_split_summary,
         parameters=("qkv", "heads"),
+        shortcuts=Shortcuts(
+            ("llmfs.gpt.tensor_model.split_heads",), "slice, split and permute views of qkv"
+        ),
     ),
     _spec(
         "ch07.merge_heads",
@@ -277,6 +281,9 @@ ATTENTION_SPECS: tuple[ImplementSpec, ...] = (
         prepare=_owner,
         summarize=_merge_summary,
         parameters=("y",),
+        shortcuts=Shortcuts(
+            ("llmfs.gpt.tensor_model.merge_heads",), "a permute, one materialize and a reshape"
+        ),
     ),
     _spec(
         "ch07.attention",
@@ -287,6 +294,15 @@ ATTENTION_SPECS: tuple[ImplementSpec, ...] = (
         prepare=_packed,
         summarize=_attention_summary,
         parameters=("qkv", "heads"),
+        # The check's own NumPy answer (attention_numpy) is as much a shortcut as the model's.
+        shortcuts=Shortcuts(
+            (
+                "llmfs.gpt.tensor_model.attention",
+                "llmfs.gpt.reference.attention",
+                "llmfs.course.exercise_checks.attention.attention_numpy",
+            ),
+            "your split_heads, softmax and merge_heads",
+        ),
     ),
 )
 SPECS.update({spec.exercise_id: spec for spec in ATTENTION_SPECS})

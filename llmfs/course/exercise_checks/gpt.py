@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from llmfs.course.exercise_checks.report import CheckReport
+from llmfs.course.exercise_checks.shortcuts import Shortcuts
 from llmfs.course.exercise_checks.spec import ImplementSpec, run_spec, to_json
 from llmfs.gpt import reference
 from llmfs.gpt.model import GPTConfig, init_params
@@ -219,6 +220,37 @@ def _np(value: Any) -> Any:
     return value
 
 
+def _model_layers(*layers: str, instead: str) -> Shortcuts:
+    """The package's own model is the solution: its ``layers`` may not be called, neither the
+    tensor model's (:mod:`llmfs.gpt.tensor_model`) nor the NumPy reference's."""
+    return Shortcuts(
+        tuple(f"llmfs.gpt.{module}.{layer}" for layer in layers for module in MODEL_MODULES),
+        instead,
+    )
+
+
+#: The modules holding the package's own GPT, layer by layer.
+MODEL_MODULES = ("tensor_model", "reference")
+
+#: What each exercise may not call: its own layer, and the layers it is built from (the earlier
+#: exercises of the chapter, written by the learner).
+SHORTCUTS: dict[str, Shortcuts] = {
+    "ch08.layer_norm": _model_layers("layer_norm", instead="lt.mean, lt.sqrt and arithmetic"),
+    "ch08.gelu": _model_layers("gelu", instead="lt.tanh and arithmetic"),
+    "ch08.attention": _model_layers(
+        "attention", instead="views of qkv, @, softmax and causal_mask"
+    ),
+    "ch08.mlp": _model_layers("mlp", "gelu", instead="two x @ W + b layers and your gelu"),
+    "ch08.block": _model_layers(
+        "block", "attention", "mlp", "layer_norm", "gelu", instead="your own layers"
+    ),
+    "ch08.forward": _model_layers(
+        "forward", "block", "attention", "mlp", "layer_norm", "gelu", instead="your own block"
+    ),
+    "ch08.generate": _model_layers("generate", "forward", "block", instead="your gpt_forward"),
+}
+
+
 def _tensor_spec(
     exercise_id: str,
     function: str,
@@ -246,6 +278,7 @@ def _tensor_spec(
         prepare=prepare,
         summarize=summarize,
         parameters=tuple(parameters.split()),
+        shortcuts=SHORTCUTS[exercise_id],
     )
 
 
@@ -304,6 +337,7 @@ GPT_SPECS: dict[str, ImplementSpec] = {
             prepare=_generate_prepare,
             summarize=_generate_summary,
             parameters=("w", "config", "tokens", "max_new_tokens"),
+            shortcuts=SHORTCUTS["ch08.generate"],
         ),
     )
 }
@@ -374,6 +408,8 @@ __all__ = [
     "ERROR_KEY",
     "GPT_CHECKS",
     "GPT_SPECS",
+    "MODEL_MODULES",
+    "SHORTCUTS",
     "TOLERANCE",
     "check_block",
     "check_gelu",

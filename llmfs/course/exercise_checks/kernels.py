@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from llmfs.course.exercise_checks.report import CheckReport
+from llmfs.course.exercise_checks.shortcuts import Shortcuts
 from llmfs.course.exercise_checks.spec import (
     SPECS,
     ImplementSpec,
@@ -282,6 +283,13 @@ KERNEL_SPECS: dict[str, ImplementSpec] = {
             _view_offset_cases,
             _view_offset_reference,
             "linear_index descriptor",
+            shortcuts=Shortcuts(
+                (
+                    "llmfs.tensor.traversal.StridedOffsets",
+                    "llmfs.tensor.layout.storage_offset",
+                ),
+                "a loop over the axes, last to first, with % and //",
+            ),
         ),
         _spec(
             "ch05.scale",

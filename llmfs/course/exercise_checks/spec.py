@@ -26,6 +26,7 @@ from llmfs.course import CourseError
 from llmfs.course.attempts import record_attempt as write
 from llmfs.course.exercise_checks.einsum import naive_einsum_cases, naive_einsum_reference
 from llmfs.course.exercise_checks.report import CaseResult, CheckReport
+from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, shortcut_message
 from llmfs.tensor import (
     NonContiguousReshapeError,
     Tensor,
@@ -43,6 +44,10 @@ from llmfs.widgets.text import format_ints, table
 ERROR_NAMES: tuple[str, ...] = ("IndexError", "KeyError", "ZeroDivisionError", "ValueError")
 
 Outcome = dict[str, Any]
+
+#: The error name of a case whose run called a library function the exercise forbids; the
+#: outcome also names the function (``"shortcut"``) and what the learner's code called (``"via"``).
+SHORTCUT = "Shortcut"
 
 #: Failing cases a report shows (the smallest first).
 SHOWN_FAILURES = 3
@@ -75,6 +80,10 @@ class ImplementSpec:
     #: the learner hands over the source string itself); ``kernel(source, *args)`` compiles and
     #: runs it on one case and returns plain data.
     kernel: Callable[..., Any] | None = None
+    #: The library callables the learner's function must not reach while it runs (the function
+    #: the exercise re-implements, by its dotted name), and what to use instead; a case that
+    #: calls one is a ``{"error": "Shortcut", ...}`` outcome (:mod:`.shortcuts`).
+    shortcuts: Shortcuts | None = None
 
 
 def error_name(error: BaseException) -> str:
@@ -123,13 +132,21 @@ def outcome_of(
     call_args = tuple(_fresh(a) for a in args)
     if spec is not None and spec.prepare is not None:
         call_args = spec.prepare(*call_args)
-    try:
-        if spec is not None and spec.call is not None:
-            result = spec.call(fn, call_args)
-        else:
-            result = fn(*call_args)
-    except Exception as error:  # the learner's code may raise anything; it is an outcome
-        return {"error": error_name(error)}
+    # Only the learner's call is guarded: preparing arguments and summarizing the result use the
+    # library freely (the summaries of chapter 8 run the very reference the learner may not).
+    if spec is not None and spec.call is not None:
+        guarded = call_guarded(spec.shortcuts, spec.call, fn, call_args)
+    else:
+        guarded = call_guarded(spec.shortcuts if spec else None, fn, *call_args)
+    if guarded.shortcut is not None:
+        return {
+            "error": SHORTCUT,
+            "shortcut": guarded.shortcut.target,
+            "via": guarded.shortcut.entry,
+        }
+    if guarded.error is not None:
+        return {"error": error_name(guarded.error)}
+    result = guarded.result
     try:
         if spec is not None and spec.summarize is not None:
             return {"value": to_json(spec.summarize(result, call_args))}
@@ -309,6 +326,8 @@ def run_spec(
     stubbed = 0
     for args in drawn:
         got = outcome_of(fn, args, spec)
+        if got.get("error") == SHORTCUT:
+            return _shortcut_report(spec, args, got, seed, record_attempt)
         want = expected_outcome(spec, args)
         if got.get("error") == "NotImplementedError" or got == {"value": None}:
             stubbed += 1
@@ -341,6 +360,36 @@ def run_spec(
         spec.exercise_id,
         {"random cases": not failures},
         answers={"random cases": f"{len(drawn) - len(failures)} of {len(drawn)} right ({label})"},
+    )
+    return replace(report, recorded=True)
+
+
+def shortcut_text(spec: ImplementSpec, outcome: Outcome) -> str:
+    """The teaching message of a ``Shortcut`` outcome (shared by the notebook's report and the
+    grader's): the library function called, that the exercise asks for it to be written, and
+    what to use instead."""
+    instead = spec.shortcuts.instead if spec.shortcuts is not None else ""
+    target = str(outcome.get("shortcut", "?"))
+    return shortcut_message(spec.function, target, str(outcome.get("via", target)), instead)
+
+
+def _shortcut_report(
+    spec: ImplementSpec, args: Sequence[Any], got: Outcome, seed: int | None, record_attempt: bool
+) -> CheckReport:
+    # The first case that calls a forbidden function decides: the others would only repeat it.
+    # The expected column stays hidden, as the answer is not what this report is about.
+    label = f"seed {spec.visible_seed if seed is None else seed}"
+    row = CaseResult(case_label(spec, args), "(your own code)", f"calls {got.get('via')}", False)
+    note = f"{shortcut_text(spec, got)} (checked on random cases, {label})"
+    report = CheckReport(spec.exercise_id, "failed", (row,), note)
+    if not record_attempt:
+        return report
+    from dataclasses import replace
+
+    write(
+        spec.exercise_id,
+        {"random cases": False},
+        answers={"random cases": f"calls {got.get('shortcut')}"},
     )
     return replace(report, recorded=True)
 
@@ -750,6 +799,23 @@ def _spec(
     )
 
 
+# What each exercise's answer may not call (see :mod:`.shortcuts`): the library function that
+# computes its answer. Calls count at any depth, so one function stands for every public door to
+# it (``Tensor.zeros(shape).strides`` reaches ``row_major_strides``).
+_LAYOUT = "llmfs.tensor.layout."
+#: The library's three ways of reading strided storage: the offset cursor, the copy and the NumPy
+#: view (behind ``to_numpy``, ``tolist`` and ``np.asarray(view)``).
+_STRIDED_READERS = (
+    "llmfs.tensor.traversal.StridedOffsets",
+    "llmfs.tensor.view.ViewMethods.materialize",
+    "llmfs.tensor.strided.numpy_view",
+)
+
+
+def _forbid(*names: str, instead: str) -> Shortcuts:
+    return Shortcuts(tuple(_LAYOUT + n[1:] if n.startswith(".") else n for n in names), instead)
+
+
 #: Exercise id -> its specification (the grader draws its own seeds). Chapters whose checks live
 #: in their own module (:mod:`llmfs.course.exercise_checks.attention`) add their specs to it when
 #: the package is imported.
@@ -762,14 +828,27 @@ SPECS: dict[str, ImplementSpec] = {
             _strides_cases,
             lambda s: _row_major(s),
             "shape",
+            shortcuts=_forbid(".row_major_strides", instead="a loop over the axes, last to first"),
         ),
-        _spec("ch01.flat_index", "flat_index", _flat_index_cases, _flat_index, "shape coordinate"),
+        _spec(
+            "ch01.flat_index",
+            "flat_index",
+            _flat_index_cases,
+            _flat_index,
+            "shape coordinate",
+            shortcuts=_forbid(
+                ".storage_offset", instead="your compute_strides and a sum of index * stride"
+            ),
+        ),
         _spec(
             "ch01.is_contiguous",
             "is_contiguous",
             _contiguous_cases,
             layout.is_contiguous,
             "shape strides",
+            shortcuts=_forbid(
+                ".is_contiguous", instead="a loop comparing each stride with the row-major one"
+            ),
         ),
         _spec(
             "ch02.copying_transpose",
@@ -777,9 +856,19 @@ SPECS: dict[str, ImplementSpec] = {
             _transpose_cases,
             _transpose,
             "values shape",
+            shortcuts=_forbid(
+                "llmfs.tensor.view.copying_transpose",
+                *_STRIDED_READERS,
+                instead="two loops over the plain list of values",
+            ),
         ),
         _spec(
-            "ch02.permute_layout", "permute_layout", _permute_cases, _permute, "shape strides axes"
+            "ch02.permute_layout",
+            "permute_layout",
+            _permute_cases,
+            _permute,
+            "shape strides axes",
+            shortcuts=_forbid(".permute_layout", instead="list indexing with axes"),
         ),
         _spec(
             "ch02.logical_offsets",
@@ -787,6 +876,9 @@ SPECS: dict[str, ImplementSpec] = {
             _offsets_cases,
             _offsets,
             "shape strides base_offset",
+            shortcuts=_forbid(
+                *_STRIDED_READERS, instead="a coordinate you step and carry yourself"
+            ),
         ),
         _spec(
             "ch02.slice_layout",
@@ -794,6 +886,7 @@ SPECS: dict[str, ImplementSpec] = {
             _slice_cases,
             _slice,
             "shape strides base_offset axis start stop",
+            shortcuts=_forbid(".slice_layout", instead="plain list arithmetic on the layout"),
         ),
         _spec(
             "ch02.q5_fix",
@@ -811,6 +904,7 @@ SPECS: dict[str, ImplementSpec] = {
             _strided_cases,
             _materialize,
             "storage shape strides base_offset",
+            shortcuts=_forbid(*_STRIDED_READERS, instead="your logical_offsets and the list"),
         ),
         _spec(
             "ch03.can_reshape",
@@ -818,14 +912,29 @@ SPECS: dict[str, ImplementSpec] = {
             _reshape_cases,
             _can_reshape,
             "shape strides new_shape",
+            shortcuts=_forbid(
+                ".plan_reshape", instead="runs of axes compared by their sizes and strides"
+            ),
         ),
-        _spec("ch03.merge_layout", "merge_layout", _merge_cases, _merge, "shape strides start end"),
+        _spec(
+            "ch03.merge_layout",
+            "merge_layout",
+            _merge_cases,
+            _merge,
+            "shape strides start end",
+            shortcuts=_forbid(".plan_reshape", instead="a stride check of neighbouring axes"),
+        ),
         _spec(
             "ch04.broadcast_shape",
             "broadcast_shape",
             _broadcast_shape_cases,
             _broadcast_shape,
             "a b",
+            shortcuts=_forbid(
+                ".broadcast_shapes",
+                "numpy.broadcast_shapes",
+                instead="the two shapes padded on the left and compared axis by axis",
+            ),
         ),
         _spec(
             "ch04.broadcast_strides",
@@ -833,6 +942,9 @@ SPECS: dict[str, ImplementSpec] = {
             _broadcast_strides_cases,
             _broadcast_strides,
             "shape strides target",
+            shortcuts=_forbid(
+                ".broadcast_layout", instead="the shape aligned with the end of the target"
+            ),
         ),
         _spec(
             "ch04.softmax",
@@ -842,6 +954,11 @@ SPECS: dict[str, ImplementSpec] = {
             "x",
             prepare=_softmax_prepare,
             summarize=_softmax_summary,
+            shortcuts=_forbid(
+                "llmfs.gpt.tensor_model.softmax",
+                "llmfs.gpt.reference.softmax",
+                instead="ops.max, ops.exp and ops.sum",
+            ),
         ),
         _spec(
             "ch06.naive_einsum",
@@ -849,6 +966,13 @@ SPECS: dict[str, ImplementSpec] = {
             naive_einsum_cases,
             naive_einsum_reference,
             "expression x y",
+            shortcuts=_forbid(
+                "llmfs.tensor.ops.einsum",
+                "llmfs.tensor.einsum.plan.EinsumPlan",
+                "llmfs.tensor.einsum.contraction.ContractionPlan",
+                "numpy.einsum",
+                instead="loops over the output's and the summed labels' coordinates",
+            ),
         ),
     )
 }
@@ -866,6 +990,7 @@ def spec_for(exercise_id: str) -> ImplementSpec:
 
 __all__ = [
     "ERROR_NAMES",
+    "SHORTCUT",
     "SPECS",
     "ImplementSpec",
     "Outcome",
@@ -876,6 +1001,7 @@ __all__ = [
     "outcome_of",
     "outcomes_match",
     "run_spec",
+    "shortcut_text",
     "spec_for",
     "to_json",
     "warm_up",

@@ -220,10 +220,16 @@ def score_implement(
 
     Full points when every hidden case matches the library's outcome, else 0; the message names
     how many passed and the smallest failing case (its arguments and what the function gave,
-    never the expected answer).
+    never the expected answer). A case that called a library function the exercise forbids
+    (its spec's ``shortcuts``) makes the score 0 and the message names that function.
     """
     # Loaded on use: the specs import the tensor library; only implement answers need it.
-    from llmfs.course.exercise_checks.spec import expected_outcome, outcomes_match
+    from llmfs.course.exercise_checks.spec import (
+        SHORTCUT,
+        expected_outcome,
+        outcomes_match,
+        shortcut_text,
+    )
 
     exercise = item.exercise
     points = float(exercise.points)
@@ -255,6 +261,12 @@ def score_implement(
             "",
             answer_sha,
         )
+    refused = [got for got in run.outcomes if got.get("error") == SHORTCUT]
+    if refused:
+        # Calling the library function the exercise re-implements scores nothing, whatever the
+        # values: the message names the call (never an expected value).
+        message = f"{shortcut_text(spec, refused[0])}; 0 of {count} hidden cases count"
+        return ExerciseResult(exercise.id, points, 0.0, "wrong", message[:500], "", answer_sha)
     failing = [
         (args, got)
         for args, got, want in zip(drawn, run.outcomes, expected)

@@ -1,0 +1,293 @@
+"""An implement exercise cannot be passed by calling the library function it re-implements: the
+check refuses the call wherever it happens while the learner's function runs, says which function
+was called and what to use instead, and the solutions (which write the function) still pass."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from solutionkit import SOLUTIONS
+
+import llmfs.tensor as lt
+from llmfs.course import CourseError
+from llmfs.course.attempts import load_attempts
+from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
+from llmfs.course.exercise_checks.attention import attention_numpy
+from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, resolve
+from llmfs.course.exercise_checks.spec import SHORTCUT, outcome_of
+from llmfs.gpt import reference
+from llmfs.gpt import tensor_model as tm
+from llmfs.tensor import Layout, Tensor, as_strided, einsum, layout
+from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
+from llmfs.tensor.traversal import StridedOffsets
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    log = tmp_path / "attempts.jsonl"
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(log))
+    return log
+
+
+def _view(storage: list[Any], shape: list[int], strides: list[int], base: int) -> Any:
+    return as_strided(Tensor.from_vec([len(storage)], storage), shape, strides, base)
+
+
+def _operand(x: list[Any]) -> Any:
+    storage, shape, strides, base = x
+    return _view([float(v) for v in storage], shape, strides, base)
+
+
+def _can_reshape(shape: list[int], strides: list[int], new_shape: list[int]) -> bool:
+    try:
+        layout.plan_reshape(shape, strides, new_shape)
+    except lt.NonContiguousReshapeError:
+        return False
+    return True
+
+
+def _split_with_the_model(qkv: Any, heads: int) -> Any:
+    c = qkv.shape[-1] // 3
+    return tuple(tm.split_heads(qkv.slice(2, i * c, (i + 1) * c), heads) for i in range(3))
+
+
+def _forward_then_argmax(w: Any, config: Any, tokens: Any, new: int) -> Any:
+    tokens = np.asarray(tokens)
+    out = []
+    for _ in range(new):
+        ids = tm.forward(w, config, tokens)[:, -1, :].to_numpy().argmax(axis=-1)
+        out.append(ids)
+        tokens = np.concatenate([tokens, ids[:, None]], axis=1)
+    return np.stack(out, axis=1)
+
+
+#: Exercise id -> (a shortcut answer, the listed function it must be refused for).
+SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
+    "ch01.compute_strides": (lambda shape: list(row_major_strides(shape)), "row_major_strides"),
+    "ch01.flat_index": (
+        lambda shape, c: layout.storage_offset(shape, row_major_strides(shape), 0, c),
+        "storage_offset",
+    ),
+    "ch01.is_contiguous": (layout.is_contiguous, "is_contiguous"),
+    "ch02.copying_transpose": (
+        lambda values, shape: (
+            lt.copying_transpose(Tensor.from_vec(shape, values)).as_slice().tolist()
+        ),
+        "copying_transpose",
+    ),
+    "ch02.permute_layout": (
+        lambda shape, strides, axes: layout.permute_layout(shape, strides, axes),
+        "permute_layout",
+    ),
+    "ch02.logical_offsets": (
+        lambda shape, strides, base: list(
+            StridedOffsets(Layout(tuple(shape), tuple(strides), base), 10**6)
+        ),
+        "StridedOffsets",
+    ),
+    "ch02.slice_layout": (
+        lambda *args: [
+            list(part) if isinstance(part, tuple) else part for part in layout.slice_layout(*args)
+        ],
+        "slice_layout",
+    ),
+    "ch02.materialize": (
+        lambda storage, shape, strides, base: (
+            _view(storage, shape, strides, base).materialize().as_slice().tolist()
+        ),
+        "materialize",
+    ),
+    "ch03.can_reshape": (_can_reshape, "plan_reshape"),
+    "ch03.merge_layout": (
+        lambda shape, strides, a, b: layout.plan_reshape(
+            shape, strides, [*shape[:a], math.prod(shape[a : b + 1]), *shape[b + 1 :]]
+        ),
+        "plan_reshape",
+    ),
+    "ch04.broadcast_shape": (lambda a, b: list(np.broadcast_shapes(a, b)), "broadcast_shapes"),
+    "ch04.broadcast_strides": (
+        lambda shape, strides, target: layout.broadcast_layout(shape, strides, target)[1],
+        "broadcast_layout",
+    ),
+    "ch04.softmax": (lambda x: tm.softmax(x, axis=1), "softmax"),
+    "ch05.view_offset": (
+        lambda k, d: next(
+            o
+            for i, o in enumerate(
+                StridedOffsets(Layout(tuple(d[2 : 2 + d[0]]), tuple(d[2 + d[0] :]), d[1]), 10**6)
+            )
+            if i == k
+        ),
+        "StridedOffsets",
+    ),
+    "ch06.naive_einsum": (
+        lambda e, x, y: (lambda r: [list(r.shape), r.view().materialize().as_slice().tolist()])(
+            einsum(e, _operand(x), _operand(y))
+        ),
+        "einsum",
+    ),
+    "ch07.split_heads": (_split_with_the_model, "split_heads"),
+    "ch07.merge_heads": (tm.merge_heads, "merge_heads"),
+    "ch07.attention": (
+        lambda qkv, heads: (
+            Tensor.from_numpy(attention_numpy(qkv.to_numpy(), heads)).view().materialize()
+        ),
+        "attention_numpy",
+    ),
+    "ch08.layer_norm": (tm.layer_norm, "layer_norm"),
+    "ch08.gelu": (
+        lambda x: Tensor.from_numpy(reference.gelu(x.to_numpy())),
+        "reference.gelu",
+    ),
+    "ch08.attention": (tm.attention, "attention"),
+    "ch08.mlp": (tm.mlp, "mlp"),
+    "ch08.block": (tm.block, "block"),
+    "ch08.forward": (tm.forward, "forward"),
+    "ch08.generate": (_forward_then_argmax, "tensor_model.forward"),
+}
+
+GUARDED = sorted(e for e, spec in SPECS.items() if spec.shortcuts is not None)
+
+
+def test_every_implement_exercise_but_the_kernels_and_the_copy_fix_lists_its_shortcuts() -> None:
+    # Kernels are MSL source, and ch02.q5_fix asks for a copy through the library (materialize).
+    expected = {e for e, s in SPECS.items() if s.kernel is None and e != "ch02.q5_fix"}
+    assert set(GUARDED) == expected
+    assert set(SHORTCUT_ANSWERS) == expected
+
+
+@pytest.mark.parametrize("exercise_id", GUARDED)
+def test_every_listed_name_resolves_to_python_functions(exercise_id: str) -> None:
+    shortcuts = SPECS[exercise_id].shortcuts
+    assert shortcuts is not None and shortcuts.names and shortcuts.instead
+    for name in shortcuts.names:
+        assert resolve(name), name
+
+
+@pytest.mark.parametrize("exercise_id", GUARDED)
+def test_a_shortcut_fails_with_a_message_naming_the_call(exercise_id: str) -> None:
+    answer, listed = SHORTCUT_ANSWERS[exercise_id]
+    spec = SPECS[exercise_id]
+    report = CHECKS[exercise_id](answer, record_attempt=False)
+    text = repr(report)
+    assert report.status == "failed", text
+    assert listed in text and "this exercise asks you to write that yourself" in text, text
+    assert f"instead, use {spec.shortcuts.instead}" in text  # type: ignore[union-attr]
+    # Nothing of the answer is shown: the expected column is not a value.
+    assert [case.expected for case in report.cases] == ["(your own code)"]
+
+
+@pytest.mark.parametrize("exercise_id", GUARDED)
+def test_the_solution_still_passes_under_its_shortcut_rule(exercise_id: str) -> None:
+    report = run_spec(SPECS[exercise_id], SOLUTIONS[exercise_id], seed=7, record_attempt=False)
+    assert report.passed, repr(report)
+
+
+def test_a_name_imported_before_the_check_began_is_caught_at_any_depth() -> None:
+    # row_major_strides was bound with ``from ... import`` when this module was imported; a
+    # helper of the learner's, a list and the library itself (Tensor.zeros) are all caught.
+    table = [row_major_strides]
+
+    def helper(shape):  # type: ignore[no-untyped-def]
+        return table[0](tuple(shape))
+
+    for answer, entry in (
+        (lambda shape: list(helper(shape)), "llmfs.tensor.layout.row_major_strides"),
+        (lambda shape: list(Tensor.zeros(shape).strides), "llmfs.tensor.tensor.Tensor.zeros"),
+    ):
+        outcome = outcome_of(answer, ([2, 3],), SPECS["ch01.compute_strides"])
+        assert outcome == {
+            "error": SHORTCUT,
+            "shortcut": "llmfs.tensor.layout.row_major_strides",
+            "via": entry,
+        }
+    text = repr(CHECKS["ch01.compute_strides"](lambda s: list(Tensor.zeros(s).strides)))
+    assert "calls the library's llmfs.tensor.tensor.Tensor.zeros, which runs" in text
+
+
+def test_catching_every_exception_does_not_hide_the_call() -> None:
+    def swallowing(shape):  # type: ignore[no-untyped-def]
+        try:
+            return list(row_major_strides(tuple(shape)))
+        except BaseException:
+            return [1] * len(shape)
+
+    outcome = outcome_of(swallowing, ([2, 3],), SPECS["ch01.compute_strides"])
+    assert outcome["error"] == SHORTCUT
+
+
+def test_the_guards_are_gone_after_the_check_and_never_touch_other_threads() -> None:
+    code = row_major_strides.__code__
+    seen: list[Any] = []
+    started, release = threading.Event(), threading.Event()
+
+    def other_thread() -> None:
+        started.set()
+        release.wait(5)
+        seen.append(row_major_strides((4, 5)))
+
+    def answer(shape):  # type: ignore[no-untyped-def]
+        # While this runs the function is guarded: another thread still gets its answer.
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        started.wait(5)
+        release.set()
+        worker.join(5)
+        return [1] * len(shape)
+
+    guarded = call_guarded(SPECS["ch01.compute_strides"].shortcuts, answer, [2, 3])
+    assert guarded.shortcut is None and guarded.result == [1, 1]
+    assert seen == [(5, 1)]
+    assert row_major_strides.__code__ is code and row_major_strides((2, 3)) == (3, 1)
+
+
+def test_a_name_that_is_not_a_python_function_is_refused_when_resolved() -> None:
+    with pytest.raises(CourseError, match="not a Python function"):
+        resolve("numpy.exp")
+    with pytest.raises(CourseError, match="no attribute path"):
+        resolve("llmfs.tensor.layout.no_such_function")
+    guarded = call_guarded(Shortcuts(("llmfs.tensor.layout.is_contiguous",), ""), lambda: 3)
+    assert guarded.result == 3 and guarded.shortcut is None
+
+
+def test_a_refused_call_is_recorded_as_a_wrong_attempt(attempts: Path) -> None:
+    report = CHECKS["ch01.is_contiguous"](layout.is_contiguous)
+    assert report.recorded and not report.passed
+    (attempt,) = load_attempts(attempts)
+    assert attempt.exercise == "ch01.is_contiguous" and not attempt.correct
+
+
+def test_a_grader_gives_a_shortcut_zero_and_names_the_call() -> None:
+    import gradingkit as kit
+
+    from llmfs.course.grading.key import load_chapter_key
+    from llmfs.course.grading.limits import Limits
+    from llmfs.course.grading.score import grade_submission
+    from llmfs.course.manifest import load_manifest
+
+    manifest = load_manifest(REPO / "course" / "manifest.toml")
+    chapter = manifest.chapter("ch01")
+    key = load_chapter_key(manifest, chapter)
+    shortcut = (
+        "from llmfs.tensor.layout import row_major_strides\n\n\n"
+        "def compute_strides(shape):\n"
+        "    return list(row_major_strides(shape))\n"
+    )
+    notebook = kit.set_source(kit.correct_notebook(chapter), "ch01.compute_strides", shortcut)
+    data = json.dumps(notebook).encode()
+    result = grade_submission("ann", "ann.ipynb", data, key, 3, Limits(), execute=False)
+    rows = {row.exercise: row for row in result.results}
+    row = rows["ch01.compute_strides"]
+    assert row.score == 0.0 and row.status == "wrong"
+    assert "llmfs.tensor.layout.row_major_strides" in row.message
+    assert "this exercise asks you to write that yourself" in row.message
+    # The other implement exercises of the chapter, the solution's own code, still score.
+    assert rows["ch01.flat_index"].score == rows["ch01.flat_index"].points
