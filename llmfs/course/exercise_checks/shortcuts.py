@@ -289,7 +289,8 @@ def _entry(window: _Window, guard: _Guard) -> str:
     function: the first library (or guarded) frame below the window's own frame."""
     target_name = window.targets[guard.function]
     chain: list[types.FrameType] = []
-    frame = sys._getframe(2)  # the guarded function's own frame (the guard's code runs in it)
+    # The guarded function's own frame (the guard's code runs in it).
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None and frame is not window.frame:
         chain.append(frame)
         frame = frame.f_back
