@@ -11,6 +11,11 @@ A learner's function that still raises :class:`NotImplementedError`, or returns 
 ``None``, makes the whole report "not implemented yet" (never a traceback), so a student notebook
 runs top to bottom before anything is written. :data:`CHECKS` maps each "implement it" exercise
 id to its check.
+
+A check also refuses a shortcut: an answer that calls the library function the exercise
+re-implements (its spec's :class:`~llmfs.course.exercise_checks.shortcuts.Shortcuts`, caught at
+any depth while the learner's function runs) fails, and the report names the function called and
+what to use instead (:mod:`llmfs.course.exercise_checks.shortcuts`).
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ from llmfs.course.exercise_checks.report import (
     CheckReport,
     check_values,
 )
+from llmfs.course.exercise_checks.shortcuts import Shortcuts
 from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec
 
 # Chapter 8's specs live beside their checks; spec_for and the grader read the one SPECS dict.
@@ -116,6 +122,7 @@ __all__ = [
     "CaseResult",
     "CheckReport",
     "ImplementSpec",
+    "Shortcuts",
     "check_add_kernel",
     "check_block",
     "check_broadcast_shape",

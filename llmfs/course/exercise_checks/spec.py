@@ -9,6 +9,11 @@ Outcomes are plain JSON (``{"value": ...}`` or ``{"error": "ValueError"}``), so 
 learner's function in another process on its own arguments (:func:`outcome_of`), send the outcomes
 back as JSON and compare them there (:func:`outcomes_match` with :func:`expected_outcome`).
 
+A case whose run called a function the exercise forbids (the spec's ``shortcuts``, see
+:mod:`~llmfs.course.exercise_checks.shortcuts`) has the outcome ``{"error": "Shortcut",
+"shortcut": <the listed function>, "via": <what the learner's code called>}``; it never matches,
+and :func:`shortcut_text` turns it into the report's message.
+
 An error outcome names the learner-facing class: the first of :data:`ERROR_NAMES` that the raised
 class derives from (so a library ``IndexOutOfBoundsError``, an ``IndexError``, reads
 ``IndexError``), else the class's own name.
