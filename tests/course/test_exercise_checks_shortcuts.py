@@ -249,6 +249,30 @@ def test_the_guards_are_gone_after_the_check_and_never_touch_other_threads() -> 
     assert row_major_strides.__code__ is code and row_major_strides((2, 3)) == (3, 1)
 
 
+def _make_counter() -> Any:
+    calls: list[int] = []
+
+    def counted(x: int) -> int:
+        calls.append(x)
+        return len(calls)
+
+    return counted
+
+
+#: A function with a free variable (its closure): a guard's code must keep the closure's cells.
+counted_closure = _make_counter()
+
+
+def test_a_function_with_a_closure_is_guarded_and_keeps_its_state() -> None:
+    assert counted_closure(1) == 1
+    shortcuts = Shortcuts((f"{__name__}.counted_closure",), "")
+    guarded = call_guarded(shortcuts, lambda: counted_closure(2))
+    assert guarded.shortcut is not None and guarded.shortcut.target.endswith("counted_closure")
+    assert counted_closure(3) == 2  # the refused call never ran; the closure is intact
+    keyword = call_guarded(shortcuts, lambda: 5)
+    assert keyword.result == 5 and keyword.shortcut is None
+
+
 def test_a_name_that_is_not_a_python_function_is_refused_when_resolved() -> None:
     with pytest.raises(CourseError, match="not a Python function"):
         resolve("numpy.exp")
