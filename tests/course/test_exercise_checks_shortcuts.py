@@ -179,7 +179,7 @@ def test_a_shortcut_fails_with_a_message_naming_the_call(exercise_id: str) -> No
     report = CHECKS[exercise_id](answer, record_attempt=False)
     text = repr(report)
     assert report.status == "failed", text
-    assert listed in text and "this exercise asks you to write that yourself" in text, text
+    assert listed in text and "the work this exercise asks you to write yourself" in text, text
     assert f"instead, use {spec.shortcuts.instead}" in text  # type: ignore[union-attr]
     # Nothing of the answer is shown: the expected column is not a value.
     assert [case.expected for case in report.cases] == ["(your own code)"]
@@ -312,6 +312,6 @@ def test_a_grader_gives_a_shortcut_zero_and_names_the_call() -> None:
     row = rows["ch01.compute_strides"]
     assert row.score == 0.0 and row.status == "wrong"
     assert "llmfs.tensor.layout.row_major_strides" in row.message
-    assert "this exercise asks you to write that yourself" in row.message
+    assert "the work this exercise asks you to write yourself" in row.message
     # The other implement exercises of the chapter, the solution's own code, still score.
     assert rows["ch01.flat_index"].score == rows["ch01.flat_index"].points

@@ -94,8 +94,8 @@ def shortcut_message(function: str, target: str, entry: str, instead: str) -> st
     and what to use instead."""
     called = target if entry == target else f"{entry}, which runs {target}"
     text = (
-        f"{function} calls the library's {called}: this exercise asks you to write that "
-        f"yourself, so an answer that calls it does not count"
+        f"{function} calls the library's {called}: that is the work this exercise asks you to "
+        f"write yourself, so the answer does not count"
     )
     return text + (f"; instead, use {instead}" if instead else "")
 

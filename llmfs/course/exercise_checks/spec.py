@@ -321,7 +321,9 @@ def run_spec(
     """The notebook-side check: runs ``fn`` on every case of the run and compares each outcome
     with the library's. The report lists the smallest failing cases first (with the offset table
     of the input layout), or a few passing examples; "not implemented" when ``fn`` is not a
-    function or every case is the stub (``NotImplementedError`` or ``None``)."""
+    function or every case is the stub (``NotImplementedError`` or ``None``). A case that calls
+    a function the exercise forbids (``spec.shortcuts``) fails the whole check: the report shows
+    the smallest such case and names the call (:func:`shortcut_text`)."""
     if not callable(fn) and not (spec.kernel is not None and isinstance(fn, str)):
         return CheckReport(
             spec.exercise_id, "not implemented", (), f"{spec.function} is not a function yet"
@@ -329,14 +331,20 @@ def run_spec(
     drawn = draw_cases(spec, seed, cases)
     results = []
     stubbed = 0
+    refused: list[tuple[tuple[Any, ...], Outcome]] = []
     for args in drawn:
         got = outcome_of(fn, args, spec)
         if got.get("error") == SHORTCUT:
-            return _shortcut_report(spec, args, got, seed, record_attempt)
+            refused.append((args, got))
+        if refused:  # the verdict is decided: only the smallest refused case is still wanted
+            continue
         want = expected_outcome(spec, args)
         if got.get("error") == "NotImplementedError" or got == {"value": None}:
             stubbed += 1
         results.append((args, got, want, outcomes_match(got, want)))
+    if refused:
+        args, got = min(refused, key=lambda pair: _size(pair[0]))
+        return _shortcut_report(spec, args, got, seed, record_attempt)
     if stubbed == len(drawn):
         return CheckReport(
             spec.exercise_id, "not implemented", (), f"{spec.function} still has its stub"
@@ -381,8 +389,8 @@ def shortcut_text(spec: ImplementSpec, outcome: Outcome) -> str:
 def _shortcut_report(
     spec: ImplementSpec, args: Sequence[Any], got: Outcome, seed: int | None, record_attempt: bool
 ) -> CheckReport:
-    # The first case that calls a forbidden function decides: the others would only repeat it.
-    # The expected column stays hidden, as the answer is not what this report is about.
+    # One refused call decides; the smallest case that made one is shown. The expected column
+    # stays hidden, as the answer is not what this report is about.
     label = f"seed {spec.visible_seed if seed is None else seed}"
     row = CaseResult(case_label(spec, args), "(your own code)", f"calls {got.get('via')}", False)
     note = f"{shortcut_text(spec, got)} (checked on random cases, {label})"
