@@ -213,6 +213,20 @@ def test_a_name_imported_before_the_check_began_is_caught_at_any_depth() -> None
     assert "calls the library's llmfs.tensor.tensor.Tensor.zeros, which runs" in text
 
 
+def test_numpys_strided_view_is_a_shortcut_for_reading_strided_storage() -> None:
+    def materialize(storage, shape, strides, base_offset):  # type: ignore[no-untyped-def]
+        values = np.asarray(storage)
+        size = values.itemsize
+        view = np.lib.stride_tricks.as_strided(
+            values[base_offset:], shape, [s * size for s in strides]
+        )
+        return view.ravel().tolist()
+
+    report = CHECKS["ch02.materialize"](materialize, record_attempt=False)
+    assert report.status == "failed"
+    assert "calls the library's numpy.lib.stride_tricks.as_strided" in repr(report)
+
+
 def test_catching_every_exception_does_not_hide_the_call() -> None:
     def swallowing(shape):  # type: ignore[no-untyped-def]
         try:
