@@ -812,6 +812,8 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
     Raises :class:`BroadcastError` naming both shapes and the (right-aligned output) axis, and
     :class:`ShapeOverflowError` when a size product does not fit in 64 bits.
     """
+    if len(shapes) > 1 and all(shape == shapes[0] for shape in shapes[1:]):
+        return check_shape(shapes[0])  # the common case of an op on equal shapes: nothing to do
     shapes = tuple(check_shape(shape) for shape in shapes)
     rank = max((len(s) for s in shapes), default=0)
     result = [1] * rank
