@@ -317,7 +317,12 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     and strides differ in length, :class:`InvalidShapeError` for a negative size.
     """
     shape, strides = checked_layout(shape, strides)
-    if any(size == 0 for size in shape):
+    return _walks_row_major(shape, strides)
+
+
+def _walks_row_major(shape: Shape, strides: Strides) -> bool:
+    """:func:`is_contiguous` of a layout already checked (a :class:`Layout`'s fields)."""
+    if 0 in shape:
         return True
     expected = 1
     for size, stride in zip(reversed(shape), reversed(strides)):
@@ -1141,7 +1146,7 @@ class Layout:
 
     def is_contiguous(self) -> bool:
         """:func:`is_contiguous` (the offset does not matter)."""
-        return is_contiguous(self.shape, self.strides)
+        return _walks_row_major(self.shape, self.strides)  # a Layout's fields are trusted
 
     def can_view_as_contiguous(self) -> bool:
         """:func:`can_view_as_contiguous`: the values fill one gap-free block in some order."""
