@@ -317,7 +317,12 @@ def is_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool:
     and strides differ in length, :class:`InvalidShapeError` for a negative size.
     """
     shape, strides = checked_layout(shape, strides)
-    if any(size == 0 for size in shape):
+    return _walks_row_major(shape, strides)
+
+
+def _walks_row_major(shape: Shape, strides: Strides) -> bool:
+    """:func:`is_contiguous` of a layout already checked (a :class:`Layout`'s fields)."""
+    if 0 in shape:
         return True
     expected = 1
     for size, stride in zip(reversed(shape), reversed(strides)):
@@ -812,6 +817,8 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
     Raises :class:`BroadcastError` naming both shapes and the (right-aligned output) axis, and
     :class:`ShapeOverflowError` when a size product does not fit in 64 bits.
     """
+    if len(shapes) > 1 and all(shape == shapes[0] for shape in shapes[1:]):
+        return check_shape(shapes[0])  # the common case of an op on equal shapes: nothing to do
     shapes = tuple(check_shape(shape) for shape in shapes)
     rank = max((len(s) for s in shapes), default=0)
     result = [1] * rank
@@ -1139,7 +1146,7 @@ class Layout:
 
     def is_contiguous(self) -> bool:
         """:func:`is_contiguous` (the offset does not matter)."""
-        return is_contiguous(self.shape, self.strides)
+        return _walks_row_major(self.shape, self.strides)  # a Layout's fields are trusted
 
     def can_view_as_contiguous(self) -> bool:
         """:func:`can_view_as_contiguous`: the values fill one gap-free block in some order."""

@@ -296,7 +296,12 @@ def broadcast_operands(
     float64). Raises :class:`BroadcastError` naming both shapes and the axis, or
     :class:`TensorError` when no operand is a tensor.
     """
-    tensors = [as_view(v, what=what, numbers=True) for v in values if not is_scalar(v)]
+    scalars = [is_scalar(v) for v in values]
+    converted = [
+        None if number else as_view(v, what=what, numbers=True)
+        for v, number in zip(values, scalars)
+    ]
+    tensors = [view for view in converted if view is not None]
     if not tensors:
         shown = ", ".join(repr(v) for v in values)
         raise TensorError(
@@ -304,8 +309,11 @@ def broadcast_operands(
             f"compute with Python numbers directly"
         )
     if dtype is None:
-        dtype = promote(*(t.dtype for t in tensors), *(v for v in values if is_scalar(v)))
-    views = [scalar_view(v, dtype) if is_scalar(v) else as_view(v) for v in values]  # type: ignore[arg-type]
+        dtype = promote(*(t.dtype for t in tensors), *(v for v, n in zip(values, scalars) if n))
+    views = [
+        scalar_view(v, dtype) if view is None else view  # type: ignore[arg-type]
+        for v, view in zip(values, converted)
+    ]
     shape = broadcast_shapes(*(v.shape for v in views))
     return [v if v.shape == shape else v.expand(shape) for v in views]
 
