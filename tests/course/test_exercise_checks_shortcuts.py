@@ -227,6 +227,61 @@ def test_numpys_strided_view_is_a_shortcut_for_reading_strided_storage() -> None
     assert "calls the library's numpy.lib.stride_tricks.as_strided" in repr(report)
 
 
+def test_a_views_own_contiguity_test_is_a_shortcut_too() -> None:
+    def is_contiguous(shape, strides):  # type: ignore[no-untyped-def]
+        return Layout(tuple(shape), tuple(strides), 0).is_contiguous()
+
+    report = CHECKS["ch01.is_contiguous"](is_contiguous, record_attempt=False)
+    assert "calls the library's llmfs.tensor.layout.Layout.is_contiguous" in repr(report)
+
+
+#: Other public doors to the same answers: each must be refused too (a refactor of the library
+#: that stops one of them from reaching its listed function fails here, not in a classroom).
+OTHER_DOORS: list[tuple[str, Any]] = [
+    ("ch01.compute_strides", lambda shape: list(Tensor.zeros(shape).strides)),
+    ("ch01.compute_strides", lambda shape: list(Layout.row_major(shape).strides)),
+    ("ch01.flat_index", lambda shape, c: Tensor.zeros(shape).storage_offset(c)),
+    ("ch01.is_contiguous", lambda shape, strides: layout.is_contiguous(shape, strides)),
+    (
+        "ch01.is_contiguous",
+        lambda shape, strides: as_strided(Tensor.zeros([10**4]), shape, strides).is_contiguous(),
+    ),
+    ("ch02.copying_transpose", lambda v, shape: Tensor.from_vec(shape, v).T.tolist()),
+    ("ch02.copying_transpose", lambda v, shape: Tensor.from_vec(shape, v).T.copy().tolist()),
+    ("ch02.permute_layout", lambda sh, st, axes: Layout(tuple(sh), tuple(st), 0).permute(axes)),
+    (
+        "ch02.logical_offsets",
+        lambda sh, st, b: _view(list(range(10**4)), sh, st, b).to_numpy().ravel().tolist(),
+    ),
+    (
+        "ch02.logical_offsets",
+        lambda sh, st, b: list(_view(list(range(10**4)), sh, st, b).logical_offsets()),
+    ),
+    ("ch02.materialize", lambda *args: np.asarray(_view(*args)).ravel().tolist()),
+    ("ch02.materialize", lambda *args: _view(*args).to_numpy().ravel().tolist()),
+    ("ch02.slice_layout", lambda sh, st, b, a, i, j: _view([0] * 10**4, sh, st, b).slice(a, i, j)),
+    ("ch03.can_reshape", lambda sh, st, new: bool(Tensor.zeros([10**4]).view().reshape(new))),
+    (
+        "ch03.merge_layout",
+        lambda sh, st, a, b: as_strided(Tensor.zeros([10**4]), sh, st).merge(a, b),
+    ),
+    ("ch04.broadcast_shape", lambda a, b: list(layout.broadcast_shapes(a, b))),
+    ("ch04.broadcast_strides", lambda sh, st, t: as_strided(Tensor.zeros([99]), sh, st).expand(t)),
+    ("ch06.naive_einsum", lambda e, x, y: np.einsum(e, np.ones(x[1]), np.ones(y[1]))),
+    ("ch06.naive_einsum", lambda e, x, y: lt.EinsumPlan(e, _operand(x), _operand(y))),
+    ("ch08.forward", lambda w, config, tokens: tm.block(tm.embed(tokens, w, config), w, 0, config)),
+    ("ch08.generate", lambda w, config, tokens, new: tm.generate(w, config, tokens, new)),
+]
+
+
+@pytest.mark.parametrize(
+    ("exercise_id", "answer"), OTHER_DOORS, ids=[f"{e}-{k}" for k, (e, _) in enumerate(OTHER_DOORS)]
+)
+def test_every_public_door_to_a_listed_function_is_refused(exercise_id: str, answer: Any) -> None:
+    report = CHECKS[exercise_id](answer, record_attempt=False)
+    assert "that is the work this exercise asks you to write yourself" in repr(report), repr(report)
+
+
 def test_catching_every_exception_does_not_hide_the_call() -> None:
     def swallowing(shape):  # type: ignore[no-untyped-def]
         try:

@@ -860,8 +860,11 @@ SPECS: dict[str, ImplementSpec] = {
             _contiguous_cases,
             layout.is_contiguous,
             "shape strides",
+            # A Layout (behind view.is_contiguous()) answers without the module function.
             shortcuts=_forbid(
-                ".is_contiguous", instead="a loop comparing each stride with the row-major one"
+                ".is_contiguous",
+                ".Layout.is_contiguous",
+                instead="a loop comparing each stride with the row-major one",
             ),
         ),
         _spec(
