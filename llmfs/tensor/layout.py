@@ -171,9 +171,17 @@ def check_shape(shape: object) -> Shape:
 
     Raises :class:`InvalidShapeError` or :class:`ShapeOverflowError`.
     """
+    if type(shape) is tuple and all(type(size) is int for size in shape):
+        return _checked_shape(shape)  # recent shapes are remembered (see row_major_strides)
     dims = check_sizes(shape)
     row_major_strides(dims)  # raises ShapeOverflowError
     return dims
+
+
+@functools.lru_cache(maxsize=1024)
+def _checked_shape(shape: Shape) -> Shape:
+    row_major_strides(check_sizes(shape))  # raises InvalidShapeError or ShapeOverflowError
+    return shape
 
 
 # --------------------------------------------------------------------------------------------
@@ -807,8 +815,7 @@ def broadcast_layout(
                 axis,
                 f"source size {have} cannot expand to {want} (only a size-1 axis can)",
             )
-    check_shape(out_shape)
-    return tuple(out_shape), tuple(out_strides)
+    return check_shape(tuple(out_shape)), tuple(out_strides)
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
@@ -840,7 +847,7 @@ def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
                 out_axis,
                 f"sizes {current} and {size} are neither equal nor 1",
             )
-    return check_shape(result)
+    return check_shape(tuple(result))
 
 
 def overlapping_coordinates(

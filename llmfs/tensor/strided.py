@@ -253,18 +253,32 @@ def writable_view(storage: np.ndarray, layout: Layout) -> np.ndarray:
     return _as_strided(storage, layout, writeable=True)
 
 
-def _as_strided(storage: np.ndarray, layout: Layout, *, writeable: bool) -> np.ndarray:
-    if layout.is_empty:
-        return np.empty(layout.shape, dtype=storage.dtype)
+def read_only_view(storage: np.ndarray, layout: Layout) -> np.ndarray:
+    """:func:`numpy_view` as a :class:`ReadOnlyArray` (what ``view.numpy_view()`` exports), made
+    in one step: every op reads its operands this way."""
+    return _as_strided(storage, layout, writeable=False, kind=ReadOnlyArray)
+
+
+def _as_strided(
+    storage: np.ndarray, layout: Layout, *, writeable: bool, kind: type = np.ndarray
+) -> np.ndarray:
+    shape = layout.shape
+    if 0 in shape:  # reads nothing: an empty array of its own, read-only like any export
+        empty: np.ndarray = np.empty(shape, dtype=storage.dtype).view(kind)
+        empty.flags.writeable = writeable
+        return empty
     itemsize = storage.itemsize
     # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
     # NumPy only needs a harmless 0 there.
-    byte_strides = tuple(stride * itemsize for stride in layout.zero_unused_strides().strides)
+    byte_strides = tuple(
+        0 if size == 1 else stride * itemsize for size, stride in zip(shape, layout.strides)
+    )
     # The ndarray constructor over the storage's buffer (NumPy's ``as_strided`` is the same
     # thing behind several Python calls; this runs on every op). NumPy checks again that every
     # reachable byte lies inside the buffer.
-    array = np.ndarray(
-        layout.shape,
+    array: np.ndarray = np.ndarray.__new__(
+        kind,
+        shape,
         dtype=storage.dtype,
         buffer=storage,
         offset=layout.offset * itemsize,

@@ -157,8 +157,9 @@ class Tensor(ViewMethods):
         return cls._adopt(allocate(count, resolved, fill), dims, strides)
 
     @classmethod
-    def arange(cls, n: int, dtype: object = DEFAULT_DTYPE) -> Tensor:
-        """A rank-1 owner holding ``0, 1, ..., n-1`` (errors as :meth:`full`)."""
+    def arange(cls, n: int, dtype: object = "int64") -> Tensor:
+        """A rank-1 owner holding ``0, 1, ..., n-1``, int64 unless ``dtype`` says otherwise (as
+        NumPy's ``arange`` of an int); errors as :meth:`full`."""
         dims, strides, count = checked_row_major_layout((n,))
         resolved = resolve_dtype(dtype)
         with allocating(count, resolved):

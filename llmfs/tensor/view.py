@@ -39,7 +39,7 @@ from llmfs.tensor.errors import (
 )
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
-from llmfs.tensor.strided import allocating, gather, numpy_view, read_only
+from llmfs.tensor.strided import allocating, gather, numpy_view, read_only_view
 from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
@@ -313,7 +313,7 @@ class ViewMethods(OperatorMixin):
         it raises a :class:`TensorError` (see :class:`~llmfs.tensor.strided.ReadOnlyArray`).
         """
         self._check_fresh()
-        return read_only(numpy_view(self.owner._storage, self.layout))
+        return read_only_view(self.owner._storage, self.layout)
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:

@@ -63,7 +63,12 @@ READ_ONLY = r"read-only export of a tensor's storage .*: write through tensor\.a
 # (id, call, error class, pattern the message must match)
 ROWS: list[tuple[str, Callable[[], Any], type[TensorError], str]] = [
     # Allocations NumPy cannot make: the element count and the bytes, never NumPy's error.
-    ("arange-2**62", lambda: Tensor.arange(TWO_62), lt.AllocationError, TWO_62_VALUES),
+    (
+        "arange-2**62",
+        lambda: Tensor.arange(TWO_62),
+        lt.AllocationError,
+        TWO_62_VALUES.replace("float64", "int64"),
+    ),
     (
         "zeros-2**31x2**31",
         lambda: Tensor.zeros([2**31, 2**31]),
@@ -434,7 +439,7 @@ def test_one_shot_iterables_are_still_shapes() -> None:
 def test_read_only_exports_still_behave_as_ndarrays() -> None:
     tensor = Tensor.arange(4)
     exported = tensor.as_slice()
-    assert repr(exported) == "array([0., 1., 2., 3.])"
+    assert repr(exported) == "array([0, 1, 2, 3])"
     assert type(exported * 2) is np.ndarray and type(np.exp(exported)) is np.ndarray
     copied = exported.copy()
     copied[0] = 9.0  # a copy is the learner's own array, writable

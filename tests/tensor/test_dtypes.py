@@ -86,6 +86,10 @@ def test_constructors_keep_integers_integer_and_bools_bool() -> None:
     assert Tensor.from_numpy(np.ones(2, dtype=np.float32)).dtype == np.float32
     assert Tensor.from_vec([2], [1, 2], dtype="float32").dtype == np.float32
     assert Tensor.from_numpy([1, 2], dtype=bool).tolist() == [True, True]
+    # arange counts in integers, as np.arange(3) does; zeros is float64, as np.zeros is.
+    assert Tensor.arange(3).dtype == np.arange(3).dtype == np.int64
+    assert Tensor.arange(3, "float32").tolist() == [0.0, 1.0, 2.0]
+    assert Tensor.zeros([2]).dtype == np.zeros(2).dtype
 
 
 @pytest.mark.parametrize(
