@@ -259,6 +259,7 @@ OTHER_DOORS: list[tuple[str, Any]] = [
     ),
     ("ch02.materialize", lambda *args: np.asarray(_view(*args)).ravel().tolist()),
     ("ch02.materialize", lambda *args: _view(*args).to_numpy().ravel().tolist()),
+    ("ch02.materialize", lambda *args: _view(*args).numpy_view().ravel().tolist()),
     ("ch02.slice_layout", lambda sh, st, b, a, i, j: _view([0] * 10**4, sh, st, b).slice(a, i, j)),
     ("ch03.can_reshape", lambda sh, st, new: bool(Tensor.zeros([10**4]).view().reshape(new))),
     (

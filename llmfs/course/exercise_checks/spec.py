@@ -816,12 +816,13 @@ def _spec(
 # computes its answer. Calls count at any depth, so one function stands for every public door to
 # it (``Tensor.zeros(shape).strides`` reaches ``row_major_strides``).
 _LAYOUT = "llmfs.tensor.layout."
-#: The library's three ways of reading strided storage (the offset cursor, the copy and the NumPy
-#: view behind ``to_numpy``, ``tolist`` and ``np.asarray(view)``), and NumPy's own.
+#: The library's three ways of reading strided storage (the offset cursor, the copy and the one
+#: constructor of every NumPy array over a view's storage, behind ``numpy_view``, ``to_numpy``,
+#: ``tolist`` and ``np.asarray(view)``), and NumPy's own.
 _STRIDED_READERS = (
     "llmfs.tensor.traversal.StridedOffsets",
     "llmfs.tensor.view.ViewMethods.materialize",
-    "llmfs.tensor.strided.numpy_view",
+    "llmfs.tensor.strided._as_strided",
     "numpy.lib.stride_tricks.as_strided",
 )
 
