@@ -319,6 +319,17 @@ def test_the_guards_are_gone_after_the_check_and_never_touch_other_threads() -> 
     assert row_major_strides.__code__ is code and row_major_strides((2, 3)) == (3, 1)
 
 
+def test_an_interrupt_or_a_timeout_propagates_and_the_guards_are_removed_first() -> None:
+    code = row_major_strides.__code__
+
+    def interrupted(shape):  # type: ignore[no-untyped-def]
+        raise KeyboardInterrupt  # as the grader's per-case timer or Ctrl+C in a notebook would
+
+    with pytest.raises(KeyboardInterrupt):
+        call_guarded(SPECS["ch01.compute_strides"].shortcuts, interrupted, [2])
+    assert row_major_strides.__code__ is code
+
+
 def _make_counter() -> Any:
     calls: list[int] = []
 
