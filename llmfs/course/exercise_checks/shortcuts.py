@@ -35,7 +35,11 @@ How calls are caught, and why this way:
 The guard raises a ``BaseException`` so that ``except Exception`` in the learner's code does not
 swallow it, and the first refusal is remembered even if the learner's code catches everything.
 Functions written in C (NumPy's ufuncs, ``ndarray`` methods) have no code to swap and cannot be
-listed (:func:`resolve` refuses them).
+listed (:func:`resolve` refuses them); nor can a call be seen behind a cache written in C (an
+``lru_cache`` in front of a listed function answers without calling it), so a list names the
+function in front of any cache, and the tests try every public door to each listed function. The
+rule is about calling the library, not about deliberate evasion: code that copies a function's
+code object into a new function before the check starts is not seen.
 """
 
 from __future__ import annotations
