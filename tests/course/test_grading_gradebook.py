@@ -215,6 +215,8 @@ def test_the_answer_key_has_a_page_per_chapter_with_every_answer(tmp_path: Path)
                 assert f"`{json.dumps(value)}`" in page
             if item.model_answer:
                 assert item.model_answer.splitlines()[0] in page
+            if item.spec is not None and item.spec.shortcuts is not None:
+                assert all(f"`{name}`" in page for name in item.spec.shortcuts.names)
     with contextlib.redirect_stdout(io.StringIO()):
         assert llmfs_main(["key", "--out", str(tmp_path), "--html", "--chapter", "2"]) == 0
     assert (tmp_path / "ch02-key.html").read_text().startswith("<!DOCTYPE html>")

@@ -275,6 +275,9 @@ def key_markdown(key: ChapterKey) -> str:
                     f"- hidden check: {item.spec.cases} random cases per grading run, "
                     "compared with the library's answer"
                 )
+                if item.spec.shortcuts is not None:
+                    names = ", ".join(f"`{name}`" for name in item.spec.shortcuts.names)
+                    lines.append(f"- may not call (scores 0): {names}")
             else:
                 lines.append("- hidden check: none (graded as unchecked)")
             lines += ["", "```python", item.solution_source, "```"]
