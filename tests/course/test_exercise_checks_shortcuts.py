@@ -4,30 +4,33 @@ was called and what to use instead, and the solutions (which write the function)
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import threading
 from pathlib import Path
 from typing import Any
 
+import gradingkit as kit
 import numpy as np
 import pytest
 from solutionkit import SOLUTIONS
 
 import llmfs.tensor as lt
+from llmfs.cli import main as llmfs_main
 from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
 from llmfs.course.exercise_checks.attention import attention_numpy
 from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, resolve
 from llmfs.course.exercise_checks.spec import SHORTCUT, outcome_of
+from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt import reference
 from llmfs.gpt import tensor_model as tm
 from llmfs.tensor import Layout, Tensor, as_strided, einsum, layout
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)
@@ -370,29 +373,27 @@ def test_a_refused_call_is_recorded_as_a_wrong_attempt(attempts: Path) -> None:
     assert attempt.exercise == "ch01.is_contiguous" and not attempt.correct
 
 
-def test_a_grader_gives_a_shortcut_zero_and_names_the_call() -> None:
-    import gradingkit as kit
-
-    from llmfs.course.grading.key import load_chapter_key
-    from llmfs.course.grading.limits import Limits
-    from llmfs.course.grading.score import grade_submission
-    from llmfs.course.manifest import load_manifest
-
-    manifest = load_manifest(REPO / "course" / "manifest.toml")
-    chapter = manifest.chapter("ch01")
-    key = load_chapter_key(manifest, chapter)
+def test_a_grader_gives_a_shortcut_zero_and_names_the_call(tmp_path: Path) -> None:
+    chapter = kit.MANIFEST.chapter("ch01")
     shortcut = (
         "from llmfs.tensor.layout import row_major_strides\n\n\n"
         "def compute_strides(shape):\n"
         "    return list(row_major_strides(shape))\n"
     )
     notebook = kit.set_source(kit.correct_notebook(chapter), "ch01.compute_strides", shortcut)
-    data = json.dumps(notebook).encode()
-    result = grade_submission("ann", "ann.ipynb", data, key, 3, Limits(), execute=False)
-    rows = {row.exercise: row for row in result.results}
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "ann.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    argv = ["grade", str(tmp_path / "subs"), "--chapter", "1", "--seed", "3", "--no-execute"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert llmfs_main([*argv, "--out", str(tmp_path / "out")]) == 0
+    with Gradebook(tmp_path / "out" / "gradebook.sqlite") as book:
+        rows = {row.exercise: row for row in book.rows()}
     row = rows["ch01.compute_strides"]
     assert row.score == 0.0 and row.status == "wrong"
     assert "llmfs.tensor.layout.row_major_strides" in row.message
     assert "the work this exercise asks you to write yourself" in row.message
-    # The other implement exercises of the chapter, the solution's own code, still score.
+    # The other implement exercises, the solution's code, still score (flat_index even uses the
+    # shortcut compute_strides: row_major_strides is not what flat_index re-implements).
     assert rows["ch01.flat_index"].score == rows["ch01.flat_index"].points
+    feedback = (tmp_path / "out" / "feedback" / "ann.md").read_text(encoding="utf-8")
+    assert "calls the library's llmfs.tensor.layout.row_major_strides" in feedback
