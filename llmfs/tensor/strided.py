@@ -48,7 +48,7 @@ import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
 from llmfs.tensor.errors import AllocationError, TensorError
-from llmfs.tensor.layout import Layout, element_count
+from llmfs.tensor.layout import Layout, element_count, zero_unused_strides
 from llmfs.tensor.threads import get_num_threads, run_all
 
 #: L1 data cache geometry assumed by the strips (typical of x86-64 and Apple cores alike): 64-byte
@@ -270,9 +270,7 @@ def _as_strided(
     itemsize = storage.itemsize
     # A size-1 axis never advances, so its stride may be anything (even past 64 bits in bytes);
     # NumPy only needs a harmless 0 there.
-    byte_strides = tuple(
-        0 if size == 1 else stride * itemsize for size, stride in zip(shape, layout.strides)
-    )
+    byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, layout.strides))
     # The ndarray constructor over the storage's buffer (NumPy's ``as_strided`` is the same
     # thing behind several Python calls; this runs on every op). NumPy checks again that every
     # reachable byte lies inside the buffer.
@@ -333,7 +331,9 @@ def _by_rows(
     the result is the same for any thread count."""
     rows = target.shape[0] if target.ndim else 1
     pieces = min(get_num_threads(), rows)
-    if pieces <= 1 or target.size < PARALLEL_MIN_VALUES:
+    if pieces <= 1 or target.size < PARALLEL_MIN_VALUES or np.may_share_memory(target, source):
+        # One NumPy call: it buffers a source that overlaps the target, which pieces running
+        # at once could not (one piece would read rows another has already overwritten).
         copy(target, source)
         return
     bounds = [rows * piece // pieces for piece in range(pieces + 1)]

@@ -114,3 +114,14 @@ def test_materialize_of_a_large_transpose_splits_over_threads(threads: int) -> N
     data = _source((613, 1031))
     view = Tensor.from_numpy(data).view().T
     np.testing.assert_array_equal(view.materialize().to_numpy(), data.T)
+
+
+def test_a_copy_whose_source_overlaps_its_target_is_not_split(threads: int) -> None:
+    # Shift rows down by one within the same storage: pieces running at once would read rows
+    # another piece had already overwritten; one NumPy call buffers the overlap.
+    storage = np.arange(600 * 700, dtype=np.float64)
+    expected = storage.reshape(600, 700)[:-1].copy()
+    target = writable_view(storage, Layout((599, 700), (700, 1), 700))
+    source = numpy_view(storage, Layout((599, 700), (700, 1), 0))
+    copy_strided(target, source)
+    np.testing.assert_array_equal(storage.reshape(600, 700)[1:], expected)
