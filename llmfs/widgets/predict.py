@@ -1598,7 +1598,11 @@ def after(*exercise_ids: str) -> bool:
     True once every named predict exercise is finished (every field right, or its answer
     shown); otherwise prints one line saying which exercise to finish first and returns False,
     so running an unanswered notebook top to bottom shows no answer before its prediction.
-    Raises :class:`CourseError` for an unknown exercise."""
+    Raises :class:`CourseError` for an unknown exercise, or when no exercise is named."""
+    if not exercise_ids:
+        raise CourseError(
+            'after() needs the exercise ids whose answers the cell shows, e.g. after("ch02.q2")'
+        )
     waiting = [exercise_id for exercise_id in exercise_ids if not exercise_finished(exercise_id)]
     if waiting:
         print(

@@ -498,6 +498,8 @@ def test_after_holds_back_a_cells_output_until_its_exercise_is_finished(
     capsys.readouterr()
     check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", shape=[3, 2]), scope, reveal=True)
     assert after("ch02.q1") is True and capsys.readouterr().out == ""
+    with pytest.raises(CourseError, match=r"after\(\) needs the exercise ids"):
+        after()
     assert after("ch02.q1", "ch02.q2") is False  # every named exercise must be finished
     assert "ch02.q2: it appears once that exercise is" in capsys.readouterr().out
     with pytest.raises(CourseError):
