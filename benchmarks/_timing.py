@@ -41,13 +41,15 @@ def paired_medians(
     return statistics.median(ours_samples), statistics.median(peer_samples)
 
 
-def header(title: str) -> None:
-    """Prints a benchmark's title and the environment facts that change its numbers."""
+def header(title: str, *, columns: bool = True) -> None:
+    """Prints a benchmark's title and the environment facts that change its numbers, then the
+    column names of :func:`row` (``columns=False``: a script that prints its own)."""
     print(f"== {title}")
     blas = {k: os.environ[k] for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE") if k in os.environ}
     if blas:
         print(f"   note: {blas} is set; it can slow NumPy's BLAS kernels")
-    print(f"   {'case':<44} {'ours ms':>9} {'peer ms':>9} {'ratio':>7}  goal")
+    if columns:
+        print(f"   {'case':<44} {'ours ms':>9} {'peer ms':>9} {'ratio':>7}  goal")
 
 
 def row(name: str, ours: float, peer: float, goal: float | None = None) -> float:
