@@ -15,23 +15,51 @@ from llmfs import __version__
 
 VERSION = f"llmfs {__version__}"
 
-# name -> (module, one-line help). The order is the order of `llmfs --help`.
+# name -> (module, one-line help). The order is the order of `llmfs --help` within each group.
 COMMANDS: dict[str, tuple[str, str]] = {
     "start": ("llmfs.course.start", "copy the student notebooks to your folder, open JupyterLab"),
-    "demo": ("llmfs.demo", "print chapter 2's trace table in the terminal"),
-    "build": ("llmfs.course.build", "generate notebooks/ (student versions) from solutions/"),
-    "figures": ("llmfs.widgets.figures", "regenerate every figure under figures/"),
     "check": ("llmfs.course.grading.selfcheck", "check your own notebooks: progress and hints"),
+    "demo": ("llmfs.demo", "print chapter 2's trace table in the terminal"),
     "grade": ("llmfs.course.grading.grade", "grade submissions into a resumable gradebook"),
     "key": ("llmfs.course.grading.key", "write the answer key (one page per chapter)"),
+    "build": ("llmfs.course.build", "generate notebooks/ (student versions) from solutions/"),
+    "figures": ("llmfs.widgets.figures", "regenerate every figure under figures/"),
 }
+
+#: Who each command is for, in the order `llmfs --help` lists the groups: a learner needs only
+#: the first group, and should not have to read past the instructors' tools to find it.
+AUDIENCES: dict[str, tuple[str, ...]] = {
+    "for learners": ("start", "check", "demo"),
+    "for instructors and course authors": ("grade", "key", "build", "figures"),
+}
+
+
+def _command_listing() -> str:
+    """The commands grouped by audience, as ``llmfs --help`` shows them."""
+    width = max(len(name) for name in COMMANDS) + 2
+    lines = []
+    for audience, names in AUDIENCES.items():
+        lines.append(f"{audience}:")
+        lines += [f"  {name:<{width}}{COMMANDS[name][1]}" for name in names]
+        lines.append("")
+    lines.append("Run `llmfs COMMAND --help` for a command's options.")
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser with one sub-command per entry of :data:`COMMANDS`."""
-    parser = argparse.ArgumentParser(prog="llmfs", description="LLM from scratch: course tools.")
+    parser = argparse.ArgumentParser(
+        prog="llmfs",
+        usage="llmfs [-h] [--version] COMMAND ...",
+        description="LLM from scratch: course tools.",
+        epilog=_command_listing(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=VERSION)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # The commands are listed by audience in the epilog; argparse's own list would mix them.
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog="llmfs"
+    )
     for name, (module_name, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
         command.add_argument("--version", action="version", version=VERSION)

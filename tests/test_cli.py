@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from llmfs import __version__
-from llmfs.cli import COMMANDS, main
+from llmfs.cli import AUDIENCES, COMMANDS, main
 
 
 def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -17,6 +17,21 @@ def test_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
     listing = capsys.readouterr().out
     for name in COMMANDS:
         assert name in listing
+
+
+def test_help_groups_the_learners_commands_before_the_instructors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert sorted(name for names in AUDIENCES.values() for name in names) == sorted(COMMANDS)
+    assert main([]) == 0
+    listing = capsys.readouterr().out
+    learners = listing.index("for learners:")
+    instructors = listing.index("for instructors and course authors:")
+    assert learners < instructors
+    for name in AUDIENCES["for learners"]:
+        assert learners < listing.index(f"  {name} ") < instructors
+    for name in AUDIENCES["for instructors and course authors"]:
+        assert listing.index(f"  {name} ") > instructors
 
 
 def test_demo_prints_the_seed_trace_table() -> None:

@@ -268,6 +268,14 @@ def key_markdown(key: ChapterKey) -> str:
                 lines.append(f"- expression: `{item.expression}`")
             lines += ["", "| field | answer |", "| --- | --- |"]
             lines += [f"| {name} | `{_literal(value)}` |" for name, value in item.answers.items()]
+            if exercise.mistakes:
+                # The wrong answers the feedback names, so an instructor knows what a learner
+                # was told for each (the general detectors of the engine name others too).
+                lines += ["", "Expected mistakes (named in the feedback):", ""]
+                lines += [
+                    f"- {mistake.field} = `{_literal(mistake.answer)}`: {mistake.message}"
+                    for mistake in exercise.mistakes
+                ]
         elif exercise.kind == "implement":
             lines.append(f"- function: `{item.function}`")
             if item.spec is not None:
