@@ -42,6 +42,7 @@ from pathlib import Path
 
 from llmfs.course import CourseError
 from llmfs.course.manifest import Chapter, Manifest, load_manifest
+from llmfs.course.names_table import stale_guide, write_guide
 from llmfs.course.notebooks import (
     Cell,
     Notebook,
@@ -490,7 +491,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         manifest = _manifest_from_args(args)
         if args.check:
-            problems = stale_notebooks(manifest)
+            problems = stale_notebooks(manifest) + stale_guide(manifest.root)
             for problem in problems:
                 print(problem, file=sys.stderr)
             if problems:
@@ -507,6 +508,9 @@ def main(args: argparse.Namespace) -> int:
             output.path.parent.mkdir(parents=True, exist_ok=True)
             output.path.write_text(output.text, encoding="utf-8", newline="\n")
             print(f"{relative}: written")
+        guide = write_guide(manifest.root)
+        if guide is not None:
+            print(guide)
         strays = stray_notebooks(manifest)
         for path in strays:
             print(
