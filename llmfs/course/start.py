@@ -39,6 +39,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.manifest import Manifest, load_manifest
@@ -407,6 +408,16 @@ def main(args: argparse.Namespace) -> int:
     print(f"Your course folder: {folder}")
     if args.copy_only:
         return 0
+    served = running_server(folder)
+    if served is not None:
+        print(
+            f"llmfs start: JupyterLab already serves {folder} (process {served.get('pid')}) at "
+            f"{served.get('url', '?')}: open that address (its terminal printed the full link "
+            "with its token), or stop that server (Ctrl+C in its terminal) before starting "
+            "another one",
+            file=sys.stderr,
+        )
+        return 1
     if note:
         print(f"llmfs start: {note}")
     try:
@@ -421,6 +432,49 @@ def main(args: argparse.Namespace) -> int:
         print(f"llmfs start: {error}", file=sys.stderr)
         return 2
     return run_lab(command, cwd=folder, env=lab_environment(folder))
+
+
+def running_server(folder: Path) -> dict[str, Any] | None:
+    """The Jupyter server already serving ``folder`` (its info: ``url``, ``pid``, ``root_dir``...),
+    or None.
+
+    Read from the server info files Jupyter keeps in its runtime folder (``jupyter --runtime-dir``,
+    or ``$JUPYTER_RUNTIME_DIR``); a file whose process is gone does not count. A second server on
+    the same folder would run its own kernels beside the first one's, on the same notebooks, and
+    the learner would not know which tab saves last.
+    """
+    # Imported here: jupyter_core comes with the course's dependencies, which only this command
+    # needs (``llmfs demo`` or ``llmfs --help`` run without them). jupyter_server's own
+    # list_running_servers reads the same files, but importing the server costs seconds.
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    runtime = Path(jupyter_runtime_dir())
+    for path in sorted(runtime.glob("jpserver-*.json")) if runtime.is_dir() else []:
+        try:
+            info = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # being written, or not a server's file
+        if not isinstance(info, dict) or not _alive(info.get("pid")):
+            continue
+        root = info.get("root_dir")
+        if isinstance(root, str) and Path(root).expanduser().resolve() == folder:
+            return info
+    return None
+
+
+def _alive(pid: object) -> bool:
+    """True when ``pid`` is a process id of a running process (signal 0 tests, sends nothing)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, run by another user
+    except OSError:
+        return False
+    return True
 
 
 def run_lab(command: list[str], *, cwd: Path, env: dict[str, str]) -> int:

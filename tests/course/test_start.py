@@ -486,3 +486,44 @@ def test_a_jupyterlab_that_does_not_stop_in_time_is_killed(
     assert "killing JupyterLab (did not stop in time)" in capsys.readouterr().err
     assert _gone(int(pidfile.read_text()))
     assert signal.getsignal(signal.SIGTERM) == before  # the handlers are put back
+
+
+def _server_info(runtime: Path, name: str, pid: int, root: Path) -> None:
+    runtime.mkdir(parents=True, exist_ok=True)
+    info = {"pid": pid, "root_dir": str(root), "url": "http://127.0.0.1:8890/", "port": 8890}
+    (runtime / f"jpserver-{name}.json").write_text(json.dumps(info), encoding="utf-8")
+
+
+def test_a_folder_already_served_is_said_instead_of_starting_a_second_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _course(tmp_path / "src")
+    monkeypatch.setenv("LLMFS_COURSE_ROOT", str(tmp_path / "src"))
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    # A live process (this one) serving the folder, and a stale file of a process that is gone.
+    _server_info(tmp_path / "runtime", "live", os.getpid(), learner)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    _server_info(tmp_path / "runtime", "gone", int(gone.stdout), tmp_path / "elsewhere")
+    started: list[list[str]] = []
+    monkeypatch.setattr(start, "run_lab", lambda command, **_: started.append(command) or 0)
+
+    assert cli.main(["start", "--dir", str(learner), "--no-browser"]) == 1
+    err = capsys.readouterr().err
+    assert f"JupyterLab already serves {learner} (process {os.getpid()})" in err
+    assert "http://127.0.0.1:8890/" in err
+    assert started == []
+
+    other = tmp_path / "other"
+    assert start.running_server(other.resolve()) is None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    assert cli.main(["start", "--dir", str(other), "--no-browser", "--port", str(free)]) == 0
+    assert len(started) == 1  # another folder starts its own server
