@@ -21,6 +21,17 @@ from llmfs.tensor.backends import (
     set_default_backend,
     use_backend,
 )
+from llmfs.tensor.backends.metal.errors import (
+    KernelArgumentError,
+    KernelCompileError,
+    KernelLaunchError,
+    KernelLintError,
+    KernelMemoryError,
+    KernelNotFoundError,
+    MetalDTypeError,
+    MetalError,
+    MetalUnavailableError,
+)
 from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
 from llmfs.tensor.errors import (
@@ -42,16 +53,7 @@ from llmfs.tensor.errors import (
     InvalidLayoutError,
     InvalidShapeError,
     InvalidStepError,
-    KernelArgumentError,
-    KernelCompileError,
-    KernelLaunchError,
-    KernelLintError,
-    KernelMemoryError,
-    KernelNotFoundError,
     MatmulShapeError,
-    MetalDTypeError,
-    MetalError,
-    MetalUnavailableError,
     NegativeSliceBoundError,
     NonContiguousReshapeError,
     OutputBufferError,

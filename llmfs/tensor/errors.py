@@ -2,21 +2,22 @@
 
 All errors derive from :class:`TensorError`, itself a :class:`ValueError`, so ``except TensorError``
 catches every refusal of the library and nothing else. View operations raise subclasses of
-:class:`TensorViewError`, the Metal backend subclasses of :class:`MetalError`.
+:class:`TensorViewError`; the Metal backend's errors (:class:`~llmfs.tensor.MetalError` and its
+subclasses) live with that backend, in :mod:`llmfs.tensor.backends.metal.errors`.
 
-Each class is a declaration, not code: it states
+Each class is a declaration that reads top to bottom:
 
 * ``condition``: the violated rule in a few words (the trace-table widgets show it);
-* its **fields**, as annotated class attributes (a default makes a field optional); the
-  constructor takes them in order, positionally or by name, and stores each one as an attribute;
-  a field annotated ``tuple[...]`` is stored as a tuple;
-* ``template``: the message, a :meth:`str.format` template over the fields (and over the
-  class's properties, for the parts of a sentence that depend on several fields). A sequence
-  shows as ``[2, 3]``. ``variants`` pairs a boolean field with the template used when it is true.
+* its **fields**, as annotated attributes; a value makes the field optional (it is the default).
+  The constructor takes them in order, positionally or by name, and stores each one as an
+  attribute; a field annotated ``tuple[...]`` is stored as a tuple;
+* its **message**: ``template``, a :meth:`str.format` template over the fields, or, where the
+  sentence depends on the fields, a method ``explain()`` that returns it. A sequence shows as
+  ``[2, 3]`` (:func:`shown`).
 
-A field declared as ``derived(function)`` is not a constructor argument: it is computed from the
-others once, when the error is made. ``str(error)`` and ``error.message`` are the plain-words
-message, and :meth:`TensorError.details` returns the fields as a dict.
+Attributes that follow from the fields are computed in ``__post_init__`` (as in a dataclass).
+``str(error)`` and ``error.message`` are the plain-words message, and
+:meth:`TensorError.details` returns the fields as a dict.
 
 The names follow the variants of the Rust ``TensorError``/``TensorViewError`` enums the library was
 first written against, so a Rust and a Python version of an exercise name the same refusal.
@@ -25,47 +26,10 @@ first written against, so a Rust and a Python version of an exercise name the sa
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 _INT64_MAX = 2**63 - 1
-
-
-class _Derived:
-    """Marks a field computed from the other fields (see :func:`derived`)."""
-
-    def __init__(self, compute: Callable[[Any], object]) -> None:
-        self.compute = compute
-
-
-def derived(compute: Callable[[Any], object]) -> Any:
-    """Declares a field that is not passed to the constructor but computed from the others."""
-    return _Derived(compute)
-
-
-_NO_DEFAULT = object()
-
-
-class _Fields(Mapping[str, object]):
-    """The names a template may use: the error's attributes and properties, sequences shown as
-    ``[a, b]``."""
-
-    def __init__(self, error: TensorError) -> None:
-        self._error = error
-
-    def __getitem__(self, name: str) -> object:
-        try:
-            value = getattr(self._error, name)
-        except AttributeError:
-            raise KeyError(name) from None
-        return _Shown(value) if isinstance(value, (tuple, list)) else value
-
-    def __iter__(self) -> Iterator[str]:  # required by Mapping; templates only look names up
-        return iter(())
-
-    def __len__(self) -> int:
-        return 0
-
 
 #: A sequence longer than this is shown by its first and last entries and its length (a rank-65
 #: shape would otherwise fill the message with 65 sizes).
@@ -94,27 +58,24 @@ class _Shown:
         return self._text(repr) if len(self.values) > SHOWN_ENTRIES else repr(self.values)
 
 
-def _rebuild(cls: type[TensorError], values: dict[str, object]) -> TensorError:
-    return cls(**values)
+def shown(value: object) -> object:
+    """A field's value as a message shows it: a sequence as ``[2, 3]`` (``!r``: its repr), long
+    ones shortened (see :class:`_Shown`); anything else as it is."""
+    return _Shown(value) if isinstance(value, (list, tuple)) else value
 
 
 class TensorError(ValueError):
     """Root of every error raised by :mod:`llmfs.tensor`; as a class it takes a free-text message.
 
-    Subclasses declare ``condition``, their fields and ``template`` (see the module docstring);
-    none writes an ``__init__``, so every error is built, stored and printed the same way.
+    Subclasses declare ``condition``, their fields and their message (see the module docstring);
+    none writes an ``__init__``, so every error is built, stored, pickled and printed the same way.
     """
 
     condition: ClassVar[str] = "tensor rule"
     template: ClassVar[str] = "{message}"
-    #: ``(boolean field, template)`` pairs: the first whose field is true replaces ``template``.
-    variants: ClassVar[tuple[tuple[str, str], ...]] = ()
-    #: The constructor's fields in order, and the defaults of the optional ones.
+    #: The constructor's fields in order: the annotated attributes of the class that declares them.
     fields: ClassVar[tuple[str, ...]] = ("message",)
-    defaults: ClassVar[dict[str, object]] = {}
-    #: Fields computed from the others after the constructor's fields are stored.
-    computed: ClassVar[dict[str, Callable[[Any], object]]] = {}
-    _as_tuple: ClassVar[frozenset[str]] = frozenset()
+    _tuples: ClassVar[frozenset[str]] = frozenset()
 
     message: str
 
@@ -125,31 +86,14 @@ class TensorError(ValueError):
                 f"{cls.__name__} defines __init__; declare its fields, condition and template "
                 f"instead"
             )
-        annotations = {
+        declared = {
             name: str(annotation)
             for name, annotation in inspect.get_annotations(cls).items()
-            if not str(annotation).startswith(("ClassVar", "typing.ClassVar"))
+            if "ClassVar" not in str(annotation)
         }
-        if not annotations:
-            return  # inherits its parent's fields
-        fields: list[str] = []
-        defaults: dict[str, object] = {}
-        computed: dict[str, Callable[[Any], object]] = {}
-        for name in annotations:
-            value = cls.__dict__.get(name, _NO_DEFAULT)
-            if isinstance(value, _Derived):
-                computed[name] = value.compute
-                delattr(cls, name)
-                continue
-            if value is not _NO_DEFAULT:
-                defaults[name] = value
-            elif defaults:
-                raise TypeError(f"{cls.__name__}.{name} follows a field with a default")
-            fields.append(name)
-        cls.fields = tuple(fields)
-        cls.defaults = defaults
-        cls.computed = computed
-        cls._as_tuple = frozenset(n for n, a in annotations.items() if a.startswith("tuple["))
+        if declared:  # else the parent's fields
+            cls.fields = tuple(declared)
+            cls._tuples = frozenset(n for n, a in declared.items() if a.startswith("tuple["))
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         cls = type(self)
@@ -164,29 +108,34 @@ class TensorError(ValueError):
                 raise TypeError(f"{cls.__name__} got an unexpected or repeated field {name!r}")
             values[name] = value
         for name in cls.fields:
-            if name not in values:
-                if name not in cls.defaults:
-                    raise TypeError(f"{cls.__name__} needs the field {name!r}")
-                values[name] = cls.defaults[name]
-            value = values[name]
-            if name in cls._as_tuple and not isinstance(value, tuple):
+            if name not in values and not hasattr(cls, name):  # a class value is the default
+                raise TypeError(f"{cls.__name__} needs the field {name!r}")
+            value = values.get(name, getattr(cls, name, None))
+            if name in cls._tuples and not isinstance(value, tuple):
                 value = tuple(value)  # type: ignore[arg-type]  # declared a sequence
             setattr(self, name, value)
-        for name, compute in cls.computed.items():
-            setattr(self, name, compute(self))
-        template = next((text for flag, text in cls.variants if getattr(self, flag)), cls.template)
-        self.message = template.format_map(_Fields(self))
+        self.__post_init__()
+        self.message = self.explain()
         super().__init__(self.message)
 
+    def __post_init__(self) -> None:
+        """Computes the attributes that follow from the fields (none here)."""
+
+    def explain(self) -> str:
+        """The message: ``template`` filled in with the attributes (sequences as ``[2, 3]``)."""
+        return self.template.format(**{name: shown(value) for name, value in vars(self).items()})
+
     def details(self) -> dict[str, object]:
-        """The error's fields (constructor fields, then computed ones) by name."""
-        names = (*type(self).fields, *type(self).computed)
-        return {name: getattr(self, name) for name in names}
+        """The error's fields, then the attributes computed from them, by name."""
+        return {
+            name: value
+            for name, value in vars(self).items()
+            if not name.startswith("_") and (name != "message" or "message" in self.fields)
+        }
 
     def __reduce__(self) -> tuple[object, ...]:
         # Exceptions pickle as cls(*self.args); ours are rebuilt from their fields instead.
-        values = {name: getattr(self, name) for name in type(self).fields}
-        return (_rebuild, (type(self), values))
+        return (type(self), tuple(getattr(self, name) for name in self.fields))
 
 
 class TensorViewError(TensorError):
@@ -195,19 +144,22 @@ class TensorViewError(TensorError):
     condition = "view rule"
 
 
-# --------------------------------------------------------------------------------------------
-# Sizes, shapes and arguments
-# --------------------------------------------------------------------------------------------
+# -- Sizes, shapes and arguments -------------------------------------------------------------------
 
 
 class ShapeOverflowError(TensorError):
     """A shape's element count or a reachable storage offset does not fit in a signed 64-bit int."""
 
     condition = "sizes and offsets fit in 64 bits"
-    template = "shape {shape} overflows: {detail} exceeds the largest signed 64-bit index {largest}"
     largest: ClassVar[int] = _INT64_MAX
     shape: tuple[int, ...]
     detail: str
+
+    def explain(self) -> str:
+        return (
+            f"shape {shown(self.shape)} overflows: {self.detail} exceeds the largest signed "
+            f"64-bit index {self.largest}"
+        )
 
 
 class InvalidShapeError(TensorError):
@@ -230,16 +182,17 @@ class InvalidArgumentError(TensorError, TypeError):
     """
 
     condition = "integer argument"
-    template = "{what} must be an integer, got {value!r}"
-    variants = (("many", "{plural} must be integers (one or a sequence of them), got {value!r}"),)
     what: str
     value: object
     many: bool = False
 
-    @property
-    def plural(self) -> str:
-        """``what`` for several values: ``axes``, ``indices``, ``strides``..."""
-        return PLURALS.get(self.what, f"{self.what} values")
+    def explain(self) -> str:
+        if self.many:
+            plural = PLURALS.get(self.what, f"{self.what} values")
+            return (
+                f"{plural} must be integers (one or a sequence of them), got {shown(self.value)!r}"
+            )
+        return f"{self.what} must be an integer, got {shown(self.value)!r}"
 
 
 class ElementCountMismatchError(TensorError):
@@ -269,8 +222,9 @@ class ReshapeElementCountMismatchError(ElementCountMismatchError):
     current: int
     requested: int
     requested_shape: tuple[int, ...]
-    expected: int = derived(lambda error: error.current)
-    actual: int = derived(lambda error: error.requested)
+
+    def __post_init__(self) -> None:
+        self.expected, self.actual = self.current, self.requested
 
 
 class RankMismatchError(TensorError):
@@ -287,20 +241,18 @@ class DTypeError(TensorError):
     """A dtype is not supported where it was asked for."""
 
     condition = "supported dtype"
-    template = "unsupported dtype {dtype!s} for {where}; supported: {allowed_names}"
     dtype: object
     allowed: tuple[str, ...]
     where: str = "llmfs.tensor"
 
-    @property
-    def allowed_names(self) -> str:
-        """The allowed dtypes as a comma-separated list."""
-        return ", ".join(self.allowed)
+    def explain(self) -> str:
+        return (
+            f"unsupported dtype {shown(self.dtype)!s} for {self.where}; supported: "
+            f"{', '.join(self.allowed)}"
+        )
 
 
-# --------------------------------------------------------------------------------------------
-# Views
-# --------------------------------------------------------------------------------------------
+# -- Views -----------------------------------------------------------------------------------------
 
 
 class NonContiguousReshapeError(TensorViewError):
@@ -322,30 +274,23 @@ class AxisOutOfRangeError(TensorViewError, IndexError):
     with ``insertion``, a position for a new axis outside ``[-rank-1, rank]``."""
 
     condition = "axis in range"
-    template = "axis {axis} is out of range for rank {rank} (valid axes: {valid})"
-    variants = (
-        (
-            "insertion",
-            "position {axis} is out of range for inserting an axis into rank {rank} "
-            "(valid positions: [{lowest_insertion}, {rank}])",
-        ),
-    )
     axis: int
     rank: int
     allow_negative: bool = False
     insertion: bool = False
 
-    @property
-    def valid(self) -> str:
-        """The valid axes in words."""
-        if self.rank == 0:
-            return "none: a rank-0 view has no axes"
-        return f"[{-self.rank}, {self.rank})" if self.allow_negative else f"[0, {self.rank})"
-
-    @property
-    def lowest_insertion(self) -> int:
-        """A new axis may go before any axis or after the last: positions -rank-1 .. rank."""
-        return -self.rank - 1
+    def explain(self) -> str:
+        axis, rank = self.axis, self.rank
+        if self.insertion:  # a new axis may go before any axis or after the last
+            return (
+                f"position {axis} is out of range for inserting an axis into rank {rank} "
+                f"(valid positions: [{-rank - 1}, {rank}])"
+            )
+        if rank == 0:
+            valid = "none: a rank-0 view has no axes"
+        else:
+            valid = f"[{-rank}, {rank})" if self.allow_negative else f"[0, {rank})"
+        return f"axis {axis} is out of range for rank {rank} (valid axes: {valid})"
 
 
 class DuplicateAxisError(TensorViewError):
@@ -400,23 +345,33 @@ class IndexOutOfBoundsError(TensorViewError, IndexError):
     that may count from the end (``from_end``) is outside ``[-size, size)``."""
 
     condition = "index in bounds"
-    template = (
-        "{what} {index} is out of bounds for axis {axis} of size {size} "
-        "(valid: 0 <= {what} < {size})"
-    )
-    variants = (
-        (
-            "from_end",
-            "{what} {index} is out of bounds for axis {axis} of size {size} "
-            "(valid: -{size} <= {what} < {size}; a negative {what} counts from the end)",
-        ),
-    )
     axis: int
     index: int
     size: int
     what: str = "index"
     #: True where negative values are accepted and count from the end (NumPy indexing).
     from_end: bool = False
+
+    def explain(self) -> str:
+        what, size = self.what, self.size
+        valid = f"valid: 0 <= {what} < {size}"
+        if self.from_end:
+            valid = f"valid: -{size} <= {what} < {size}; a negative {what} counts from the end"
+        return f"{what} {self.index} is out of bounds for axis {self.axis} of size {size} ({valid})"
+
+
+class NegativeSliceBoundError(IndexOutOfBoundsError):
+    """A strict slice's start or stop is negative: strict bounds lie in ``[0, size]``."""
+
+    condition = "0 <= slice bound <= size"
+
+    def explain(self) -> str:
+        what, size = self.what, self.size
+        return (
+            f"{what} {self.index} is out of bounds for axis {self.axis} of size {size} (a strict "
+            f"slice needs 0 <= {what} <= {size}; negative bounds count from the end only in "
+            "view[a:b])"
+        )
 
 
 class InvalidStepError(TensorViewError):
@@ -431,37 +386,38 @@ class StaleViewError(TensorViewError):
     """A view is used after its owner was mutated (the run-time form of Rust's borrow rule)."""
 
     condition = "owner not mutated while the view is used"
-    template = (
-        "stale view: the owner was mutated after this view was made (owner version "
-        "{owner_version}, view made at version {view_version}). Make a new view with "
-        "tensor.view(), or materialize() before mutating if you need the old values"
-    )
-    variants = (
-        (
-            "window_open",
-            "stale view: the owner is being mutated (a mutate() window is open), so no view of "
-            "it may be made or read until the window closes",
-        ),
-    )
     view_version: int
     owner_version: int
     window_open: bool = False
+
+    def explain(self) -> str:
+        if self.window_open:
+            return (
+                "stale view: the owner is being mutated (a mutate() window is open), so no view "
+                "of it may be made or read until the window closes"
+            )
+        return (
+            f"stale view: the owner was mutated after this view was made (owner version "
+            f"{self.owner_version}, view made at version {self.view_version}). Make a new view "
+            "with tensor.view(), or materialize() before mutating if you need the old values"
+        )
 
 
 class BroadcastError(TensorViewError):
     """Two shapes (or a shape and a target) cannot be broadcast together."""
 
     condition = "sizes equal or 1"
-    template = "cannot broadcast shape {shape} with {target}: axis {axis}: {explanation}"
     shape: tuple[int, ...]
     target: tuple[int, ...]
     axis: int
     detail: str = ""
 
-    @property
-    def explanation(self) -> str:
-        """``detail``, or the general rule when there is none."""
-        return self.detail or "sizes must be equal, or one of them 1"
+    def explain(self) -> str:
+        why = self.detail or "sizes must be equal, or one of them 1"
+        return (
+            f"cannot broadcast shape {shown(self.shape)} with {shown(self.target)}: "
+            f"axis {self.axis}: {why}"
+        )
 
 
 class OverlappingWriteError(TensorViewError):
@@ -527,9 +483,7 @@ class ClosedMutationError(TensorError):
     fields = ()
 
 
-# --------------------------------------------------------------------------------------------
-# Compute errors (elementwise, reductions, matmul, einsum, plans, backends)
-# --------------------------------------------------------------------------------------------
+# -- Compute errors (elementwise, reductions, matmul, einsum, plans, backends) ---------------------
 
 
 class EmptyReductionError(TensorError):
@@ -540,20 +494,18 @@ class EmptyReductionError(TensorError):
     """
 
     condition = "reduced axes are non-empty"
-    template = (
-        "{op} over an empty axis: shape {shape} reduced over axes {axes}, and axis {empty_axis} "
-        "has size 0 ({op} of no values is undefined; only sum (0) and prod (1) have a value for "
-        "an empty axis)"
-    )
     op: str
     shape: tuple[int, ...]
     axes: tuple[int, ...]
 
-    @property
-    def empty_axis(self) -> int | str:
-        """The first reduced axis of size 0 (``"?"`` if none is)."""
+    def explain(self) -> str:
         rank = len(self.shape)
-        return next((axis for axis in self.axes if axis < rank and self.shape[axis] == 0), "?")
+        empty = next((a for a in self.axes if a < rank and self.shape[a] == 0), "?")
+        return (
+            f"{self.op} over an empty axis: shape {shown(self.shape)} reduced over axes "
+            f"{shown(self.axes)}, and axis {empty} has size 0 ({self.op} of no values is "
+            "undefined; only sum (0) and prod (1) have a value for an empty axis)"
+        )
 
 
 class MatmulShapeError(TensorError):
@@ -575,20 +527,18 @@ class EinsumError(TensorError):
     """
 
     condition = "einsum rule"
-    template = "einsum {expression!r}: {detail}{caret}"
     expression: str
     detail: str
     operand: int | None = None
     label: str | None = None
     position: int | None = None
 
-    @property
-    def caret(self) -> str:
-        """The expression again with a ``^`` under ``position`` (empty without a position)."""
-        if self.position is None:
-            return ""
-        # The caret sits under the character, after "  '" (the repr's opening quote).
-        return f"\n  {self.expression!r}\n  {' ' * (self.position + 1)}^"
+    def explain(self) -> str:
+        caret = ""
+        if self.position is not None:
+            # The caret sits under the character, after "  '" (the repr's opening quote).
+            caret = f"\n  {self.expression!r}\n  {' ' * (self.position + 1)}^"
+        return f"einsum {self.expression!r}: {self.detail}{caret}"
 
 
 class ReduceError(EinsumError):
@@ -601,14 +551,19 @@ class ReduceError(EinsumError):
     """
 
     condition = "reduce modes name each axis once; the op is a known reduction"
-    template = "reduce(modes_in={modes_in!r}, modes_out={modes_out!r}): {detail}"
     modes_in: object
     modes_out: object
     detail: str
     operand: int | None = None
     label: str | None = None
-    expression: str = derived(lambda error: f"{error.modes_in!r} -> {error.modes_out!r}")
-    position: int | None = derived(lambda error: None)
+
+    def __post_init__(self) -> None:
+        self.expression = f"{self.modes_in!r} -> {self.modes_out!r}"
+        self.position = None
+
+    def explain(self) -> str:
+        modes = f"modes_in={shown(self.modes_in)!r}, modes_out={shown(self.modes_out)!r}"
+        return f"reduce({modes}): {self.detail}"
 
 
 class DescriptorError(TensorError):
@@ -653,15 +608,13 @@ class BackendUnavailableError(TensorError):
     """
 
     condition = "backend available"
-    template = "backend {name!r} is not available: {reason} (available: {listed})"
     name: str
     available: tuple[str, ...]
     reason: str
 
-    @property
-    def listed(self) -> str:
-        """The available names, comma-separated (``none`` when there are none)."""
-        return ", ".join(self.available) or "none"
+    def explain(self) -> str:
+        listing = ", ".join(self.available) or "none"
+        return f"backend {self.name!r} is not available: {self.reason} (available: {listing})"
 
 
 class UnsupportedOperationError(TensorError):
@@ -673,167 +626,6 @@ class UnsupportedOperationError(TensorError):
     what: str
 
 
-# --------------------------------------------------------------------------------------------
-# The Metal backend and its CPU emulator
-# --------------------------------------------------------------------------------------------
-
-
-class MetalError(TensorError):
-    """Root of the errors raised by :mod:`llmfs.tensor.backends.metal` (free text as a class)."""
-
-    condition = "Metal kernel rule"
-
-
-class KernelCompileError(MetalError):
-    """A kernel source did not compile; ``log`` holds the compiler's diagnostics verbatim."""
-
-    condition = "kernel compiles"
-    template = "{what} failed to compile:\n{stripped_log}"
-    what: str
-    log: str
-
-    @property
-    def stripped_log(self) -> str:
-        """``log`` without surrounding blank lines."""
-        return self.log.strip()
-
-
-class KernelLintError(KernelCompileError):
-    """The source uses something Metal rejects although C++ would accept it.
-
-    ``problems`` holds ``(line, message)`` pairs, 1-based lines of the kernel source; ``log`` is
-    them one per line.
-    """
-
-    condition = "source stays inside Metal Shading Language"
-    template = "the kernel source breaks {count} Metal rule(s):\n{log}"
-    problems: list[tuple[int, str]]
-    log: str = derived(
-        lambda error: "\n".join(f"line {line}: {message}" for line, message in error.problems)
-    )
-    what: str = derived(lambda error: "the kernel source")
-
-    @property
-    def count(self) -> int:
-        """How many rules the source breaks."""
-        return len(self.problems)
-
-
-class KernelNotFoundError(MetalError):
-    """``run_kernel`` named a kernel function the source does not define."""
-
-    condition = "kernel exists"
-    template = "no kernel named {name!r} in the source (kernels defined: {listed})"
-    name: str
-    available: tuple[str, ...]
-
-    @property
-    def listed(self) -> str:
-        """The kernels defined, comma-separated (``none`` when there are none)."""
-        return ", ".join(self.available) or "none"
-
-
-class KernelArgumentError(MetalError):
-    """The buffers or grid given to a kernel do not match what it declares or what Metal allows."""
-
-    condition = "kernel arguments match"
-
-
-class KernelLaunchError(MetalError):
-    """A dispatch failed; the message carries Metal's (or the emulator's) error text."""
-
-    condition = "kernel runs"
-
-
-def _summary(report: str) -> str:
-    lines = report.strip().splitlines()
-    return next(
-        (line.strip() for line in lines if line.startswith("SUMMARY:")),
-        lines[0] if lines else "no report",
-    )
-
-
-def _fault_thread(report: str) -> tuple[int, int, int] | None:
-    for line in report.splitlines():
-        if line.startswith("LLMFS-THREAD:"):
-            x, y, z = (int(v) for v in line.split()[1:4])
-            return (x, y, z)
-    return None
-
-
-class KernelMemoryError(KernelLaunchError):
-    """An isolated emulator launch caught a kernel reading or writing outside a buffer.
-
-    ``kernel`` names the kernel; ``report`` is AddressSanitizer's report (or the guarded
-    harness's, naming the buffer and byte offset); ``summary`` its one-line ``SUMMARY`` (or first
-    line); ``thread`` the ``thread_position_in_grid`` ``(x, y, z)`` of the first thread that
-    stepped outside (the launch stops there), or ``None`` when the harness could not tell.
-    """
-
-    condition = "kernel stays inside its buffers"
-    template = (
-        "kernel {kernel!r} accessed memory outside its buffers{by_thread} (a missing bounds "
-        "guard?): {summary}"
-    )
-    kernel: str
-    report: str
-    summary: str = derived(lambda error: _summary(error.report))
-    thread: tuple[int, int, int] | None = derived(lambda error: _fault_thread(error.report))
-
-    @property
-    def by_thread(self) -> str:
-        """`` in thread [x, y, z]`` (thread_position_in_grid) when known, else empty."""
-        if self.thread is None:
-            return ""
-        return f" in thread_position_in_grid [{', '.join(str(v) for v in self.thread)}]"
-
-
-class MetalUnavailableError(MetalError):
-    """The requested executor cannot run here (no Mac/Metal device, or no C++ compiler)."""
-
-    condition = "Metal executor available"
-
-
-class MetalDTypeError(DTypeError):
-    """A dtype the Metal kernels do not take was sent to them: float64 (Metal has no 64-bit
-    float), int64 (the kernels take 32-bit integers), or a dtype an op has no kernel for (for
-    example ``exp`` of int32, which NumPy computes in float64). ``allowed`` lists what the op
-    takes (``supported`` as given)."""
-
-    template = "{where} does not take {dtype!s}: {reason}"
-    dtype: object
-    where: str
-    supported: tuple[str, ...] = ("float32", "float16")
-    allowed: tuple[str, ...] = derived(lambda error: tuple(error.supported))
-
-    @property
-    def reason(self) -> str:
-        """Why the dtype is refused and what to do instead."""
-        name = str(self.dtype)
-        if name == "float64":
-            return (
-                "Metal has no 64-bit floating point type, and llmfs never downcasts silently. "
-                "Convert first (for example Tensor.from_numpy(t.to_numpy(), dtype='float32')), "
-                "or use the numpy backend for float64"
-            )
-        if name == "int64":
-            return (
-                "the Metal kernels take 32-bit integers, and llmfs never narrows silently. "
-                "Convert to int32 first, or use the numpy backend for int64"
-            )
-        return f"it takes {', '.join(self.supported)}. Convert first, or use the numpy backend"
-
-
-class NegativeSliceBoundError(IndexOutOfBoundsError):
-    """A strict slice's start or stop is negative: strict bounds lie in ``[0, size]``."""
-
-    condition = "0 <= slice bound <= size"
-    template = (
-        "{what} {index} is out of bounds for axis {axis} of size {size} (a strict slice needs "
-        "0 <= {what} <= {size}; negative bounds count from the end only in view[a:b])"
-    )
-
-
 class AllocationError(TensorError, MemoryError):
     """A new storage that NumPy or the machine cannot hold.
 
@@ -842,69 +634,33 @@ class AllocationError(TensorError, MemoryError):
     """
 
     condition = "storage fits in memory"
-    template = "cannot allocate {count} values of {dtype} ({nbytes} bytes, {readable}): {reason}"
     count: int
     dtype: object
     nbytes: int
     reason: str
 
-    @property
-    def readable(self) -> str:
-        """``nbytes`` in binary units with two decimals (``8.00 TiB``), as NumPy reports them."""
+    def explain(self) -> str:
+        # nbytes in binary units with two decimals (8.00 TiB), as NumPy reports them.
         value, unit = float(self.nbytes), "B"
         for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
             if value < 1024:
                 break
             value, unit = value / 1024, bigger
-        return f"{self.nbytes} B" if unit == "B" else f"{value:.2f} {unit}"
+        readable = f"{self.nbytes} B" if unit == "B" else f"{value:.2f} {unit}"
+        return (
+            f"cannot allocate {self.count} values of {shown(self.dtype)} ({self.nbytes} bytes, "
+            f"{readable}): {self.reason}"
+        )
 
 
+#: Every error class of this module (they are exported by :mod:`llmfs.tensor`), and the helpers.
 __all__ = [
     "PLURALS",
-    "AllocationError",
-    "AxisOutOfRangeError",
-    "BackendUnavailableError",
-    "BroadcastError",
-    "ClosedMutationError",
-    "DTypeError",
-    "DescriptorError",
-    "DuplicateAxisError",
-    "EinsumError",
-    "ElementCountMismatchError",
-    "EmptyReductionError",
-    "IndexOutOfBoundsError",
-    "InvalidArgumentError",
-    "InvalidAxisRangeError",
-    "InvalidIndexError",
-    "InvalidLayoutError",
-    "InvalidShapeError",
-    "InvalidStepError",
-    "KernelArgumentError",
-    "KernelCompileError",
-    "KernelLaunchError",
-    "KernelLintError",
-    "KernelMemoryError",
-    "KernelNotFoundError",
-    "MatmulShapeError",
-    "MetalDTypeError",
-    "MetalError",
-    "MetalUnavailableError",
-    "NegativeSliceBoundError",
-    "NonContiguousReshapeError",
-    "OutputBufferError",
-    "OverlappingWriteError",
-    "PermutationLengthMismatchError",
-    "PlanMismatchError",
-    "RankMismatchError",
-    "ReduceError",
-    "ReshapeElementCountMismatchError",
-    "ShapeOverflowError",
-    "SliceEndOutOfBoundsError",
-    "SliceStartAfterEndError",
-    "SqueezeError",
-    "StaleViewError",
-    "TensorError",
-    "TensorViewError",
-    "UnsupportedOperationError",
-    "derived",
+    "SHOWN_ENTRIES",
+    "shown",
+    *sorted(
+        name
+        for name, value in list(globals().items())
+        if isinstance(value, type) and issubclass(value, TensorError)
+    ),
 ]

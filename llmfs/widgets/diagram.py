@@ -46,6 +46,7 @@ from llmfs.widgets.model import (
     evaluate,
     format_number,
 )
+from llmfs.widgets.svg import render_diagram_html
 
 #: Storage up to this many offsets is drawn in full; a longer strip shows its first offsets, the
 #: offsets the drawn cells read, and its last offsets, with the runs in between elided.
@@ -272,9 +273,6 @@ class Diagram:
         return render_diagram_text(self)
 
     def _repr_html_(self) -> str:
-        # svg draws Diagrams, so it imports this module; this module loads it on use.
-        from llmfs.widgets.svg import render_diagram_html
-
         return render_diagram_html(self)
 
 

@@ -23,10 +23,14 @@ import base64
 import textwrap
 from dataclasses import dataclass
 from html import escape
+from typing import TYPE_CHECKING
 
-from llmfs.widgets.diagram import Diagram, Panel, Strip
 from llmfs.widgets.model import REJECTED_MARK, format_number
 from llmfs.widgets.style import style_tag
+
+if TYPE_CHECKING:
+    # Only read here, never built: the diagram module draws itself with this one.
+    from llmfs.widgets.diagram import Diagram, Panel, Strip
 
 CELL_W = 72
 CELL_H = 46

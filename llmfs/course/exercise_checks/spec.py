@@ -29,7 +29,6 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.attempts import record_attempt as write
-from llmfs.course.exercise_checks.einsum import naive_einsum_cases, naive_einsum_reference
 from llmfs.course.exercise_checks.report import CaseResult, CheckReport
 from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, shortcut_message
 from llmfs.tensor import (
@@ -832,8 +831,9 @@ def _forbid(*names: str, instead: str) -> Shortcuts:
 
 
 #: Exercise id -> its specification (the grader draws its own seeds). Chapters whose checks live
-#: in their own module (:mod:`llmfs.course.exercise_checks.attention`) add their specs to it when
-#: the package is imported.
+#: in their own module (:mod:`~llmfs.course.exercise_checks.einsum`, ``attention``, ``kernels``,
+#: ``gpt``) add their specs to it when the package is imported; those modules import this one,
+#: never the reverse.
 SPECS: dict[str, ImplementSpec] = {
     spec.exercise_id: spec
     for spec in (
@@ -976,20 +976,6 @@ SPECS: dict[str, ImplementSpec] = {
                 "llmfs.gpt.tensor_model.softmax",
                 "llmfs.gpt.reference.softmax",
                 instead="ops.max, ops.exp and ops.sum",
-            ),
-        ),
-        _spec(
-            "ch06.naive_einsum",
-            "naive_einsum",
-            naive_einsum_cases,
-            naive_einsum_reference,
-            "expression x y",
-            shortcuts=_forbid(
-                "llmfs.tensor.ops.einsum",
-                "llmfs.tensor.einsum.plan.EinsumPlan",
-                "llmfs.tensor.einsum.contraction.ContractionPlan",
-                "numpy.einsum",
-                instead="loops over the output's and the summed labels' coordinates",
             ),
         ),
     )

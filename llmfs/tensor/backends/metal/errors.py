@@ -1,5 +1,6 @@
-"""Errors of the Metal backend and its CPU emulator (defined with every other error in
-:mod:`llmfs.tensor.errors`, so the whole hierarchy is one module; re-exported here).
+"""Errors of the Metal backend and its CPU emulator, declared as every error of the library is
+(:mod:`llmfs.tensor.errors`: a condition, fields, a message) and re-exported by
+:mod:`llmfs.tensor`.
 
 ``KernelCompileError`` carries the compiler's own text (Metal's or the C++ compiler's);
 ``KernelLintError`` lists the MSL rules a source breaks that C++ would have let through;
@@ -11,17 +12,140 @@ not have, and int64), by name.
 
 from __future__ import annotations
 
-from llmfs.tensor.errors import (
-    KernelArgumentError,
-    KernelCompileError,
-    KernelLaunchError,
-    KernelLintError,
-    KernelMemoryError,
-    KernelNotFoundError,
-    MetalDTypeError,
-    MetalError,
-    MetalUnavailableError,
-)
+from llmfs.tensor.errors import DTypeError, TensorError, shown
+
+
+class MetalError(TensorError):
+    """Root of the errors raised by :mod:`llmfs.tensor.backends.metal` (free text as a class)."""
+
+    condition = "Metal kernel rule"
+
+
+class KernelCompileError(MetalError):
+    """A kernel source did not compile; ``log`` holds the compiler's diagnostics verbatim."""
+
+    condition = "kernel compiles"
+    what: str
+    log: str
+
+    def explain(self) -> str:
+        return f"{self.what} failed to compile:\n{self.log.strip()}"
+
+
+class KernelLintError(KernelCompileError):
+    """The source uses something Metal rejects although C++ would accept it.
+
+    ``problems`` holds ``(line, message)`` pairs, 1-based lines of the kernel source; ``log`` is
+    them one per line.
+    """
+
+    condition = "source stays inside Metal Shading Language"
+    problems: list[tuple[int, str]]
+
+    def __post_init__(self) -> None:
+        self.what = "the kernel source"
+        self.log = "\n".join(f"line {line}: {message}" for line, message in self.problems)
+
+    def explain(self) -> str:
+        return f"the kernel source breaks {len(self.problems)} Metal rule(s):\n{self.log}"
+
+
+class KernelNotFoundError(MetalError):
+    """``run_kernel`` named a kernel function the source does not define."""
+
+    condition = "kernel exists"
+    name: str
+    available: tuple[str, ...]
+
+    def explain(self) -> str:
+        listing = ", ".join(self.available) or "none"
+        return f"no kernel named {self.name!r} in the source (kernels defined: {listing})"
+
+
+class KernelArgumentError(MetalError):
+    """The buffers or grid given to a kernel do not match what it declares or what Metal allows."""
+
+    condition = "kernel arguments match"
+
+
+class KernelLaunchError(MetalError):
+    """A dispatch failed; the message carries Metal's (or the emulator's) error text."""
+
+    condition = "kernel runs"
+
+
+class KernelMemoryError(KernelLaunchError):
+    """An isolated emulator launch caught a kernel reading or writing outside a buffer.
+
+    ``kernel`` names the kernel; ``report`` is AddressSanitizer's report (or the guarded
+    harness's, naming the buffer and byte offset); ``summary`` its one-line ``SUMMARY`` (or first
+    line); ``thread`` the ``thread_position_in_grid`` ``(x, y, z)`` of the first thread that
+    stepped outside (the launch stops there), or ``None`` when the harness could not tell.
+    """
+
+    condition = "kernel stays inside its buffers"
+    kernel: str
+    report: str
+
+    def __post_init__(self) -> None:
+        lines = self.report.strip().splitlines()
+        self.summary = next(
+            (line.strip() for line in lines if line.startswith("SUMMARY:")),
+            lines[0] if lines else "no report",
+        )
+        self.thread: tuple[int, int, int] | None = None
+        for line in self.report.splitlines():
+            if line.startswith("LLMFS-THREAD:"):
+                x, y, z = (int(v) for v in line.split()[1:4])
+                self.thread = (x, y, z)
+                break
+
+    def explain(self) -> str:
+        where = ""
+        if self.thread is not None:
+            where = f" in thread_position_in_grid [{', '.join(str(v) for v in self.thread)}]"
+        return (
+            f"kernel {self.kernel!r} accessed memory outside its buffers{where} (a missing bounds "
+            f"guard?): {self.summary}"
+        )
+
+
+class MetalUnavailableError(MetalError):
+    """The requested executor cannot run here (no Mac/Metal device, or no C++ compiler)."""
+
+    condition = "Metal executor available"
+
+
+class MetalDTypeError(DTypeError):
+    """A dtype the Metal kernels do not take was sent to them: float64 (Metal has no 64-bit
+    float), int64 (the kernels take 32-bit integers), or a dtype an op has no kernel for (for
+    example ``exp`` of int32, which NumPy computes in float64). ``allowed`` lists what the op
+    takes (``supported`` as given)."""
+
+    dtype: object
+    where: str
+    supported: tuple[str, ...] = ("float32", "float16")
+
+    def __post_init__(self) -> None:
+        self.allowed = tuple(self.supported)
+
+    def explain(self) -> str:
+        name = str(self.dtype)
+        if name == "float64":
+            why = (
+                "Metal has no 64-bit floating point type, and llmfs never downcasts silently. "
+                "Convert first (for example Tensor.from_numpy(t.to_numpy(), dtype='float32')), "
+                "or use the numpy backend for float64"
+            )
+        elif name == "int64":
+            why = (
+                "the Metal kernels take 32-bit integers, and llmfs never narrows silently. "
+                "Convert to int32 first, or use the numpy backend for int64"
+            )
+        else:
+            why = f"it takes {', '.join(self.supported)}. Convert first, or use the numpy backend"
+        return f"{self.where} does not take {shown(self.dtype)!s}: {why}"
+
 
 __all__ = [
     "KernelArgumentError",
