@@ -29,6 +29,7 @@ from llmfs.tensor.errors import (
     BackendUnavailableError,
     BroadcastError,
     ClosedMutationError,
+    ConcurrentWriteError,
     DescriptorError,
     DTypeError,
     DuplicateAxisError,
@@ -69,6 +70,7 @@ from llmfs.tensor.errors import (
     TensorError,
     TensorViewError,
     UnsupportedOperationError,
+    ViewTooLargeError,
 )
 from llmfs.tensor.layout import (
     Layout,
@@ -143,6 +145,7 @@ __all__ = [
     "BackendUnavailableError",
     "BroadcastError",
     "ClosedMutationError",
+    "ConcurrentWriteError",
     "ContractionPlan",
     "DTypeError",
     "DescriptorError",
@@ -190,6 +193,7 @@ __all__ = [
     "TensorView",
     "TensorViewError",
     "UnsupportedOperationError",
+    "ViewTooLargeError",
     "abs",
     "add",
     "all",
