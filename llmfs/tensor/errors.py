@@ -922,7 +922,14 @@ class ConcurrentWriteError(StaleViewError):
         "mix two versions. One thread writes a tensor at a time, and nothing reads it meanwhile: "
         "make a new view and read again once the write is done"
     )
-    variants = ()
+    variants = (
+        (
+            "window_open",
+            "stale read: another thread is writing the owner (version {owner_version}), so it "
+            "may not be read until that write ends: one thread writes a tensor at a time, and "
+            "nothing reads it meanwhile",
+        ),
+    )
 
 
 class ViewTooLargeError(TensorError):

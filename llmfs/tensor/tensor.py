@@ -27,8 +27,8 @@ that overlaps a write is never answered with values from two versions: every wri
 tensor as being written while it runs and moves its version when it ends (under one lock), and
 every read (an op, ``tolist``, ``materialize``...) checks the version before and after
 reading, raising :class:`~llmfs.tensor.errors.ConcurrentWriteError` (a
-:class:`~llmfs.tensor.errors.StaleViewError`) when it changed or a write is going on. ``numpy_view()`` and
-``as_slice()`` export live memory and are outside this promise.
+:class:`~llmfs.tensor.errors.StaleViewError`) when it changed or a write is going on.
+``numpy_view()`` and ``as_slice()`` export live memory and are outside this promise.
 
 Copies
 ------
@@ -78,7 +78,6 @@ from llmfs.tensor.layout import (
 from llmfs.tensor.layout import as_int as layout_as_int
 from llmfs.tensor.strided import allocate, allocating, read_only
 from llmfs.tensor.view import ViewMethods
-
 
 #: Held while a write starts or ends (the writer and the version change together), for every
 #: tensor: these are a few attribute updates, never the write itself.
@@ -237,7 +236,7 @@ class Tensor(ViewMethods):
         another thread writes it (the single-writer rule): :class:`ConcurrentWriteError`."""
         writer = self._writer
         if writer and writer != threading.get_ident():
-            raise ConcurrentWriteError(self._version, self._version)
+            raise ConcurrentWriteError(self._version, self._version, window_open=True)
 
     @property
     def version(self) -> int:

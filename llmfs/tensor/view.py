@@ -88,8 +88,9 @@ class ViewMethods(OperatorMixin):
         version moved, or a write by another thread is still going on)."""
         owner = self.owner
         writer = owner._writer
-        if owner._version != version or (writer and writer != threading.get_ident()):
-            raise ConcurrentWriteError(version, owner._version)
+        writing = bool(writer) and writer != threading.get_ident()
+        if owner._version != version or writing:
+            raise ConcurrentWriteError(version, owner._version, window_open=writing)
 
     def _derive(self, layout: Layout) -> TensorView:
         """A view of the same owner through ``layout`` (derived from this one, so still valid)."""
@@ -563,14 +564,15 @@ class TensorView(ViewMethods):
         owner = self._owner
         if owner._writer or owner._version != self._version:
             if owner._writer and owner._writer != threading.get_ident():
-                raise ConcurrentWriteError(self._version, owner._version)
+                raise ConcurrentWriteError(self._version, owner._version, window_open=True)
             raise StaleViewError(self._version, owner._version, window_open=owner._window_open)
 
     def _check_unchanged(self) -> None:
         """After an op read this view: :meth:`ViewMethods._end_read` at the view's version."""
         owner = self._owner
         if owner._writer or owner._version != self._version:
-            raise ConcurrentWriteError(self._version, owner._version)
+            writing = bool(owner._writer)
+            raise ConcurrentWriteError(self._version, owner._version, window_open=writing)
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         """Pickles (and ``copy.copy``/``deepcopy`` copy) the owner and the layout: the view is
