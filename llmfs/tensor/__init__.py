@@ -40,6 +40,7 @@ from llmfs.tensor.errors import (
     BackendUnavailableError,
     BroadcastError,
     ClosedMutationError,
+    ConcurrentWriteError,
     DescriptorError,
     DTypeError,
     DuplicateAxisError,
@@ -71,6 +72,7 @@ from llmfs.tensor.errors import (
     TensorError,
     TensorViewError,
     UnsupportedOperationError,
+    ViewTooLargeError,
 )
 from llmfs.tensor.layout import (
     Layout,
@@ -145,6 +147,7 @@ __all__ = [
     "BackendUnavailableError",
     "BroadcastError",
     "ClosedMutationError",
+    "ConcurrentWriteError",
     "ContractionPlan",
     "DTypeError",
     "DescriptorError",
@@ -192,6 +195,7 @@ __all__ = [
     "TensorView",
     "TensorViewError",
     "UnsupportedOperationError",
+    "ViewTooLargeError",
     "abs",
     "add",
     "all",

@@ -13,6 +13,8 @@ makes the result float64.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from llmfs.tensor.errors import DTypeError, TensorError
@@ -116,21 +118,175 @@ def storage_dtype_for(array: np.ndarray, dtype: object | None) -> np.dtype:
     return inferred_dtype(array)
 
 
+def without_repeats(array: np.ndarray) -> np.ndarray:
+    """``array`` with index 0 taken on every zero-stride axis (no copy).
+
+    A broadcast repeats one stored value along such an axis, so a question about the set of
+    values (their minimum, maximum, whether one is NaN) is answered by reading each stored value
+    once: a check over a broadcast of 2**40 values reads the few values actually stored.
+    """
+    if 0 not in array.strides or array.size == 0:
+        return array
+    return array[tuple(0 if stride == 0 else slice(None) for stride in array.strides)]
+
+
+#: The range of each integer storage dtype (``np.iinfo`` is slow Python, asked on every write).
+INTEGER_RANGES: dict[np.dtype, tuple[int, int]] = {
+    np.dtype(name): (int(np.iinfo(name).min), int(np.iinfo(name).max)) for name in INTEGER_DTYPES
+}
+
+
+def _extremes(values: np.ndarray) -> tuple[Any, Any]:
+    """The smallest and largest of non-empty ``values`` as Python numbers (NaN if one is NaN)."""
+    if values.ndim == 0:
+        value = values.item()
+        return value, value
+    stored = without_repeats(values)
+    return stored.min().item(), stored.max().item()
+
+
 def check_integer_cast(values: np.ndarray, target: np.dtype, *, where: str) -> None:
     """Raises :class:`TensorError` when float ``values`` going to the integer dtype ``target``
     include one with no integer counterpart (NaN, an infinity, or outside the target's range):
     NumPy would write an arbitrary number there. Any other conversion passes (floats truncate
-    towards zero; integers wrap around; anything non-zero is True)."""
+    towards zero; integers wrap around; anything non-zero is True).
+
+    The bounds are compared as Python numbers, which compare a float with an int exactly: a
+    bound converted to the values' own dtype could round (``float(-2**31)`` is ``-inf`` in
+    float16), and then ``-inf`` would pass. Only the smallest and largest values are compared
+    (NaN propagates through both), each stored value read once (:func:`without_repeats`).
+    """
     target = np.dtype(target)
     if values.dtype.kind != "f" or target.kind not in "iu" or values.size == 0:
         return
-    info = np.iinfo(target)
-    with np.errstate(invalid="ignore", over="ignore"):
-        # float(info.max) + 1 is a power of two: exact, or +inf in float16 (whose every finite
-        # value fits), so the comparison is exact in the values' own dtype.
-        bad = ~((values >= float(info.min)) & (values < float(info.max) + 1.0))
-    if bad.any():
+    low_bound, high_bound = INTEGER_RANGES.get(target) or (
+        int(np.iinfo(target).min),
+        int(np.iinfo(target).max),
+    )
+    low, high = _extremes(values)
+    # Truncation towards zero keeps x when low_bound - 1 < x < high_bound + 1.
+    for value in (float(low), float(high)):
+        if not low_bound - 1 < value < high_bound + 1:
+            raise TensorError(
+                f"{where}: the value {value} has no {target.name} counterpart (NaN, an "
+                f"infinity or outside {low_bound} to {high_bound})"
+            )
+
+
+def check_integer_range(
+    values: np.ndarray, target: np.dtype, *, where: str, hint: str = ""
+) -> None:
+    """Raises :class:`TensorError` when integer ``values`` (written as Python ints) do not all
+    fit the integer dtype ``target``: NumPy 2 refuses ``np.array([2**40], dtype=np.int32)``
+    with an ``OverflowError`` rather than wrap around, and so does llmfs wherever Python ints
+    enter storage (constructors, storage writes, number operands). ``hint`` ends the message."""
+    if values.dtype.kind not in "iu" or values.size == 0 or target.kind not in "iu":
+        return
+    low_bound, high_bound = INTEGER_RANGES[np.dtype(target)]
+    low, high = _extremes(values)
+    for value in (low, high):
+        if not low_bound <= value <= high_bound:
+            raise TensorError(
+                f"{where}: the integer {value} does not fit {target.name} (its range is "
+                f"{low_bound} to {high_bound}){hint}"
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Numbers: what a Python or NumPy number is, and how values enter storage
+# --------------------------------------------------------------------------------------------
+
+#: The Python types NumPy 2 treats as *weak* next to a tensor (NEP 50): exactly these types. A
+#: subclass (an ``IntEnum``, a ``float`` subclass) is converted by ``np.asarray``, to a strong
+#: int64 or float64, and a NumPy scalar (``np.float32(2)``) is strong: its dtype promotes.
+WEAK_SCALAR_TYPES: tuple[type, ...] = (bool, int, float)
+
+
+def is_number(value: object) -> bool:
+    """True for what NumPy takes as a real number operand: a Python bool, int or float (or a
+    subclass), or a NumPy scalar of a bool, integer or float dtype. Complex numbers (llmfs stores
+    no complex dtype), ``Fraction``, ``Decimal`` (NumPy would make object arrays of them),
+    strings and arrays, 0-d ones included, are not numbers here."""
+    if type(value) in WEAK_SCALAR_TYPES:
+        return True
+    if isinstance(value, np.generic):
+        return value.dtype.kind in "biuf"
+    return isinstance(value, (int, float))
+
+
+def number_kind(value: object) -> type | np.dtype:
+    """What a number (:func:`is_number`) brings to promotion, without its value: its Python type
+    for a weak number (NumPy 2's weak promotion never looks at the value), else the dtype NumPy
+    gives it. :func:`promote` takes the result of :func:`kind_operand`."""
+    if type(value) in WEAK_SCALAR_TYPES:
+        return type(value)
+    return np.asarray(value).dtype
+
+
+def kind_operand(kind: type | np.dtype) -> object:
+    """A stand-in operand of :func:`number_kind` ``kind`` for :func:`promote`: ``False``, ``0``
+    or ``0.0`` for a weak type (promotes as any number of that type would), else the dtype."""
+    if isinstance(kind, type) and kind in WEAK_SCALAR_TYPES:
+        return kind()
+    return kind
+
+
+def storage_values(
+    values: object, dtype: object | None, *, where: str, hint: str = ""
+) -> tuple[np.ndarray, np.dtype]:
+    """``values`` (a number, nested sequences of numbers, or an array) read as an array, and
+    the storage dtype they go to: ``dtype`` when given, else :func:`inferred_dtype`. The caller
+    converts (``array.astype(target)``); every value is known to convert.
+
+    This is the one rule for values entering storage (constructors, storage writes, the number
+    operands of ops, ``copyto``): a value converts only when the storage dtype holds it:
+
+    * a float going to an integer dtype must be finite and in range (:func:`check_integer_cast`);
+    * an integer written as a Python int (or a list of them) must lie in an integer dtype's
+      range (:func:`check_integer_range`, NumPy 2's rule); NumPy arrays and NumPy scalars of
+      integers convert as NumPy converts them (a narrower integer dtype wraps around, as
+      ``astype`` does);
+    * a Python int beyond 64 bits converts to a float dtype only, and only when asked for.
+
+    Floats round to a float dtype (to +-inf past its largest value, as NumPy does); anything
+    non-zero becomes True. Raises :class:`TensorError` for what is not a real number (complex,
+    ``Fraction``, strings...) and :class:`DTypeError` for an unsupported dtype.
+    """
+    typed = isinstance(values, (np.ndarray, np.generic))
+    try:
+        array = np.asarray(values)
+    except (TypeError, ValueError, OverflowError) as error:
+        raise TensorError(f"{where}: the values could not be read as numbers ({error})") from None
+    if array.dtype.kind == "O" and not typed:
+        array = _wide_integers(values, array, dtype, where)
+    if array.dtype.kind not in "biuf":
         raise TensorError(
-            f"{where}: the value {values[bad].flat[0]} has no {target.name} counterpart (NaN, an "
-            f"infinity or outside {info.min} to {info.max})"
+            f"{where}: values must be real numbers (bool, int or float), got an array of kind "
+            f"{array.dtype.name!r}"
         )
+    target = storage_dtype_for(array, dtype)
+    if not typed:
+        check_integer_range(array, target, where=where, hint=hint)
+    check_integer_cast(array, target, where=where)
+    return array, target
+
+
+def _wide_integers(
+    values: object, array: np.ndarray, dtype: object | None, where: str
+) -> np.ndarray:
+    """An object array NumPy made of Python ints beyond 64 bits: floats when a float dtype is
+    asked for; otherwise refused, naming the first such int. An object array of anything else
+    is returned as it is (the caller refuses it as not numbers)."""
+    if not all(type(value) in (int, bool) for value in array.flat):
+        return array
+    if dtype is not None and resolve_dtype(dtype).kind == "f":
+        try:
+            return np.asarray(values, dtype=np.float64)
+        except OverflowError:
+            raise TensorError(f"{where}: an integer is too large for any float dtype") from None
+    low, high = INTEGER_RANGES[np.dtype(np.int64)]
+    wide = next(value for value in array.flat if not low <= value <= high)
+    raise TensorError(
+        f"{where}: the integer {wide} does not fit in 64 bits (int64's range is {low} to "
+        f"{high}); only a float dtype holds it, e.g. dtype='float64'"
+    )

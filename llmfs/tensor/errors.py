@@ -664,3 +664,47 @@ __all__ = [
         if isinstance(value, type) and issubclass(value, TensorError)
     ),
 ]
+
+
+class ConcurrentWriteError(StaleViewError):
+    """A read overlapped a write of the same owner by another thread: the values read may mix
+    two versions, so they are refused. llmfs has a single-writer rule: while one thread writes
+    a tensor (an ``as_mut_slice()`` write or a ``mutate()`` window), no other thread reads it."""
+
+    condition = "no other thread writes the owner during a read"
+    template = (
+        "stale read: the owner was written by another thread while it was being read (owner "
+        "version {owner_version}, read began at version {view_version}), so the values could "
+        "mix two versions. One thread writes a tensor at a time, and nothing reads it meanwhile: "
+        "make a new view and read again once the write is done"
+    )
+    variants = (
+        (
+            "window_open",
+            "stale read: another thread is writing the owner (version {owner_version}), so it "
+            "may not be read until that write ends: one thread writes a tensor at a time, and "
+            "nothing reads it meanwhile",
+        ),
+    )
+
+
+class ViewTooLargeError(TensorError):
+    """A view holds more values than any array can: an op would read ``count`` values of
+    ``dtype`` (``nbytes`` bytes), past NumPy's largest array or this machine's memory. Only a
+    broadcast or self-overlapping view is that large, and reading it would take hours."""
+
+    condition = "a view read by an op fits in memory"
+    template = (
+        "{what} would read {count} values of {dtype} ({nbytes} bytes) from one view, but "
+        "{reason}: only a broadcast (zero-stride) or self-overlapping view is that large. "
+        "Compute on the tensor before expanding it (a sum over a broadcast axis of size n is "
+        "n times the value)"
+    )
+    what: str
+    count: int
+    dtype: object
+    nbytes: int
+    reason: str
+
+
+__all__ += ["ConcurrentWriteError", "ViewTooLargeError"]

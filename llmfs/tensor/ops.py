@@ -5,10 +5,15 @@ Every function here accepts :class:`~llmfs.tensor.tensor.Tensor` and
 and returns a NEW owning ``Tensor`` with row-major strides. The work that is the same for every
 backend happens here, once:
 
-* **Scalars.** A real Python number next to a tensor is *weak* (NumPy 2's rule): it takes the
-  tensor's dtype when its kind allows, so ``float32_tensor + 1.0`` stays float32 and
-  ``int32_tensor + 1`` stays int32, while ``int32_tensor + 0.5`` is float64. It becomes a 0-d
-  operand of the result dtype; an int that does not fit that dtype is a :class:`TensorError`.
+* **Scalars.** A number operand is what NumPy takes as one (:func:`~llmfs.tensor.dtypes.is_number`):
+  a Python bool, int or float, or a NumPy scalar of those kinds; complex numbers, ``Fraction``,
+  ``Decimal`` and strings are a :class:`TensorError`. A Python bool, int or float is *weak*
+  (NumPy 2's rule): it takes the tensor's dtype when its kind allows, so ``float32_tensor + 1.0``
+  stays float32 and ``int32_tensor + 1`` stays int32, while ``int32_tensor + 0.5`` is float64; a
+  NumPy scalar is strong (``float16_tensor + np.float64(1)`` is float64). The number becomes a
+  0-d operand of the result dtype; an int that does not fit that dtype is a
+  :class:`TensorError`. One function decides the result dtype, :func:`~llmfs.tensor.dtypes.promote`,
+  for every op and for einsum.
 * **Broadcasting** is NumPy's (right-aligned; sizes equal or 1) and is done with zero-stride
   *views* (:meth:`TensorView.expand`): nothing is copied to make shapes agree. A mismatch is a
   :class:`BroadcastError` naming both shapes and the axis.
@@ -28,14 +33,20 @@ backend happens here, once:
   :class:`EmptyReductionError`.
 * **Dispatch**: the active backend (:func:`~llmfs.tensor.backends.use_backend`) runs the
   primitive, or its declared fallback when it does not support the op or dtype.
-* **Memory**: a result NumPy or the machine cannot hold is refused before any backend runs, and a
-  ``MemoryError`` during the computation becomes an :class:`AllocationError` with the numbers.
+* **Memory and work**: a result NumPy or the machine cannot hold is refused before any backend
+  runs, and a ``MemoryError`` during the computation becomes an :class:`AllocationError` with the
+  numbers. The same byte limit bounds what an op reads (:func:`~llmfs.tensor.strided.check_reads`):
+  a reduction, a matrix product or an einsum of a view with more values than memory holds (a
+  huge broadcast) is a :class:`ViewTooLargeError`, never a loop of hours.
+* **Threads**: every op checks its operands' versions again after reading them, so a write by
+  another thread during the read is a :class:`ConcurrentWriteError` (a :class:`StaleViewError`),
+  never a result mixing two versions (the single-writer rule of :mod:`llmfs.tensor.tensor`).
 """
 
 from __future__ import annotations
 
 import builtins
-import numbers
+import numbers as _numbers
 from collections.abc import Sequence
 
 import numpy as np
@@ -49,8 +60,11 @@ from llmfs.tensor.dtypes import (
     is_bool,
     is_float,
     is_integer,
+    is_number,
     promote,
     resolve_dtype,
+    storage_values,
+    without_repeats,
 )
 from llmfs.tensor.errors import (
     DTypeError,
@@ -68,7 +82,7 @@ from llmfs.tensor.layout import (
     normalize_axis,
     reduced_shape,
 )
-from llmfs.tensor.strided import allocate, allocating
+from llmfs.tensor.strided import allocate, allocating, check_reads
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView, ViewMethods
 
@@ -81,8 +95,16 @@ Scalar = int | float
 
 
 def is_scalar(value: object) -> bool:
-    """True for a real Python (or NumPy) number; bools and complex numbers are not scalars here."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    """True for a number operand: :func:`~llmfs.tensor.dtypes.is_number` (a Python bool, int or
+    float, or a NumPy scalar of those kinds)."""
+    return is_number(value)
+
+
+def check_unchanged(*views: TensorView) -> None:
+    """Raises :class:`ConcurrentWriteError` when an owner of ``views`` was written while an op
+    read them (by another thread): called after every read, so that no result mixes versions."""
+    for view in views:
+        view._check_unchanged()
 
 
 def as_view(
@@ -103,12 +125,12 @@ def as_view(
         return value
     if isinstance(value, np.ndarray):
         hint = f"{hint} (convert arrays with Tensor.from_numpy)"
-    if isinstance(value, (bool, np.bool_)):
-        hint = f" (True/False are not numbers here){hint}"
+    if isinstance(value, _numbers.Number) and not is_number(value):
+        hint = f" (numbers are bool, int and float, or NumPy scalars of those kinds){hint}"
     if numbers:
         raise TensorError(
             f"{what} must be a Tensor, a TensorView or a real number, got "
-            f"{type(value).__name__}{hint}"
+            f"{type(value).__name__} {value!r}{hint}"
         )
     if is_scalar(value):
         raise TensorError(
@@ -118,29 +140,23 @@ def as_view(
 
 
 def scalar_view(value: Scalar, dtype: np.dtype) -> TensorView:
-    """A real number as a 0-d operand of ``dtype`` (rounded to a float dtype, as NumPy 2 does).
+    """A number as a 0-d operand of ``dtype``, the result dtype :func:`promote` chose for it
+    (rounded to a float dtype, as NumPy 2 does; +-inf past the dtype's largest value).
 
     Raises :class:`TensorError` when the number has no value of ``dtype``: an int outside an
-    integer dtype's range (NumPy 2 refuses it too) or a fractional number for an integer dtype.
+    integer dtype's range (NumPy 2 refuses it too; the one check of
+    :func:`~llmfs.tensor.dtypes.storage_values`), an int too large for any float, or a fractional
+    number for an integer or bool dtype (never chosen by promotion).
     """
     dtype = np.dtype(dtype)
-    if not is_float(dtype):
-        if not isinstance(value, numbers.Integral) and not float(value).is_integer():
-            raise TensorError(f"the number {value!r} is not an integer, so it has no {dtype.name}")
-        number = int(value)
-        info = np.iinfo(dtype) if is_integer(dtype) else None
-        if info is not None and not info.min <= number <= info.max:
-            raise TensorError(
-                f"the number {value} does not fit {dtype.name} (its range is {info.min} to "
-                f"{info.max}); cast the tensor first, e.g. t.astype('int64')"
-            )
-        return Tensor.full((), number, dtype).view()
-    try:
-        as_float = float(value)
-    except OverflowError:
-        raise TensorError(f"the number {value} is too large for a float operand") from None
+    fractional = isinstance(value, (float, np.floating)) and not float(value).is_integer()
+    if dtype.kind != "f" and fractional:
+        raise TensorError(f"the number {value!r} is not an integer, so it has no {dtype.name}")
+    hint = "; cast the tensor first, e.g. t.astype('int64')"
+    number, _ = storage_values(value, dtype, where="a number operand", hint=hint)
     with np.errstate(over="ignore"):
-        return Tensor.full((), as_float, dtype).view()
+        storage = number.astype(dtype).reshape(1)
+    return Tensor._adopt(storage, ()).view()
 
 
 def widest_dtype(dtypes: Sequence[np.dtype]) -> np.dtype:
@@ -223,7 +239,9 @@ def _unary(op: str, x: object, dtype: object | None) -> Tensor:
         return empty_result(view.shape, out)
     backend = backend_for("unary", op, kind)
     with allocating(element_count(view.shape), out):
-        return backend.unary(op, view, dtype=out, compute=compute)
+        result = backend.unary(op, view, dtype=out, compute=compute)
+    check_unchanged(view)
+    return result
 
 
 def neg(x: Operand, *, dtype: object | None = None) -> Tensor:
@@ -346,16 +364,18 @@ def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
     out = resolve_dtype(dtype, where="an op's dtype= argument") if dtype is not None else natural
     if left.is_empty:
         return empty_result(left.shape, out)
-    if op == "power" and is_integer(compute):
-        _check_integer_exponents(right)
     backend = backend_for("binary", op, promoted)
     with allocating(element_count(left.shape), out):
-        return backend.binary(op, left, right, dtype=out, compute=compute)
+        if op == "power" and is_integer(compute):
+            _check_integer_exponents(right)
+        result = backend.binary(op, left, right, dtype=out, compute=compute)
+    check_unchanged(left, right)
+    return result
 
 
 def _check_integer_exponents(exponents: TensorView) -> None:
     """NumPy's rule: integers to negative integer powers are not allowed (no integer result)."""
-    smallest = exponents.numpy_view().min()
+    smallest = without_repeats(exponents.numpy_view()).min()
     if smallest < 0:
         raise TensorError(
             f"integers to negative integer powers are not allowed (an exponent is {smallest}); "
@@ -524,9 +544,12 @@ def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object
         return empty_result(final, out, _IDENTITY[op])
     with allocating(element_count(shape), out):
         if not axes:  # reducing nothing leaves every value as it is (converted to the result dtype)
-            return with_shape(backend_for("copy", None, view.dtype).copy(view, dtype=out), final)
-        backend = backend_for("reduce", op, view.dtype)
-        result = backend.reduce(op, view, axes, dtype=out, compute=compute)
+            result = backend_for("copy", None, view.dtype).copy(view, dtype=out)
+        else:
+            check_reads(view.size, view.dtype, f"{op} over axes {list(axes)}")
+            backend = backend_for("reduce", op, view.dtype)
+            result = backend.reduce(op, view, axes, dtype=out, compute=compute)
+    check_unchanged(view)
     return with_shape(result, final)
 
 
@@ -691,7 +714,10 @@ def where(cond: Operand, a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
     views = [v if v.shape == shape else v.expand(shape) for v in (condition, *picked)]
     if element_count(shape) == 0:
         return empty_result(shape, out)
-    return backend_for("where", None, out).where(views[0], views[1], views[2], dtype=out)
+    with allocating(element_count(shape), out):
+        result = backend_for("where", None, out).where(views[0], views[1], views[2], dtype=out)
+    check_unchanged(*views)
+    return result
 
 
 def take(x: ViewMethods, ids: ViewMethods, axis: int = 0) -> Tensor:
@@ -719,15 +745,30 @@ def take(x: ViewMethods, ids: ViewMethods, axis: int = 0) -> Tensor:
         )
     ax = normalize_axis(axis, table.rank)
     size = table.shape[ax]
-    if not index.is_empty:
-        values = index.numpy_view()
-        outside = (values < -size) | (values >= size)
-        if outside.any():
-            raise IndexOutOfBoundsError(ax, int(values[outside][0]), size, what="id", from_end=True)
     shape = (*table.shape[:ax], *index.shape, *table.shape[ax + 1 :])
-    if element_count(shape) == 0:
-        return empty_result(shape, table.dtype)
-    return backend_for("take", None, table.dtype).take(table, index, ax, dtype=table.dtype)
+    with allocating(element_count(shape), table.dtype):
+        if not index.is_empty:
+            _check_ids(index, ax, size)
+        if element_count(shape) == 0:
+            return empty_result(shape, table.dtype)
+        result = backend_for("take", None, table.dtype).take(table, index, ax, dtype=table.dtype)
+    check_unchanged(table, index)
+    return result
+
+
+def _check_ids(index: TensorView, axis: int, size: int) -> None:
+    """Raises :class:`IndexOutOfBoundsError` naming the first id outside ``[-size, size)``.
+
+    The smallest and largest ids decide (each stored id read once, :func:`without_repeats`);
+    only when one is outside is the first such id looked for.
+    """
+    check_reads(index.size, index.dtype, "take's check of its ids")
+    values = without_repeats(index.numpy_view())
+    low, high = int(values.min()), int(values.max())
+    if -size <= low and high < size:
+        return
+    outside = (values < -size) | (values >= size)
+    raise IndexOutOfBoundsError(axis, int(values[outside].flat[0]), size, what="id", from_end=True)
 
 
 def astype(x: Operand, dtype: object) -> Tensor:
@@ -743,9 +784,12 @@ def astype(x: Operand, dtype: object) -> Tensor:
     target = resolve_dtype(dtype, where="astype")
     if view.is_empty:
         return empty_result(view.shape, target)
-    if is_integer(target) and is_float(view.dtype):
-        check_integer_cast(view.numpy_view(), target, where=f"astype({target.name})")
-    return backend_for("copy", None, view.dtype).copy(view, dtype=target)
+    with allocating(view.size, target):
+        if is_integer(target) and is_float(view.dtype):
+            check_integer_cast(view.numpy_view(), target, where=f"astype({target.name})")
+        result = backend_for("copy", None, view.dtype).copy(view, dtype=target)
+    check_unchanged(view)
+    return result
 
 
 # --------------------------------------------------------------------------------------------
@@ -861,7 +905,10 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
         return empty_result(final, out)  # no values, or each one a sum of nothing (0)
     backend = backend_for("matmul", None, widest_dtype(dtypes))
     with allocating(element_count(final), out):
+        for operand in (left, right):
+            check_reads(operand.size, operand.dtype, "matmul")
         result = backend.matmul(left, right, dtype=out, compute=compute_dtype(dtypes))
+    check_unchanged(left, right)
     return with_shape(result, final)
 
 

@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from llmfs.tensor.errors import AllocationError, TensorError
-from llmfs.tensor.layout import Layout, element_count, zero_unused_strides
+from llmfs.tensor.errors import AllocationError, TensorError, ViewTooLargeError
+from llmfs.tensor.layout import INDEX_MAX, Layout, element_count, zero_unused_strides
 from llmfs.tensor.threads import get_num_threads, run_all
 
 #: L1 data cache geometry assumed by the strips (typical of x86-64 and Apple cores alike): 64-byte
@@ -71,8 +71,9 @@ BLOCKED_MIN_VALUES = 64 * 64
 PARALLEL_MIN_VALUES = 1 << 18
 
 
-#: The most bytes one NumPy array can span: its byte size is a C ``intp``.
-MAX_ARRAY_BYTES = int(np.iinfo(np.intp).max)
+#: The most bytes one NumPy array can span: its byte size is a C ``intp``, 64 bits on every
+#: platform llmfs runs on, so this is the library's one 64-bit maximum (layout's ``INDEX_MAX``).
+MAX_ARRAY_BYTES = INDEX_MAX
 
 
 @functools.cache
@@ -84,6 +85,18 @@ def _physical_memory() -> int | None:
         return None
 
 
+def byte_limit(nbytes: int) -> str | None:
+    """Why ``nbytes`` bytes of values cannot be held at once, or ``None`` when they can: more
+    than NumPy's largest array (:data:`MAX_ARRAY_BYTES`), or more than the machine's physical
+    memory. The one byte-size limit of the library: allocations and reads both use it."""
+    if nbytes > MAX_ARRAY_BYTES:
+        return f"NumPy arrays hold at most {MAX_ARRAY_BYTES} bytes"
+    memory = _physical_memory() if nbytes > 2**30 else None  # small arrays always fit
+    if memory is not None and nbytes > memory:
+        return f"this machine has {memory} bytes of memory"
+    return None
+
+
 def check_allocation(count: int, dtype: DTypeLike) -> None:
     """Refuses, before anything is allocated, ``count`` values of ``dtype`` that cannot exist.
 
@@ -92,15 +105,31 @@ def check_allocation(count: int, dtype: DTypeLike) -> None:
     allocation that size fails, or, where the system over-commits, thrashes the machine).
     """
     nbytes = count * np.dtype(dtype).itemsize
-    if nbytes > MAX_ARRAY_BYTES:
-        raise AllocationError(
-            count, np.dtype(dtype), nbytes, f"NumPy arrays hold at most {MAX_ARRAY_BYTES} bytes"
-        )
-    memory = _physical_memory() if nbytes > 2**30 else None  # small arrays always fit
-    if memory is not None and nbytes > memory:
-        raise AllocationError(
-            count, np.dtype(dtype), nbytes, f"this machine has {memory} bytes of memory"
-        )
+    reason = byte_limit(nbytes)
+    if reason is not None:
+        raise AllocationError(count, np.dtype(dtype), nbytes, reason)
+
+
+#: Below this many values no dtype reaches the 1 GiB from which :func:`byte_limit` asks about
+#: the machine's memory, so :func:`check_reads` answers at once (it runs on every reduction).
+READ_CHECK_MIN_VALUES = 1 << 26
+
+
+def check_reads(count: int, dtype: DTypeLike, what: str) -> None:
+    """Refuses an op that would read ``count`` values of ``dtype`` from one view when they
+    could not all be held at once (:func:`byte_limit`): no array is that large, so the view is
+    a broadcast or a self-overlapping layout, and reading it value by value would take hours.
+    This is the library's work limit, applied where an op reads more values than it writes
+    (reductions, matrix products, einsum, the checks of ``take`` and ``astype``).
+
+    Raises :class:`ViewTooLargeError` naming ``what`` (the op), the count and the bytes.
+    """
+    if count < READ_CHECK_MIN_VALUES:
+        return
+    nbytes = count * np.dtype(dtype).itemsize
+    reason = byte_limit(nbytes)
+    if reason is not None:
+        raise ViewTooLargeError(what, count, np.dtype(dtype).name, nbytes, reason)
 
 
 class _AllocationGuard:
@@ -274,14 +303,29 @@ def _as_strided(
     # The ndarray constructor over the storage's buffer (NumPy's ``as_strided`` is the same
     # thing behind several Python calls; this runs on every op). NumPy checks again that every
     # reachable byte lies inside the buffer.
-    array: np.ndarray = np.ndarray.__new__(
-        kind,
-        shape,
-        dtype=storage.dtype,
-        buffer=storage,
-        offset=layout.offset * itemsize,
-        strides=byte_strides,
-    )
+    try:
+        array: np.ndarray = np.ndarray.__new__(
+            kind,
+            shape,
+            dtype=storage.dtype,
+            buffer=storage,
+            offset=layout.offset * itemsize,
+            strides=byte_strides,
+        )
+    except ValueError:
+        # A valid layout may span more bytes than an ndarray can describe (2**62 float64 values
+        # of one stored value): NumPy's "array is too big". Checked only when NumPy fails.
+        count = element_count(shape)
+        reason = byte_limit(count * itemsize)
+        if reason is None:
+            raise
+        raise ViewTooLargeError(
+            "numpy_view (and every op or print reading through it)",
+            count,
+            storage.dtype.name,
+            count * itemsize,
+            reason,
+        ) from None
     if not writeable:
         array.flags.writeable = False
     return array

@@ -17,11 +17,32 @@ older version refuses to be used (:class:`~llmfs.tensor.errors.StaleViewError`).
 * ``with t.mutate() as buf:`` opens a write window for bulk writes: the version moves when the
   window opens and again when it closes, no view may be made or read while it is open, and the
   handle refuses writes after the ``with`` block.
+
+Threads: one writer, no reader meanwhile
+----------------------------------------
+A tensor may be read by any number of threads at once. Writing follows a single-writer rule:
+while one thread writes a tensor (one ``as_mut_slice()`` write, or a whole ``mutate()`` window),
+no other thread writes it (that write is refused with a :class:`TensorError`) or reads it. A read
+that overlaps a write is never answered with values from two versions: every write marks the
+tensor as being written while it runs and moves its version when it ends (under one lock), and
+every read (an op, ``tolist``, ``materialize``...) checks the version before and after
+reading, raising :class:`~llmfs.tensor.errors.ConcurrentWriteError` (a
+:class:`~llmfs.tensor.errors.StaleViewError`) when it changed or a write is going on.
+``numpy_view()`` and ``as_slice()`` export live memory and are outside this promise.
+
+Copies
+------
+``copy.copy(t)`` and ``copy.deepcopy(t)`` copy the storage, as NumPy's ``copy.copy`` of an array
+does: the copy is a new owner (version 0) and writes to it never touch ``t`` or its views. A
+pickled tensor is unpickled the same way, with no write window open whatever the state it was
+pickled in. ``copy.copy`` of a view is the same view of the same owner; ``copy.deepcopy`` of a
+view is that view of a deep copy of the owner.
 """
 
 from __future__ import annotations
 
 import operator
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -30,12 +51,16 @@ import numpy as np
 
 from llmfs.tensor.dtypes import (
     DEFAULT_DTYPE,
-    check_integer_cast,
+    FLOAT_DTYPES,
+    INTEGER_DTYPES,
+    check_integer_range,
     resolve_dtype,
-    storage_dtype_for,
+    storage_values,
 )
 from llmfs.tensor.errors import (
     ClosedMutationError,
+    ConcurrentWriteError,
+    DTypeError,
     ElementCountMismatchError,
     IndexOutOfBoundsError,
     InvalidIndexError,
@@ -54,16 +79,9 @@ from llmfs.tensor.layout import as_int as layout_as_int
 from llmfs.tensor.strided import allocate, allocating, read_only
 from llmfs.tensor.view import ViewMethods
 
-
-def _float_values(values: object, dtype: np.dtype) -> np.ndarray:
-    """Converts user values to a flat array of ``dtype``, turning NumPy's failures into ours."""
-    try:
-        array = np.asarray(values)
-    except (TypeError, ValueError) as error:
-        raise TensorError(f"values could not be read as numbers: {error}") from None
-    if array.dtype.kind not in "biuf":
-        raise TensorError(f"values must be real numbers, got an array of kind {array.dtype.name!r}")
-    return array
+#: Held while a write starts or ends (the writer and the version change together), for every
+#: tensor: these are a few attribute updates, never the write itself.
+_WRITE_LOCK = threading.Lock()
 
 
 class Tensor(ViewMethods):
@@ -78,18 +96,21 @@ class Tensor(ViewMethods):
     ``t.view().reshape(s)``, the same code.
     """
 
-    __slots__ = ("_layout", "_storage", "_version", "_window_open")
+    __slots__ = ("_layout", "_storage", "_version", "_window_open", "_writer", "_writes")
 
     _owns_storage = True
     _layout: Layout
     _storage: np.ndarray
     _version: int
     _window_open: bool
+    #: The thread writing the storage now (its ``threading.get_ident()``), 0 when none; and how
+    #: many writes it has open (a storage write inside a ``mutate()`` window is two).
+    _writer: int
+    _writes: int
 
     def __init__(self, shape: Sequence[int], values: object, dtype: object | None = None) -> None:
         dims, strides, count = checked_row_major_layout(shape)
-        array = _float_values(values, np.dtype(DEFAULT_DTYPE))
-        resolved = storage_dtype_for(array, dtype)
+        array, resolved = storage_values(values, dtype, where="from_vec")
         if array.ndim != 1:
             raise InvalidShapeError(
                 list(array.shape),
@@ -97,14 +118,16 @@ class Tensor(ViewMethods):
             )
         if array.size != count:
             raise ElementCountMismatchError(count, array.size)
-        check_integer_cast(array, resolved, where="from_vec")
-        self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
+        with np.errstate(over="ignore"):  # floats past a float dtype's range round to +-inf
+            self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
 
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
         self._storage = storage
         self._layout = Layout(shape, strides, 0)
         self._version = 0
         self._window_open = False
+        self._writer = 0
+        self._writes = 0
 
     # -- constructors ------------------------------------------------------------------------
 
@@ -114,10 +137,13 @@ class Tensor(ViewMethods):
 
         Without ``dtype`` the values keep their kind, as ``np.array`` does: Python floats give
         float64, Python ints int64, Python bools bool (:func:`~llmfs.tensor.dtypes.inferred_dtype`).
+        A value converts only when ``dtype`` holds it (:func:`~llmfs.tensor.dtypes.storage_values`):
+        ``from_vec([1], [2**40], dtype="int32")`` is refused, as NumPy 2 refuses it.
 
         Raises :class:`InvalidShapeError` for a negative size, :class:`ShapeOverflowError` when the
         sizes overflow 64 bits, :class:`ElementCountMismatchError` when ``len(values)`` is not the
-        product of the sizes, and :class:`DTypeError` for an unsupported dtype.
+        product of the sizes, :class:`DTypeError` for an unsupported dtype and
+        :class:`TensorError` for a value that is not a real number or does not fit ``dtype``.
         """
         return cls(shape, values, dtype)
 
@@ -128,11 +154,10 @@ class Tensor(ViewMethods):
         Without ``dtype`` the values keep their kind, as ``np.array`` does: float arrays keep
         their dtype, integers stay integers (int64 from Python ints) and bools stay bools.
         """
-        source = _float_values(array, np.dtype(DEFAULT_DTYPE))
-        resolved = storage_dtype_for(source, dtype)
+        source, resolved = storage_values(array, dtype, where="from_numpy")
         dims, strides, count = checked_row_major_layout(source.shape)
-        check_integer_cast(source, resolved, where="from_numpy")
-        with allocating(count, resolved):  # a broadcast source may be far larger than its memory
+        with allocating(count, resolved), np.errstate(over="ignore"):
+            # A broadcast source may be far larger than its memory: the guard refuses it first.
             storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
         return cls._adopt(storage, dims, strides)
 
@@ -149,19 +174,31 @@ class Tensor(ViewMethods):
         :class:`AllocationError` for more values than NumPy or the machine can hold.
         """
         dims, strides, count = checked_row_major_layout(shape)
-        resolved = resolve_dtype(dtype)
-        fill = _float_values(value, resolved)
+        fill, resolved = storage_values(value, resolve_dtype(dtype), where="full")
         if fill.ndim != 0:
             raise TensorError(f"full() takes one real number as its value, got shape {fill.shape}")
-        check_integer_cast(fill, resolved, where="full")
-        return cls._adopt(allocate(count, resolved, fill), dims, strides)
+        with np.errstate(over="ignore"):
+            return cls._adopt(allocate(count, resolved, fill), dims, strides)
 
     @classmethod
     def arange(cls, n: int, dtype: object = "int64") -> Tensor:
         """A rank-1 owner holding ``0, 1, ..., n-1``, int64 unless ``dtype`` says otherwise (as
-        NumPy's ``arange`` of an int); errors as :meth:`full`."""
+        NumPy's ``arange`` of an int); errors as :meth:`full`.
+
+        The values are Python ints, so they follow the rule of every Python int entering
+        storage: ``n - 1`` must fit an integer dtype (``arange(2**31 + 1, "int32")`` is refused
+        where NumPy would wrap around); and bool holds only 0 and 1, so a bool ``arange`` has at
+        most 2 values (NumPy's rule). Raises :class:`DTypeError` for a bool ``arange`` of more.
+        """
         dims, strides, count = checked_row_major_layout((n,))
         resolved = resolve_dtype(dtype)
+        if resolved.kind == "b" and count > 2:
+            raise DTypeError(
+                "bool",
+                (*INTEGER_DTYPES, *FLOAT_DTYPES),
+                f"arange({count}) (bool holds only 0 and 1, so a bool arange has at most 2 values)",
+            )
+        check_integer_range(np.asarray(max(count - 1, 0)), resolved, where=f"arange({count})")
         with allocating(count, resolved):
             storage = np.arange(count, dtype=resolved)
         return cls._adopt(storage, dims, strides)
@@ -195,7 +232,11 @@ class Tensor(ViewMethods):
         return self
 
     def _check_fresh(self) -> None:
-        """An owner never goes stale: it always reads its storage as it is now."""
+        """An owner never goes stale: it always reads its storage as it is now, except while
+        another thread writes it (the single-writer rule): :class:`ConcurrentWriteError`."""
+        writer = self._writer
+        if writer and writer != threading.get_ident():
+            raise ConcurrentWriteError(self._version, self._version, window_open=True)
 
     @property
     def version(self) -> int:
@@ -233,7 +274,7 @@ class Tensor(ViewMethods):
         """
         if self._window_open:
             raise TensorError("a mutate() window is already open on this tensor")
-        self._bump()
+        self._begin_write(bump=True)
         self._window_open = True
         handle = MutableStorage(self, bump_each_write=False)
         try:
@@ -241,10 +282,63 @@ class Tensor(ViewMethods):
         finally:
             handle._closed = True
             self._window_open = False
-            self._bump()
+            self._end_write()
 
-    def _bump(self) -> None:
-        self._version += 1
+    def _begin_write(self, *, bump: bool = False) -> None:
+        """Marks the storage as being written by this thread (and moves the version when
+        ``bump``, as a ``mutate()`` window does when it opens): until :meth:`_end_write` no view
+        of it is fresh and other threads' reads are refused.
+
+        Raises :class:`TensorError` when another thread is writing it (one writer at a time).
+        """
+        me = threading.get_ident()
+        with _WRITE_LOCK:
+            if self._writer not in (0, me):
+                raise TensorError(
+                    "another thread is writing this tensor: a tensor has one writer at a time "
+                    "(wait for that write to end, or give each thread its own tensor)"
+                )
+            self._writer = me
+            self._writes += 1
+            if bump:
+                self._version += 1
+
+    def _end_write(self) -> None:
+        """Ends a write begun by :meth:`_begin_write`, moving the version again: a read that
+        began during the write sees the version change when it ends."""
+        with _WRITE_LOCK:
+            self._writes -= 1
+            if self._writes == 0:
+                self._writer = 0
+            self._version += 1
+
+    # -- copies and pickling -----------------------------------------------------------------
+
+    def __copy__(self) -> Tensor:
+        """A new owner with a copy of the storage (NumPy's ``copy.copy`` of an array copies)."""
+        self._check_fresh()
+        version = self._version
+        storage = self._storage.copy()
+        self._end_read(version)
+        return Tensor._adopt(storage, self.shape)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Tensor:
+        """As :meth:`__copy__`: the storage holds numbers only, so a copy is a deep copy."""
+        return self.__copy__()
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        """Pickles the values and the shape only: the unpickled tensor is a new owner at version
+        0 with no write open, whatever state this one was in."""
+        return (_unpickle_tensor, (self.__copy__()._storage, self.shape))
+
+
+def _unpickle_tensor(storage: np.ndarray, shape: Sequence[int]) -> Tensor:
+    """Rebuilds a pickled :class:`Tensor` (a copy of its values, so nothing else holds them)."""
+    values = np.array(storage, copy=True).reshape(-1)
+    dims, strides, count = checked_row_major_layout(shape)
+    if values.size != count:
+        raise ElementCountMismatchError(count, values.size)
+    return Tensor._adopt(values.astype(resolve_dtype(values.dtype), copy=False), dims, strides)
 
 
 class MutableStorage:
@@ -278,7 +372,7 @@ class MutableStorage:
         storage = self._owner._storage
         index = self._checked_key(key)
         selected = storage[index]
-        values = _float_values(value, storage.dtype)
+        values, _ = storage_values(value, storage.dtype, where="writing to storage")
         if values.ndim > 1:
             raise TensorError(
                 f"storage handles take a flat sequence of values, got an array of shape "
@@ -286,10 +380,17 @@ class MutableStorage:
             )
         if values.size not in (1, np.size(selected)):
             raise ElementCountMismatchError(np.size(selected), values.size, what="values assigned")
-        check_integer_cast(values, storage.dtype, where="writing to storage")
-        storage[index] = values
-        if self._bump_each:
-            self._owner._bump()
+        if not self._bump_each:  # inside a mutate() window, which moves the version itself
+            with np.errstate(over="ignore"):
+                storage[index] = values
+            return
+        owner = self._owner
+        owner._begin_write()
+        try:
+            with np.errstate(over="ignore"):
+                storage[index] = values
+        finally:
+            owner._end_write()
 
     def fill(self, value: float) -> None:
         """Sets every value of the storage to ``value``."""

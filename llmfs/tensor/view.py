@@ -21,21 +21,27 @@ axes visit a subset of the same offsets); explicit layouts from :meth:`TensorVie
 cursor, the fast gather, the backends) trust a view's layout without re-checking it.
 
 A view also remembers its owner's *version*; once the owner is mutated, using the view raises
-:class:`~llmfs.tensor.errors.StaleViewError` (the run-time form of Rust's borrow rule).
+:class:`~llmfs.tensor.errors.StaleViewError` (the run-time form of Rust's borrow rule). Readers
+that copy many values (``to_numpy``, and every op) check the version again after reading, so a
+write by another thread during the read is a :class:`~llmfs.tensor.errors.ConcurrentWriteError`
+rather than values from two versions (see "Threads" in :mod:`llmfs.tensor.tensor`).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from llmfs.tensor.errors import (
+    ConcurrentWriteError,
     IndexOutOfBoundsError,
     RankMismatchError,
     StaleViewError,
     TensorError,
+    ViewTooLargeError,
 )
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
@@ -75,6 +81,16 @@ class ViewMethods(OperatorMixin):
 
     def _check_fresh(self) -> None:
         raise NotImplementedError
+
+    def _end_read(self, version: int) -> None:
+        """After reading values that :meth:`_check_fresh` allowed at owner version ``version``:
+        raises :class:`ConcurrentWriteError` when another thread wrote the owner meanwhile (its
+        version moved, or a write by another thread is still going on)."""
+        owner = self.owner
+        writer = owner._writer
+        writing = bool(writer) and writer != threading.get_ident()
+        if owner._version != version or writing:
+            raise ConcurrentWriteError(version, owner._version, window_open=writing)
 
     def _derive(self, layout: Layout) -> TensorView:
         """A view of the same owner through ``layout`` (derived from this one, so still valid)."""
@@ -227,9 +243,19 @@ class ViewMethods(OperatorMixin):
     def _printed(self, show: Any) -> str:
         # Printing reads the values in place (numpy_view), so a huge or broadcast view is
         # summarised by NumPy's printing rules without copying it.
+        stale = "<stale: the owner was written to after this view was made, or is being written>"
         if self._is_stale():
-            return "<stale: the owner was written to after this view was made, or is being written>"
-        return str(show(numpy_view(self.owner._storage, self.layout)))
+            return stale
+        version = self.owner._version
+        try:
+            shown = str(show(numpy_view(self.owner._storage, self.layout)))
+        except ViewTooLargeError as error:
+            return f"<{error.count} values of {error.dtype}, more bytes than one NumPy array holds>"
+        try:
+            self._end_read(version)
+        except ConcurrentWriteError:
+            return stale
+        return shown
 
     def _layout_lines(self) -> str:
         layout = f"layout: {self.layout}; dtype {self.dtype.name}"
@@ -263,8 +289,14 @@ class ViewMethods(OperatorMixin):
         return self.layout.storage_offset(coordinate)
 
     def get(self, coordinate: Sequence[int]) -> Any:
-        """The value at one checked coordinate, as a Python number (float, int or bool by dtype)."""
-        offset = self.storage_offset(coordinate)
+        """The value at one checked coordinate, as a Python number (float, int or bool by dtype).
+
+        ``coordinate`` is required (``get(())`` for rank 0): raises :class:`InvalidArgumentError`
+        for ``None`` or anything else that is not integers, and the errors of
+        :meth:`storage_offset`.
+        """
+        self._check_fresh()
+        offset = self.layout.storage_offset(coordinate)
         return self.owner._storage[offset].item()
 
     def logical_offsets(self) -> StridedOffsets:
@@ -287,7 +319,9 @@ class ViewMethods(OperatorMixin):
 
         view = self if isinstance(self, TensorView) else self.view()
         with allocating(self.size, self.dtype):
-            return backend_for("copy", None, self.dtype).copy(view, dtype=self.dtype)
+            copy = backend_for("copy", None, self.dtype).copy(view, dtype=self.dtype)
+        view._end_read(view._version)
+        return copy
 
     def copy(self) -> Tensor:
         """NumPy's name for :meth:`materialize` (always a new owner)."""
@@ -304,7 +338,10 @@ class ViewMethods(OperatorMixin):
     def to_numpy(self) -> np.ndarray:
         """A new NumPy array (a copy) with this shape and these values."""
         self._check_fresh()
-        return gather(self.owner._storage, self.layout)
+        version = self.owner._version
+        array = gather(self.owner._storage, self.layout)
+        self._end_read(version)
+        return array
 
     def numpy_view(self) -> np.ndarray:
         """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.
@@ -525,10 +562,24 @@ class TensorView(ViewMethods):
 
     def _check_fresh(self) -> None:
         owner = self._owner
-        if owner._window_open:
-            raise StaleViewError(self._version, owner._version, window_open=True)
-        if owner._version != self._version:
-            raise StaleViewError(self._version, owner._version)
+        if owner._writer or owner._version != self._version:
+            if owner._writer and owner._writer != threading.get_ident():
+                raise ConcurrentWriteError(self._version, owner._version, window_open=True)
+            raise StaleViewError(self._version, owner._version, window_open=owner._window_open)
+
+    def _check_unchanged(self) -> None:
+        """After an op read this view: :meth:`ViewMethods._end_read` at the view's version."""
+        owner = self._owner
+        if owner._writer or owner._version != self._version:
+            writing = bool(owner._writer)
+            raise ConcurrentWriteError(self._version, owner._version, window_open=writing)
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        """Pickles (and ``copy.copy``/``deepcopy`` copy) the owner and the layout: the view is
+        made again over the unpickled (or copied) owner at its version. A stale view is refused
+        (:class:`StaleViewError`): its values are gone."""
+        self._check_fresh()
+        return (_rebuild_view, (self._owner, self._layout))
 
     @property
     def layout(self) -> Layout:
@@ -547,8 +598,13 @@ class TensorView(ViewMethods):
 
     @property
     def is_stale(self) -> bool:
-        """True once the owner has been mutated since this view was made."""
-        return self._owner._window_open or self._owner._version != self._version
+        """True once the owner has been mutated since this view was made (or is being written)."""
+        return bool(self._owner._writer) or self._owner._version != self._version
+
+
+def _rebuild_view(owner: Tensor, layout: Layout) -> TensorView:
+    """A pickled or copied view, over its (unpickled or copied) owner at that owner's version."""
+    return TensorView.from_layout(owner, layout)
 
 
 def _size(owner: object) -> int:

@@ -7,8 +7,11 @@ silently wrong value would all fail a row.
 
 from __future__ import annotations
 
+import copy
+import pickle
 import re
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -56,7 +59,36 @@ def _use_exploding_backend() -> None:
         registry._refused.pop("exploding", None)
 
 
+def _use_backend_whose_loader_returns_a_number() -> None:
+    registry.register_backend("returns-3", lambda: 3)  # type: ignore[arg-type,return-value]
+    try:
+        lt.available_backends()  # listing still works: only this backend is refused
+        lt.get_backend("returns-3")
+    finally:
+        registry._loaders.pop("returns-3", None)
+        registry._refused.pop("returns-3", None)
+
+
+def _copyto_number(dtype: str, number: object) -> None:
+    lt.copyto(Tensor.zeros([2], dtype).view(), number)  # type: ignore[arg-type]
+
+
+def _huge_view() -> lt.TensorView:
+    """A valid layout over 2**65 bytes: 2**62 float64 values, all reading one stored value."""
+    return lt.as_strided(Tensor.zeros([2]), [TWO_62], [0])
+
+
+def _true_2_40() -> lt.TensorView:
+    return Tensor.full([1], True, "bool").expand([TWO_40])
+
+
 RANK_65 = "rank 65 is above the limit of 64 axes"
+INT32_RANGE = r"does not fit int32 \(its range is -2147483648 to 2147483647\)"
+TOO_BIG = (
+    rf"would read {TWO_62} values of float64 \({TWO_62 * 8} bytes\) from one view, but NumPy "
+    r"arrays hold at most 9223372036854775807 bytes: only a broadcast"
+)
+BOOLS_2_40 = rf"would read {TWO_40} values of bool \({TWO_40} bytes\) from one view, but"
 TWO_62_VALUES = rf"cannot allocate {TWO_62} values of float64 \({TWO_62 * 8} bytes"
 READ_ONLY = r"read-only export of a tensor's storage .*: write through tensor\.as_mut_slice\(\)"
 
@@ -379,6 +411,176 @@ ROWS: list[tuple[str, Callable[[], Any], type[TensorError], str]] = [
         r"slice stop -1 is out of bounds for axis 0 of size 2 \(a strict slice needs "
         r"0 <= slice stop <= 2",
     ),
+    # A float converts to an integer only when finite and in range, compared exactly: float16's
+    # own -2**31 is -inf, so a comparison in float16 let -inf through.
+    (
+        "astype-float16-minus-inf-to-int32",
+        lambda: ops.astype(Tensor.from_vec([1], [-np.inf], dtype="float16"), "int32"),
+        TensorError,
+        r"astype\(int32\): the value -inf has no int32 counterpart",
+    ),
+    (
+        "astype-float16-inf-to-int64",
+        lambda: ops.astype(Tensor.from_vec([2], [1.0, np.inf], dtype="float16"), "int64"),
+        TensorError,
+        r"the value inf has no int64 counterpart",
+    ),
+    # Python ints enter storage only when they fit (NumPy 2 refuses them with OverflowError).
+    (
+        "from-vec-2**40-into-int32",
+        lambda: Tensor.from_vec([1], [TWO_40], dtype="int32"),
+        TensorError,
+        rf"from_vec: the integer {TWO_40} " + INT32_RANGE,
+    ),
+    (
+        "full-2**40-int32",
+        lambda: Tensor.full([2], TWO_40, "int32"),
+        TensorError,
+        rf"full: the integer {TWO_40} " + INT32_RANGE,
+    ),
+    (
+        "storage-write-2**40-into-int32",
+        lambda: Tensor.zeros([2], "int32").as_mut_slice().__setitem__(0, TWO_40),
+        TensorError,
+        rf"writing to storage: the integer {TWO_40} " + INT32_RANGE,
+    ),
+    (
+        "from-numpy-nested-2**64-into-int64",
+        lambda: Tensor.from_numpy([[1], [2**64]], dtype="int64"),
+        TensorError,
+        rf"the integer {2**64} does not fit in 64 bits",
+    ),
+    (
+        "arange-past-int32",
+        lambda: Tensor.arange(2**31 + 1, "int32"),
+        TensorError,
+        rf"arange\({2**31 + 1}\): the integer {2**31} " + INT32_RANGE,
+    ),
+    (
+        "arange-3-bool",
+        lambda: Tensor.arange(3, dtype="bool"),
+        lt.DTypeError,
+        r"unsupported dtype bool for arange\(3\) \(bool holds only 0 and 1",
+    ),
+    # copyto casts numbers same-kind, as np.copyto(casting="same_kind"): by their Python type.
+    (
+        "copyto-python-int-into-bool",
+        lambda: _copyto_number("bool", 2),
+        lt.DTypeError,
+        r"unsupported dtype a Python int for copyto into bool storage \(same-kind casting\); "
+        r"supported: bool$",
+    ),
+    (
+        "copyto-python-float-into-int32",
+        lambda: _copyto_number("int32", 3.0),
+        lt.DTypeError,
+        r"a Python float for copyto into int32 storage .*; supported: bool, int32, int64$",
+    ),
+    (
+        "copyto-python-int-2**40-into-int32",
+        lambda: _copyto_number("int32", TWO_40),
+        TensorError,
+        rf"the integer {TWO_40} " + INT32_RANGE,
+    ),
+    # Numbers are what NumPy takes as numbers; anything else is our error, not NumPy's.
+    (
+        "add-a-fraction",
+        lambda: ops.add(Tensor.zeros([2]), Fraction(1, 3)),
+        TensorError,
+        r"add's operand must be a Tensor, a TensorView or a real number, got Fraction "
+        r"Fraction\(1, 3\) \(numbers are bool, int and float, or NumPy scalars of those kinds\)",
+    ),
+    ("mul-by-a-complex", lambda: ops.mul(Tensor.zeros([2]), 2j), TensorError, r"got complex 2j"),
+    (
+        "einsum-with-a-fraction",
+        lambda: ops.einsum("i,->i", Tensor.zeros([2]), Fraction(1, 2)),
+        TensorError,
+        r"einsum operand must be a Tensor, a TensorView or a real number, got Fraction",
+    ),
+    (
+        "where-of-a-numpy-string",
+        lambda: ops.where(Tensor.zeros([2]), np.str_("a"), 1.0),
+        TensorError,
+        r"got str_ np\.str_\('a'\)",
+    ),
+    # The allocation guard on every result, where and take included.
+    (
+        "where-on-a-2**40-broadcast",
+        lambda: ops.where(_true_2_40(), 1.0, 2.0),
+        lt.AllocationError,
+        rf"cannot allocate {TWO_40} values of float64",
+    ),
+    (
+        "take-with-2**40-broadcast-ids",
+        lambda: ops.take(Tensor.zeros([3]), Tensor.zeros([1], "int64").expand([TWO_40])),
+        lt.AllocationError,
+        rf"cannot allocate {TWO_40} values of float64",
+    ),
+    # Views over 2**63 bytes are valid layouts; NumPy cannot describe them: our error.
+    (
+        "numpy-view-over-2**63-bytes",
+        lambda: _huge_view().numpy_view(),
+        lt.ViewTooLargeError,
+        TOO_BIG,
+    ),
+    ("sum-over-2**63-bytes", lambda: ops.sum(_huge_view()), lt.ViewTooLargeError, TOO_BIG),
+    ("max-over-2**63-bytes", lambda: ops.max(_huge_view()), lt.ViewTooLargeError, TOO_BIG),
+    ("any-over-2**63-bytes", lambda: ops.any(_huge_view()), lt.ViewTooLargeError, TOO_BIG),
+    (
+        "einsum-over-2**63-bytes",
+        lambda: ops.einsum("i->", _huge_view()),
+        lt.ViewTooLargeError,
+        r"einsum 'i->' " + TOO_BIG,
+    ),
+    (
+        "take-from-2**63-bytes",
+        lambda: ops.take(_huge_view(), Tensor.from_vec([1], [0])),
+        lt.ViewTooLargeError,
+        TOO_BIG,
+    ),
+    (
+        "reduce-over-2**63-bytes",
+        lambda: ops.reduce(_huge_view(), "i", "", "max"),
+        lt.ViewTooLargeError,
+        TOO_BIG,
+    ),
+    # The work limit: an op never reads more values than memory holds (it would run for hours).
+    (
+        "sum-of-a-2**40-bool-broadcast",
+        lambda: ops.sum(_true_2_40()),
+        lt.ViewTooLargeError,
+        r"sum over axes \[0\] " + BOOLS_2_40,
+    ),
+    (
+        "matmul-over-a-2**40-inner-axis",
+        lambda: ops.matmul(
+            Tensor.zeros([1, 1], "bool").expand([1, TWO_40]),
+            Tensor.zeros([1, 1], "bool").expand([TWO_40, 1]),
+        ),
+        lt.ViewTooLargeError,
+        r"matmul " + BOOLS_2_40,
+    ),
+    (
+        "einsum-dot-of-2**40-broadcasts",
+        lambda: ops.einsum("i,i->", _true_2_40(), _true_2_40()),
+        lt.ViewTooLargeError,
+        r"einsum 'i,i->' " + BOOLS_2_40,
+    ),
+    # One loader's failure, whatever it is, refuses that backend alone.
+    (
+        "backend-loader-returns-a-number",
+        _use_backend_whose_loader_returns_a_number,
+        lt.BackendUnavailableError,
+        r"backend 'returns-3' is not available: its loader returned int, not a Backend "
+        r"\(available: reference, numpy",
+    ),
+    # get takes a coordinate; None is not one (storage_offset(None) is PyTorch's first offset).
+    (
+        "get-none",
+        lambda: Tensor.arange(3).get(None),  # type: ignore[arg-type]
+        lt.InvalidArgumentError,
+        r"indices must be integers \(one or a sequence of them\), got None",
+    ),
 ]
 
 
@@ -394,8 +596,70 @@ def test_bad_input_is_a_clear_tensor_error(
     assert re.search(pattern, str(info.value)), f"{str(info.value)!r} does not match {pattern!r}"
 
 
+def _pickled_in_a_window() -> Tensor:
+    tensor = Tensor.arange(3)
+    with tensor.mutate() as buffer:
+        buffer[0] = 7
+        restored: Tensor = pickle.loads(pickle.dumps(tensor))
+    return restored
+
+
+def _copied_then_written() -> list[Any]:
+    tensor = Tensor.arange(3)
+    old_view = tensor.view()
+    duplicate = copy.copy(tensor)
+    duplicate.as_mut_slice()[0] = 9  # NumPy's copy.copy copies: the original cannot change
+    return [old_view.tolist(), duplicate.tolist(), old_view.is_stale]
+
+
+# Inputs that used to give a wrong value: (id, call, the value NumPy 2's rules give).
+VALUE_ROWS: list[tuple[str, Callable[[], Any], Any]] = [
+    (
+        "einsum-bools-times-a-python-float",
+        lambda: ops.einsum("i,->i", Tensor.from_vec([2], [True, False]), 2.0).tolist(),
+        [2.0, 0.0],
+    ),
+    (
+        "einsum-python-float-times-int32",
+        lambda: ops.einsum(",i->i", 2.5, Tensor.from_vec([2], [1, 2], dtype="int32")).tolist(),
+        [2.5, 5.0],
+    ),
+    (
+        "einsum-plan-bools-times-a-python-float",
+        lambda: (
+            lt.EinsumPlan("i,->i", Tensor.zeros([2], "bool"), 2.0)
+            .execute(Tensor.from_vec([2], [True, False]), 3.0)
+            .tolist()
+        ),
+        [3.0, 0.0],
+    ),
+    (
+        "repr-of-a-view-over-2**63-bytes",
+        lambda: repr(_huge_view()).splitlines()[0],
+        f"TensorView(<{TWO_62} values of float64, more bytes than one NumPy array holds>)",
+    ),
+    ("copy-copy-copies-the-storage", _copied_then_written, [[0, 1, 2], [9, 1, 2], False]),
+    (
+        "unpickled-in-a-window-is-not-locked",
+        lambda: (lambda t: (t.view().tolist(), t.mutate().__enter__() is not None))(
+            _pickled_in_a_window()
+        ),
+        ([7, 1, 2], True),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "expected"), [row[1:] for row in VALUE_ROWS], ids=[row[0] for row in VALUE_ROWS]
+)
+def test_an_input_that_gave_a_wrong_value_gives_numpys(
+    call: Callable[[], Any], expected: Any
+) -> None:
+    assert call() == expected
+
+
 def test_the_row_ids_are_unique() -> None:
-    ids = [row[0] for row in ROWS]
+    ids = [row[0] for row in ROWS + VALUE_ROWS]  # type: ignore[operator]
     assert len(ids) == len(set(ids))
 
 

@@ -15,8 +15,9 @@ backends ``metal`` and ``metal-emulator``: their loaders import
 call its ``MetalBackend()`` / ``MetalEmulatorBackend()``, which raise
 :class:`BackendUnavailableError` (with the reason) where they cannot run, so each one is listed
 only where it works. A missing module or class counts as unavailable, never as a crash, and so
-does any other exception a loader raises: the backend is then refused with a
-:class:`BackendUnavailableError` whose reason names the exception.
+does any other exception a loader raises, or a loader returning something that is not a
+:class:`Backend`: the backend is then refused with a :class:`BackendUnavailableError` whose
+reason names the exception (or what was returned), and every other backend stays usable.
 """
 
 from __future__ import annotations
@@ -96,9 +97,10 @@ def _load(name: str) -> Backend | None:
         _refused[name] = f"its loader raised {type(error).__name__}: {error}"
         return None
     if not isinstance(backend, Backend):
-        raise TensorError(
-            f"the loader of backend {name!r} returned {type(backend).__name__}, not a Backend"
-        )
+        # Refused like any other failed load: raising here would break every later listing
+        # of the available backends, which loads them all.
+        _refused[name] = f"its loader returned {type(backend).__name__}, not a Backend"
+        return None
     _loaded[name] = backend
     return backend
 

@@ -21,7 +21,7 @@ from llmfs.tensor.view import TensorView
 
 
 def _check_scalar(name: str, value: object) -> float:
-    if not ops.is_scalar(value):
+    if isinstance(value, (bool, np.bool_)) or not ops.is_scalar(value):
         raise TensorError(
             f"{name} must be a real number (not a bool), got {type(value).__name__} {value!r}"
         )

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from llmfs.tensor import ops
-from llmfs.tensor.dtypes import resolve_dtype
+from llmfs.tensor.dtypes import WEAK_SCALAR_TYPES, number_kind, resolve_dtype
 from llmfs.tensor.errors import DescriptorError, TensorError
 from llmfs.tensor.layout import check_shape, row_major_strides
 
@@ -61,11 +61,28 @@ def _descriptor_dtype(dtype: object) -> np.dtype:
         ) from None
 
 
+def _number_kind(number: object) -> type | np.dtype:
+    if isinstance(number, type) and number in WEAK_SCALAR_TYPES:
+        return number
+    try:
+        kind = np.dtype(number)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        kind = None
+    if kind is None or kind.kind not in "biuf":
+        raise DescriptorError(
+            "number", number, "must be bool, int, float or the dtype of a NumPy number"
+        )
+    return kind
+
+
 @dataclass(frozen=True)
 class TensorDescriptor:
     """An operand's layout without its data: shape, strides (in elements) and storage dtype.
 
-    ``dtype=None`` describes a real Python number (a scalar operand, shape ``()``).
+    ``dtype=None`` describes a number operand (shape ``()``), and ``number`` its kind, which is
+    all a plan needs to promote as NumPy 2 does (:func:`~llmfs.tensor.dtypes.number_kind`): the
+    Python type ``bool``, ``int`` or ``float`` (weak; the default is ``float``) or the dtype of a
+    NumPy scalar (strong). Tensor descriptors have ``number=None``.
     Build one from an operand with :meth:`of`, or explicitly (``strides=None`` is row-major).
 
     Raises :class:`InvalidShapeError` for a shape that is not a sequence of sizes ``>= 0``,
@@ -77,12 +94,14 @@ class TensorDescriptor:
     shape: tuple[int, ...]
     strides: tuple[int, ...]
     dtype: np.dtype | None
+    number: type | np.dtype | None
 
     def __init__(
         self,
         shape: Sequence[int],
         strides: Sequence[int] | None = None,
         dtype: object | None = "float32",
+        number: object | None = None,
     ) -> None:
         dims = check_shape(shape)
         steps = (
@@ -91,6 +110,10 @@ class TensorDescriptor:
         object.__setattr__(self, "shape", dims)
         object.__setattr__(self, "strides", steps)
         object.__setattr__(self, "dtype", None if dtype is None else _descriptor_dtype(dtype))
+        if dtype is not None and number is not None:
+            raise DescriptorError("number", number, "is only for number operands (dtype=None)")
+        kind = None if dtype is not None else _number_kind(float if number is None else number)
+        object.__setattr__(self, "number", kind)
 
     @classmethod
     def of(cls, operand: object) -> TensorDescriptor:
@@ -98,13 +121,13 @@ class TensorDescriptor:
         if isinstance(operand, TensorDescriptor):
             return operand
         if ops.is_scalar(operand):
-            return cls((), (), None)
+            return cls((), (), None, number=number_kind(operand))
         view = ops.as_view(operand, what="an einsum operand", numbers=True)
         return cls(view.shape, view.strides, view.dtype)
 
     @property
     def is_scalar(self) -> bool:
-        """True for a Python-number operand."""
+        """True for a number operand."""
         return self.dtype is None
 
 

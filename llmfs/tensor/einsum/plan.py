@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmfs.tensor import ops
-from llmfs.tensor.dtypes import resolve_dtype
+from llmfs.tensor.dtypes import kind_operand, number_kind, promote, resolve_dtype
 from llmfs.tensor.einsum.descriptor import TensorDescriptor
 from llmfs.tensor.einsum.labels import Binding, bind, is_ellipsis_key
 from llmfs.tensor.einsum.output import check_output
@@ -38,6 +38,7 @@ from llmfs.tensor.layout import (
     element_count,
     plan_reshape,
 )
+from llmfs.tensor.strided import check_reads
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -85,8 +86,12 @@ class EinsumPlan:
     """A validated einsum for fixed operand layouts, executed any number of times.
 
     ``EinsumPlan(expression, *operands)`` takes, for each operand, a :class:`TensorDescriptor`,
-    or a Tensor/TensorView/real number whose layout is used (the data is not kept: a plan holds
-    no buffers). ``dtype`` asks for an output storage dtype; ``compute`` ("float32"/"float64")
+    or a Tensor/TensorView/number whose layout (a number: its kind) is used (the data is not
+    kept: a plan holds no buffers). The output dtype is NumPy 2's promotion of the operands, by
+    the function every op uses (:func:`~llmfs.tensor.dtypes.promote`), numbers weak as for
+    :func:`~llmfs.tensor.ops.mul`: ``einsum("i,->i", bools, 2.0)`` is float64 and
+    ``einsum("i,->i", float32s, 2.0)`` float32; each number becomes a 0-d operand of that
+    dtype. ``dtype`` asks for an output storage dtype; ``compute`` ("float32"/"float64")
     for the arithmetic precision (default: float64 when an input is float64, else float32; a
     float64 input refuses float32).
 
@@ -106,9 +111,8 @@ class EinsumPlan:
         self._expression = expression
         self._descriptors = tuple(TensorDescriptor.of(o) for o in operands)
         binding = bind(parsed, tuple(d.shape for d in self._descriptors))
-        tensor_dtypes = [d.dtype for d in self._descriptors if d.dtype is not None]
-        self._scalar_dtype = (
-            ops.widest_dtype(tensor_dtypes) if tensor_dtypes else np.dtype(np.float64)
+        self._scalar_dtype = promote(
+            *(d.dtype if d.number is None else kind_operand(d.number) for d in self._descriptors)
         )
         all_dtypes = [d.dtype or self._scalar_dtype for d in self._descriptors]
         self._dtype = ops.output_dtype(all_dtypes, dtype)
@@ -220,7 +224,11 @@ class EinsumPlan:
         for index, (value, desc) in enumerate(zip(operands, self._descriptors)):
             if desc.is_scalar:
                 if not ops.is_scalar(value):
-                    raise PlanMismatchError(index, "kind", "a real number", type(value).__name__)
+                    raise PlanMismatchError(index, "kind", "a number", type(value).__name__)
+                if number_kind(value) != desc.number:
+                    raise PlanMismatchError(
+                        index, "kind", _kind_name(desc.number), _kind_name(number_kind(value))
+                    )
                 views.append(ops.scalar_view(value, self._scalar_dtype))  # type: ignore[arg-type]
                 continue
             if ops.is_scalar(value):
@@ -239,8 +247,10 @@ class EinsumPlan:
 
     def execute(self, *operands: object) -> Tensor:
         """Runs the plan on operands of the planned layouts; returns a new owning Tensor."""
-        result = self.run(self.check_operands(operands), None)
+        views = self.check_operands(operands)
+        result = self.run(views, None)
         assert result is not None  # without a target, run returns the new tensor
+        ops.check_unchanged(*views)
         return result
 
     def execute_into(self, out: Tensor | TensorView, *operands: object) -> Tensor | TensorView:
@@ -262,6 +272,7 @@ class EinsumPlan:
         output = check_output(out, self._out_shape, self._dtype, views)
         with output.target() as target:
             self.run(views, target)
+        ops.check_unchanged(*views)
         return output.result()
 
     def run(self, views: list[TensorView], target: np.ndarray | None) -> Tensor | None:
@@ -283,6 +294,8 @@ class EinsumPlan:
             )
             for view, operand in zip(views, self._operands)
         ]
+        for term in terms:  # the work limit: no term may hold more values than memory
+            check_reads(term.size, term.dtype, f"einsum {self._expression!r}")
         if not self._steps:
             return self._single(terms[0], target)
         acc = self._reduced(terms[0], self._pre_reduce[0])
@@ -401,6 +414,13 @@ class EinsumPlan:
         except NonContiguousReshapeError:
             copy = ops.backend_for("copy", None, view.dtype).copy(view, dtype=self._compute)
             return copy.view().reshape(shape)
+
+
+def _kind_name(kind: type | np.dtype | None) -> str:
+    """How a plan mismatch names a number's kind: ``a Python float``, ``a NumPy float32``."""
+    if isinstance(kind, type):
+        return f"a Python {kind.__name__}"
+    return f"a NumPy {np.dtype(kind).name} scalar"
 
 
 def _merged(array: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:

@@ -114,11 +114,29 @@ def test_registering_twice_needs_replace(scratch_names: list[str]) -> None:
     assert "twin" in available_backends()
 
 
-def test_a_loader_must_return_a_backend(scratch_names: list[str]) -> None:
-    register_backend("not-a-backend", lambda: object())  # type: ignore[arg-type,return-value]
+@pytest.mark.parametrize("returned", [object(), None, 3, NumpyBackend, "numpy"])
+def test_a_loader_must_return_a_backend_and_one_that_does_not_poisons_nothing(
+    scratch_names: list[str], returned: object
+) -> None:
+    # The rule: any failure of one loader makes that backend alone unavailable, so listing the
+    # backends (which loads them all, and is shown in every "not available" message) still works.
+    calls: list[int] = []
+
+    def loader() -> Backend:
+        calls.append(1)
+        return returned  # type: ignore[return-value]
+
+    register_backend("not-a-backend", loader)
     scratch_names.append("not-a-backend")
-    with pytest.raises(TensorError, match="not a Backend"):
-        get_backend("not-a-backend")
+    for _ in range(2):
+        with pytest.raises(BackendUnavailableError, match=r"its loader returned .*, not a Backend"):
+            get_backend("not-a-backend")
+        assert "not-a-backend" not in available_backends()
+        assert "not a Backend" in unavailable_backends()["not-a-backend"]
+        with pytest.raises(BackendUnavailableError, match=r"no backend has that name \(avail"):
+            get_backend("no-such-backend")  # its message lists the available backends
+    assert calls == [1]
+    assert get_backend().name == "numpy" and add(Tensor.arange(2), 1).tolist() == [1, 2]
 
 
 def test_use_backend_switches_for_the_block_and_restores() -> None:
