@@ -14,29 +14,41 @@ tuple, NumPy's ``[585 65 13 1]`` and ``[585. 65. 13. 1.]`` read the same). A fie
 **stated** by text that contains
 
 1. **a list of at least three numbers** (or a flat Python repr of at least nine characters,
-   ``[120, 40]``) anywhere: in any bracket spelling, and a flat list also without brackets
-   (``585, 65, 13, 1``; a nested list's entries without brackets are only its storage order,
-   which chapters show on purpose);
-2. **the error class name** of an error answer, as a whole word, anywhere in the exercise's
-   *lead-in* (the cells after the chapter's previous exercise cell, down to this one) or in
-   a sentence that names the exercise (rule 3); an error named once in a chapter's survey of its
-   rules, far above, is the rule being taught, not this exercise's answer;
-3. **any answer next to the exercise**: in one sentence that names the exercise (its expression,
-   or a code span of its question cell that looks like an expression: brackets, parentheses or
-   a dot, at least four characters), within :data:`WINDOW` characters on either side of that
-   name: the answer's number (``[1][2][3] in [2, 3, 4] -> 23``), list, error name, ``True``/
-   ``False``/``yes``/``no`` or the field's word (``not contiguous``, ``is contiguous``), an
-   owner's word (``a view``, ``shares``, ``no copy``; ``a copy``, ``new owner``, ``allocates``),
-   or for an error answer of ``"none"`` the words of success (``works``, ``no error``, ``does not
-   raise``);
+   ``[120, 40]``), other than a shape, anywhere: in any bracket spelling, and a flat list also
+   without brackets (``585, 65, 13, 1``). Not counted: a nested list's entries without
+   brackets (only its storage order, which chapters show on purpose) and the literal list
+   arguments of a tensor-making call in a code cell (``Tensor.from_vec([2, 3], [1, 2, 3, 4, 5,
+   6])``: the data the exercise works on);
+2. **the error class name** of an error answer, as a whole word, in the exercise's *lead-in*
+   (the cells after the chapter's previous exercise cell, down to this one) or next to the
+   exercise (rule 3). An error named in a chapter's survey of its rules, above an earlier
+   exercise, is the rule being taught, not this exercise's answer;
+3. **any answer next to the exercise**: in one sentence that names the exercise, within
+   :data:`WINDOW` characters on either side of the name. Its names are its expression and the
+   code spans of its question cell that look like an expression (a call, an attribute or an
+   index: ``x[1]``, ``[1][2][3]``; not a shape or a list of axis names), of at least four
+   characters. Next to a name, these state an answer: a number of two or more digits
+   (``[1][2][3] in [2, 3, 4] -> 23``), a single digit right after ``=``, ``->``, ``→``,
+   ``is``, ``gives`` or ``reads``; the list in any spelling (also a shape, also two entries);
+   the error name; a yes/no field's word with its value (``not contiguous``, ``is
+   contiguous``, ``contiguous: False``); an owner's words (``shared``: ``is a view``, ``a view
+   of``, ``shares``, ``no copy``, ``without a copy``; ``new``: ``a copy``, ``new owner``,
+   ``allocates``, ``owns its``); for an error answer of ``"none"`` the words of success
+   (``works``, ``succeeds``, ``no error``, ``does not raise``, ``never raises``), except as a
+   question's condition (``"none" if it succeeds``);
 4. **a value next to its field's name in the lead-in**: a number after the field's name
-   (``base offset 12``, ``copies: 2``), a stride the rules single out (``stride 0``, ``stride
-   -1``: an entry of a strides answer that is zero or negative), or a yes/no field's word
-   (``not contiguous``), and for an owner answer of ``shared`` the words ``is a view``.
+   (``base offset 12``, ``offset: 12``, ``copies: 2``), a shape after ``shape``, a stride the
+   rules single out (``stride 0``, ``stride -1``: a zero or negative entry of a strides
+   answer), a yes/no field's word with its value, and an owner's words (``shared``: ``is a
+   view``, ``no copy``; ``new``: ``a new owner``, ``a copy``, ``one copy``).
 
-Not stated: a single small number, a two-entry list, a yes/no or a short word anywhere else
-(such text occurs in unrelated sentences), and any answer the exercise's expression itself
-contains (``causal.expand([1, 2, 3, 3])`` states its shape).
+Left out of every text: the other exercises' expressions (``view.reshape([3, 2])`` is the
+question of one exercise, not the shape of another's) and the choices a question offers
+(``shared or new``, ``yes or no``). Not stated: a single small number, a two-entry list, a
+shape, a yes/no or a short word anywhere else (such text occurs in unrelated sentences), and
+a list or an error name the exercise's expression itself contains (``causal.expand([1, 2, 3,
+3])`` states its shape). Statements in words only ("merging them needs a copy") are beyond a
+search: the chapters' authors keep those below the check.
 
 Every implement exercise's stub hints (``# HINT:`` lines of the student cell) are compared with
 the solution's code lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` (comments left out,
@@ -228,6 +240,8 @@ def lead_in_patterns(field: str, answer: Any) -> list[str]:
         return [rf"\bstrides?\s*(?:of)?\s*{number_pattern(n)}" for n in singled]
     if field == "owner" and answer == "shared":
         return [r"\b(?:is a view|no copy)\b"]
+    if field == "owner" and answer == "new":
+        return [r"\b(?:a new owner|a copy|one copy)\b"]
     if field == "error" and isinstance(answer, str) and answer != "none":
         return [rf"\b{re.escape(answer)}\b"]
     return []
@@ -463,6 +477,7 @@ MASK = Question(
 TIED = Question("ch08.q2", "wte.T", {"shape": [64, 12], "owner": "shared"}, ("wte.T",))
 WORKS = Question("ch03.q4", "mt.reshape([2, 3, 4])", {"error": "none"}, ("mt.reshape([2, 3, 4])",))
 COPIES = Question("ch08.q5", "copy_budget(w)", {"copies": 2}, ())
+SUM = Question("ch04.q6", "ops.add(base, b)", {"owner": "new"}, ("ops.add(base, b)",))
 
 
 def far(source: str) -> list[Text]:
@@ -508,6 +523,8 @@ def near(source: str) -> list[Text]:
         (TIED, far("The head is tied: `wte.T` is a view, not a second matrix.")),
         (WORKS, far("`mt.reshape([2, 3, 4])` works: it only splits an axis.")),
         (COPIES, near("so the forward pass makes copies: 2")),
+        (SUM, near("An elementwise op writes the result into a **new** owner.")),
+        (SUM, far("`ops.add(base, b)` allocates its result")),
     ],
 )
 def test_the_source_search_finds_each_way_a_text_states_an_answer(
@@ -542,6 +559,10 @@ def test_the_source_search_finds_each_way_a_text_states_an_answer(
         (TIED, far("`wte` is the token embedding, `[64, 12]`... no, stored [12, 64]")),
         (COPIES, far("copies: 2")),  # a small number far above the exercise
         (Q1, in_code("t = Tensor.from_vec([4], [585, 65, 13, 1])")),  # the exercise's data
+        (WORKS, far('Predict the error of `mt.reshape([2, 3, 4])` ("none" if it succeeds).')),
+        (TIED, far("Predict the owner (shared or new) of `wte.T`.")),
+        (SUM, far("An elementwise op writes the result into a new owner.")),  # not the lead-in
+        (Q2, in_code('q2 = predict("x[1, 2, 3]", base_offset=None)  # PREDICTION (2 fields)')),
     ],
 )
 def test_the_source_search_ignores_text_that_does_not_state_the_answer(
