@@ -72,8 +72,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from answerkit import canonical, canonical_number, is_number, leaves, solution_answers
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmfs.course.manifest import Chapter, Exercise, load_manifest
 from llmfs.course.notebooks import Notebook, cell_source, exercise_cells, read_notebook
@@ -569,6 +572,33 @@ def test_the_source_search_ignores_text_that_does_not_state_the_answer(
     question: Question, texts: list[Text]
 ) -> None:
     assert not leaks(question, texts), leaks(question, texts)
+
+
+SPELLINGS = {
+    "list": lambda values: repr(values),
+    "tuple": lambda values: repr(tuple(values)),
+    "numpy": lambda values: str(np.array(values)),
+    "numpy float": lambda values: str(np.array(values, dtype=float)),
+    "bare": lambda values: ", ".join(map(str, values)),
+    "wrapped": lambda values: "[" + ",\n   ".join(map(str, values)) + "]",
+}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.integers(-999, 999), min_size=3, max_size=8),
+    spelling=st.sampled_from(sorted(SPELLINGS)),
+    change=st.integers(0, 7),
+)
+def test_a_long_list_is_found_in_every_spelling_and_a_changed_one_is_not(
+    values: list[int], spelling: str, change: int
+) -> None:
+    question = Question("ch00.q1", "t.view()", {"offsets": values}, ("t.view()",))
+    write = SPELLINGS[spelling]
+    assert leaks(question, far(f"The offsets are {write(values)} here."))
+    other = list(values)
+    other[change % len(values)] += 1000 if other[change % len(values)] >= 0 else -1000
+    assert not leaks(question, far(f"The offsets are {write(other)} here.")), write(other)
 
 
 def test_a_name_from_the_question_cell_is_an_expression_like_code_span() -> None:
