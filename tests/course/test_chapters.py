@@ -33,6 +33,14 @@ from typing import Any
 import IPython.core.display_functions
 import IPython.display
 import pytest
+from answerkit import (
+    NUMBER,
+    canonical,
+    canonical_number,
+    is_number,
+    leaves,
+    solution_answers,
+)
 from IPython.core.formatters import PlainTextFormatter
 
 from llmfs.course.attempts import load_attempts
@@ -258,19 +266,6 @@ def test_the_unanswered_student_notebook_answers_nothing(
         assert "yet" in repr(result).splitlines()[0]
 
 
-def solution_answers(chapter: Chapter, exercise: Exercise) -> dict[str, Any]:
-    """The predicted fields written in the solution's exercise cell (read statically)."""
-    solution = read_notebook(REPO / chapter.solution)
-    cell = solution["cells"][exercise_cells(solution, chapter.solution)[exercise.id] - 1]
-    (statement,) = ast.parse(cell_source(cell)).body
-    assert isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call)
-    return {
-        keyword.arg: ast.literal_eval(keyword.value)
-        for keyword in statement.value.keywords
-        if keyword.arg != "exercise_id"
-    }
-
-
 def solution_truths(chapter: Chapter, exercise: Exercise) -> dict[str, str]:
     """The solution's answers as the check would display them (long enough to be telling)."""
     plain = is_plain(exercise.fields)
@@ -458,41 +453,12 @@ def test_each_expected_mistake_of_the_manifest_gets_its_message(
 
 # -- nothing of an answer in any output before its attempt ------------------------------------
 
-NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?(?!\w)")
 MIN_VALUES = 3  # a list of numbers is telling from this many entries ...
 MIN_REPR = 9  # ... or from this long a flat Python repr ("[120, 40]")
 MIN_COLUMN = 4  # ... and read down a column of printed lines from this many rows
 MIN_PAIR_COLUMN = 10  # two rows make a telling column only of numbers from two digits
 MIN_NUMBER = 100  # a lone number is telling from three digits
 MIN_TEXT = 10  # a text answer (an error name) is telling from this long
-
-
-def canonical_number(text: str) -> str:
-    """A printed number written one way: ``10``, ``10.``, ``10.0`` and ``1e1`` all read ``10``."""
-    number = float(text)
-    return str(int(number)) if number.is_integer() else repr(number)
-
-
-def canonical(text: str) -> str:
-    """``text`` with every way of printing nested numbers made one: round brackets square,
-    commas gone, numbers canonical, whitespace single and none inside brackets. So a Python
-    list or tuple repr, NumPy's ``[ 1  2 10]``, ``[10. 11.]`` and a tensor repr's values
-    (wrapped over lines) of the same numbers all read ``[1 2 10]``."""
-    text = text.translate({ord("("): "[", ord(")"): "]", ord(","): " "})
-    text = NUMBER.sub(lambda match: canonical_number(match.group()), text)
-    text = re.sub(r"\s+", " ", text)
-    return re.sub(r"\[ ", "[", re.sub(r" \]", "]", text))
-
-
-def leaves(value: Any) -> list[Any]:
-    """The entries of a nested list, flattened in row-major order."""
-    if isinstance(value, (list, tuple)):
-        return [leaf for item in value for leaf in leaves(item)]
-    return [value]
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass
