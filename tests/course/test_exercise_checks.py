@@ -27,6 +27,7 @@ from llmfs.course.exercise_checks import (
     check_values,
     run_spec,
 )
+from llmfs.course.exercise_checks.cases import view_over
 from llmfs.course.exercise_checks.spec import (
     ImplementSpec,
     draw_cases,
@@ -37,6 +38,7 @@ from llmfs.course.exercise_checks.spec import (
 )
 from llmfs.course.manifest import load_manifest
 from llmfs.tensor import layout, ops
+from llmfs.widgets.text import render_offsets
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -108,15 +110,17 @@ def test_wrong_code_is_reported_smallest_case_first_without_a_traceback(attempts
     assert report.status == "failed" and report.recorded
     first = report.cases[0]
     assert not first.ok and first.verdict == "✗ wrong"
-    assert len(first.label) == min(len(case.label) for case in report.cases)
-    assert "random cases (seed 0) wrong; the smallest first" in report.note
+    assert first.label == "compute_strides([2, 1])"  # sizes summed: 3, the smallest wrong one
+    assert "random cases (seed 0) wrong; the 3 smallest shown" in report.note
 
     def crashing(shape, coordinate):
         return 1 // 0
 
     report = check_flat_index(crashing)
     assert report.status == "failed"
-    assert {case.got for case in report.cases} == {"raises ZeroDivisionError"}
+    assert {case.got for case in report.cases} == {
+        "raised ZeroDivisionError: integer division or modulo by zero"
+    }
     [attempt, _] = load_attempts(attempts)
     assert not attempt.correct and attempt.fields == {"random cases": False}
 
@@ -131,7 +135,11 @@ def test_a_failing_layout_case_shows_its_offset_table() -> None:
 
     report = check_logical_offsets(no_carry, record_attempt=False)
     assert report.status == "failed"
-    assert "layout: shape [" in report.note and "coordinate  offset" in report.note
+    smallest = json.loads("[" + report.cases[0].label.removeprefix("logical_offsets(")[:-1] + "]")
+    # The chapters' own offset table (widgets.text.render_offsets) of the smallest failing case.
+    table = render_offsets(view_over(*smallest), owner="input")
+    assert f"its input, as an offset table:\n{table}" in report.note
+    assert "coordinate  offset  value" in table
 
 
 def test_a_missing_bounds_check_fails_only_the_error_cases() -> None:
@@ -304,7 +312,7 @@ def test_broadcast_strides_that_keep_a_grown_axis_stride_fail() -> None:
 
     report = check_broadcast_strides(keeps_stride, record_attempt=False)
     assert report.status == "failed"
-    assert "layout: shape" in report.note  # the failing case's offset table
+    assert "its input, as an offset table:\nshape [" in report.note
 
 
 def _rows(x):
@@ -319,7 +327,8 @@ def test_the_direct_softmax_fails_on_large_scores_and_the_stable_one_passes() ->
     report = check_softmax_rows(direct, record_attempt=False)
     assert report.status == "failed"
     assert "[[NaN]]" in repr(report)  # a single large score: exp overflows
-    assert report.cases[0].expected == "raises ValueError"  # the empty row has no maximum
+    # The empty row has no maximum: the reference's error, with its message.
+    assert report.cases[0].expected == "raises ValueError: a row with no values has no maximum"
 
     def stable(x):
         e = ops.exp(ops.sub(x, _rows(x)))
@@ -337,7 +346,7 @@ def test_a_softmax_without_keepdims_is_reported_without_a_traceback() -> None:
     assert report.status == "failed"
     # A [2, 1] input broadcasts its [2] maxima into a [2, 2] result: a wrong shape, shown.
     assert report.cases[0].got == '{"shape": [2, 2]}'
-    assert "wrong; the smallest first" in report.note
+    assert "wrong; the 3 smallest shown" in report.note
 
 
 def test_softmax_values_compare_within_a_relative_tolerance() -> None:

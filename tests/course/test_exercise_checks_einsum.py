@@ -161,10 +161,11 @@ def test_right_code_passes_and_the_solution_passes_on_other_seeds() -> None:
 def test_classic_mistakes_fail_with_the_smallest_case_first(mistake: Any) -> None:
     report = check_naive_einsum(mistake, record_attempt=False)
     assert report.status == "failed", repr(report)
-    assert "random cases (seed 0) wrong; the smallest first" in report.note
-    assert "argument 2 layout: shape [" in report.note  # the offsets of the smallest case
-    lengths = [len(case.label) for case in report.cases]
-    assert lengths[0] == min(lengths)
+    assert "random cases (seed 0) wrong; the 3 smallest shown" in report.note
+    # The smallest failing case is the table's first row, drawn with both operands' offsets.
+    assert f"smallest failing case: {report.cases[0].label}\n" in report.note
+    assert "its input, as an offset table:\nshape [" in report.note
+    assert "owner x\n" in report.note and "owner y\n" in report.note
 
 
 def _no_size_check(expression: str, x: Any, y: Any) -> Any:

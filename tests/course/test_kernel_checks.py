@@ -166,7 +166,7 @@ def test_a_missing_guard_is_a_memory_error_not_a_crash() -> None:
     unguarded = RELU.replace(GUARD, "")
     report = check_relu_kernel(unguarded, record_attempt=False)
     assert report.status == "failed"
-    assert "raises KernelMemoryError" in repr(report)
+    assert "raised KernelMemoryError: " in repr(report)
     # Cases launched with exactly one thread per value still pass: only the strays fail.
     spec = SPECS["ch05.relu"]
     exact = next(c for c in draw_cases(spec) if c[-1] == len(c[0]))
@@ -185,9 +185,10 @@ def test_wrong_kernels_fail_with_the_reason() -> None:
     broken = "#include <metal_stdlib>\nkernel void relu(device float* x [[buffer(0)]]) { oops }\n"
     report = check_relu_kernel(broken, record_attempt=False)
     assert report.status == "failed"
-    assert "raises KernelCompileError" in repr(report) or "raises KernelLintError" in repr(report)
+    text = repr(report)
+    assert "raised KernelCompileError: " in text or "raised KernelLintError: " in text
     misnamed = RELU.replace("kernel void relu(", "kernel void my_relu(")
-    assert "raises KernelNotFoundError" in repr(check_relu_kernel(misnamed, record_attempt=False))
+    assert "raised KernelNotFoundError: " in repr(check_relu_kernel(misnamed, record_attempt=False))
 
 
 def _table_kernel(exercise_id: str) -> str:

@@ -24,16 +24,19 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfs.course import CourseError
-from llmfs.course.exercise_checks.attention import (
+from llmfs.course.exercise_checks.attention import (  # chapter 7
     check_causal_self_attention,
     check_merge_heads,
     check_split_heads,
     counting_copies,
 )
-from llmfs.course.exercise_checks.einsum import check_naive_einsum
-from llmfs.course.exercise_checks.gpt import (
-    GPT_CHECKS,
-    GPT_SPECS,
+from llmfs.course.exercise_checks.broadcasting import (  # chapter 4
+    check_broadcast_shape,
+    check_broadcast_strides,
+    check_softmax_rows,
+)
+from llmfs.course.exercise_checks.einsum import check_naive_einsum  # chapter 6
+from llmfs.course.exercise_checks.gpt import (  # chapter 8
     check_block,
     check_gelu,
     check_generate,
@@ -42,27 +45,11 @@ from llmfs.course.exercise_checks.gpt import (
     check_layer_norm,
     check_mlp,
 )
-from llmfs.course.exercise_checks.kernels import (
+from llmfs.course.exercise_checks.kernels import (  # chapter 5
     check_add_kernel,
     check_relu_kernel,
     check_scale_kernel,
     check_view_offset,
-)
-from llmfs.course.exercise_checks.layout import (
-    check_broadcast_shape,
-    check_broadcast_strides,
-    check_can_reshape_without_copy,
-    check_compute_strides,
-    check_copying_transpose,
-    check_flat_index,
-    check_is_contiguous,
-    check_logical_offsets,
-    check_materialize,
-    check_merge_layout,
-    check_permute_layout,
-    check_reshape_after_copy,
-    check_slice_layout,
-    check_softmax_rows,
 )
 from llmfs.course.exercise_checks.report import (
     NOT_IMPLEMENTED,
@@ -70,38 +57,27 @@ from llmfs.course.exercise_checks.report import (
     CheckReport,
     check_values,
 )
+from llmfs.course.exercise_checks.reshape import (  # chapter 3
+    check_can_reshape_without_copy,
+    check_merge_layout,
+)
 from llmfs.course.exercise_checks.shortcuts import Shortcuts
-from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec
+from llmfs.course.exercise_checks.spec import CHECKS, SPECS, ImplementSpec, register, run_spec
 
-# Chapter 8's specs live beside their checks; spec_for and the grader read the one SPECS dict.
-SPECS.update(GPT_SPECS)
-
-#: Exercise id -> the check that grades it (the grader passes the learner's function or result).
-CHECKS: dict[str, Callable[..., CheckReport]] = {
-    "ch01.compute_strides": check_compute_strides,
-    "ch01.flat_index": check_flat_index,
-    "ch01.is_contiguous": check_is_contiguous,
-    "ch02.copying_transpose": check_copying_transpose,
-    "ch02.permute_layout": check_permute_layout,
-    "ch02.logical_offsets": check_logical_offsets,
-    "ch02.slice_layout": check_slice_layout,
-    "ch02.q5_fix": check_reshape_after_copy,
-    "ch02.materialize": check_materialize,
-    "ch03.can_reshape": check_can_reshape_without_copy,
-    "ch03.merge_layout": check_merge_layout,
-    "ch04.broadcast_shape": check_broadcast_shape,
-    "ch04.broadcast_strides": check_broadcast_strides,
-    "ch04.softmax": check_softmax_rows,
-    "ch06.naive_einsum": check_naive_einsum,
-    "ch07.split_heads": check_split_heads,
-    "ch07.merge_heads": check_merge_heads,
-    "ch07.attention": check_causal_self_attention,
-    **GPT_CHECKS,
-    "ch05.relu": check_relu_kernel,
-    "ch05.view_offset": check_view_offset,
-    "ch05.scale": check_scale_kernel,
-    "ch05.broadcast_add": check_add_kernel,
-}
+# Each chapter's module registers its exercises (spec and check) when it is imported.
+from llmfs.course.exercise_checks.strides import (  # chapter 1
+    check_compute_strides,
+    check_flat_index,
+    check_is_contiguous,
+)
+from llmfs.course.exercise_checks.views import (  # chapter 2
+    check_copying_transpose,
+    check_logical_offsets,
+    check_materialize,
+    check_permute_layout,
+    check_reshape_after_copy,
+    check_slice_layout,
+)
 
 
 def check_for(exercise_id: str) -> Callable[..., Any]:
@@ -155,5 +131,6 @@ __all__ = [
     "check_values",
     "check_view_offset",
     "counting_copies",
+    "register",
     "run_spec",
 ]

@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from llmfs.course.exercise_checks.report import CheckReport
 from llmfs.course.exercise_checks.shortcuts import Shortcuts
-from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec, to_json
+from llmfs.course.exercise_checks.spec import ImplementSpec, register, to_json
 from llmfs.tensor import Tensor, TensorView
 from llmfs.tensor.view import ViewMethods
 
@@ -260,7 +259,7 @@ def _spec(exercise_id: str, function: str, make: Any, reference: Any, **kw: Any)
     return ImplementSpec(exercise_id, function, make, reference, call=_counted_call, **kw)
 
 
-ATTENTION_SPECS: tuple[ImplementSpec, ...] = (
+check_split_heads = register(
     _spec(
         "ch07.split_heads",
         "split_heads",
@@ -273,6 +272,11 @@ ATTENTION_SPECS: tuple[ImplementSpec, ...] = (
             ("llmfs.gpt.tensor_model.split_heads",), "slice, split and permute views of qkv"
         ),
     ),
+    "Checks ``split_heads(qkv, heads) -> (q, k, v)``: three ``[B, H, T, D]`` views of the packed "
+    "tensor's own storage (no new owner); ``ValueError`` when the last axis is not "
+    "``3 * heads * D``.",
+)
+check_merge_heads = register(
     _spec(
         "ch07.merge_heads",
         "merge_heads",
@@ -285,6 +289,10 @@ ATTENTION_SPECS: tuple[ImplementSpec, ...] = (
             ("llmfs.gpt.tensor_model.merge_heads",), "a permute, one materialize and a reshape"
         ),
     ),
+    "Checks ``merge_heads(y) -> [B, T, H*D]``: the heads side by side again, with exactly one new "
+    "owner.",
+)
+check_causal_self_attention = register(
     _spec(
         "ch07.attention",
         "causal_self_attention",
@@ -304,46 +312,11 @@ ATTENTION_SPECS: tuple[ImplementSpec, ...] = (
             "your split_heads, softmax and merge_heads",
         ),
     ),
-)
-SPECS.update({spec.exercise_id: spec for spec in ATTENTION_SPECS})
-
-
-def _checker(exercise_id: str, doc: str) -> Callable[..., CheckReport]:
-    spec = SPECS[exercise_id]
-
-    def check(
-        fn: Any, *, seed: int | None = None, cases: int | None = None, record_attempt: bool = True
-    ) -> CheckReport:
-        return run_spec(spec, fn, seed=seed, cases=cases, record_attempt=record_attempt)
-
-    check.__name__ = f"check_{spec.function}"
-    check.__qualname__ = check.__name__
-    check.__doc__ = doc + (
-        f"\n\n``seed`` (default {spec.visible_seed}, the notebook's) and ``cases`` (default "
-        f"{spec.cases}) choose the random cases; the report shows the smallest failing case first."
-    )
-    return check
-
-
-check_split_heads = _checker(
-    "ch07.split_heads",
-    "Checks ``split_heads(qkv, heads) -> (q, k, v)``: three ``[B, H, T, D]`` views of the packed "
-    "tensor's own storage (no new owner); ``ValueError`` when the last axis is not "
-    "``3 * heads * D``.",
-)
-check_merge_heads = _checker(
-    "ch07.merge_heads",
-    "Checks ``merge_heads(y) -> [B, T, H*D]``: the heads side by side again, with exactly one new "
-    "owner.",
-)
-check_causal_self_attention = _checker(
-    "ch07.attention",
     "Checks ``causal_self_attention(qkv, heads) -> [B, T, C]`` against plain NumPy (within 1e-9 "
     "in float64), with exactly one copy (one ``materialize``).",
 )
 
 __all__ = [
-    "ATTENTION_SPECS",
     "TOLERANCE",
     "CopyCount",
     "attention_numpy",

@@ -17,12 +17,12 @@ cannot disagree.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from llmfs.course.exercise_checks.report import CheckReport
-from llmfs.course.exercise_checks.shortcuts import Shortcuts
-from llmfs.course.exercise_checks.spec import SPECS, ImplementSpec, run_spec
+from llmfs.course.exercise_checks.cases import shape_size
+from llmfs.course.exercise_checks.shortcuts import forbid
+from llmfs.course.exercise_checks.spec import ImplementSpec, register
 from llmfs.tensor import Tensor, TensorView, as_strided, einsum
 
 #: The labels the random expressions use.
@@ -124,44 +124,42 @@ def naive_einsum_reference(expression: str, x: Sequence[Any], y: Sequence[Any]) 
     return [list(result.shape), values]
 
 
-#: Chapter 6's specification (added to :data:`~.spec.SPECS`, as chapter 7's are).
-NAIVE_EINSUM_SPEC = ImplementSpec(
-    "ch06.naive_einsum",
-    "naive_einsum",
-    naive_einsum_cases,
-    naive_einsum_reference,
-    parameters=("expression", "x", "y"),
-    shortcuts=Shortcuts(
-        (
+def _size(expression: str, x: Sequence[Any], y: Sequence[Any]) -> tuple[int, ...]:
+    # As the layout chapters' cases: the operands' sizes summed, then their ranks (an operand is
+    # [storage, shape, strides, base]).
+    return shape_size(0, 1)(x[1], y[1])
+
+
+def _views(expression: str, x: Sequence[Any], y: Sequence[Any]) -> list[tuple[str, TensorView]]:
+    return [("x", _view(x)), ("y", _view(y))]
+
+
+check_naive_einsum = register(
+    ImplementSpec(
+        "ch06.naive_einsum",
+        "naive_einsum",
+        naive_einsum_cases,
+        naive_einsum_reference,
+        parameters=("expression", "x", "y"),
+        shortcuts=forbid(
             "llmfs.tensor.ops.einsum",
             "llmfs.tensor.einsum.plan.EinsumPlan",
             "llmfs.tensor.einsum.contraction.ContractionPlan",
             "numpy.einsum",
+            instead="loops over the output's and the summed labels' coordinates",
         ),
-        "loops over the output's and the summed labels' coordinates",
+        size=_size,
+        views=_views,
     ),
+    "Checks ``naive_einsum(expression, x, y) -> (shape, values)`` against the library's "
+    "``einsum`` on random expressions (free, batch, contracted and private labels; scalar "
+    "operands and outputs) over random non-contiguous layouts; ``ValueError`` for a shared label "
+    "of unequal sizes.",
 )
-SPECS[NAIVE_EINSUM_SPEC.exercise_id] = NAIVE_EINSUM_SPEC
-
-
-def check_naive_einsum(
-    fn: Callable[..., Any] | None,
-    *,
-    seed: int | None = None,
-    cases: int | None = None,
-    record_attempt: bool = True,
-) -> CheckReport:
-    """Checks ``naive_einsum(expression, x, y) -> (shape, values)`` against the library's
-    ``einsum`` on random expressions (free, batch, contracted and private labels; scalar operands
-    and outputs) over random non-contiguous layouts; ``ValueError`` for a shared label of unequal
-    sizes. ``seed`` (default 0, the notebook's) and ``cases`` (default 200) choose the cases; the
-    report shows the smallest failing case first."""
-    return run_spec(NAIVE_EINSUM_SPEC, fn, seed=seed, cases=cases, record_attempt=record_attempt)
 
 
 __all__ = [
     "LETTERS",
-    "NAIVE_EINSUM_SPEC",
     "check_naive_einsum",
     "naive_einsum_cases",
     "naive_einsum_reference",

@@ -18,7 +18,7 @@ import numpy as np
 
 from llmfs.course.exercise_checks.report import CheckReport
 from llmfs.course.exercise_checks.shortcuts import Shortcuts
-from llmfs.course.exercise_checks.spec import ImplementSpec, run_spec, to_json
+from llmfs.course.exercise_checks.spec import ImplementSpec, register, to_json
 from llmfs.gpt import reference
 from llmfs.gpt.model import GPTConfig, init_params
 from llmfs.tensor import Tensor, TensorView
@@ -251,6 +251,17 @@ SHORTCUTS: dict[str, Shortcuts] = {
 }
 
 
+def case_size(case: dict[str, Any]) -> tuple[int, ...]:
+    """How big a case is, for showing the smallest first: the values of its input (the shape's
+    count, or batch x positions x heads x head size, times the layers), then its rank. The seed
+    is not a size."""
+    if "shape" in case:
+        sizes = case["shape"]
+        return (int(np.prod(sizes)), len(sizes))
+    values = case["batch"] * case["positions"] * case["heads"] * case["head_size"]
+    return (values * case.get("layers", 1), 3)
+
+
 def _tensor_spec(
     exercise_id: str,
     function: str,
@@ -279,120 +290,91 @@ def _tensor_spec(
         summarize=summarize,
         parameters=tuple(parameters.split()),
         shortcuts=SHORTCUTS[exercise_id],
+        size=case_size,
     )
 
 
-#: Chapter 8's exercise ids -> specs (merged into :data:`~.spec.SPECS` by the package).
-GPT_SPECS: dict[str, ImplementSpec] = {
-    spec.exercise_id: spec
-    for spec in (
-        _tensor_spec(
-            "ch08.layer_norm",
-            "layer_norm",
-            _ln_cases,
-            _ln_prepare,
-            reference.layer_norm,
-            "x weight bias eps",
-            100,
-        ),
-        _tensor_spec(
-            "ch08.gelu",
-            "gelu",
-            _gelu_cases,
-            lambda case: (_tensor(_gelu_array(case["shape"], case["seed"])),),
-            reference.gelu,
-            "x",
-            100,
-        ),
-        _tensor_spec(
-            "ch08.attention",
-            "causal_self_attention",
-            _block_cases,
-            _attn_prepare,
-            reference.attention,
-            "x w prefix config",
-            40,
-        ),
-        _tensor_spec(
-            "ch08.mlp", "mlp", _block_cases, _mlp_prepare, reference.mlp, "x w prefix", 40
-        ),
-        _tensor_spec(
-            "ch08.block", "block", _block_cases, _block_prepare, reference.block, "x w i config", 30
-        ),
-        _tensor_spec(
-            "ch08.forward",
-            "gpt_forward",
-            _model_cases,
-            _forward_prepare,
-            lambda w, config, tokens: reference.forward(w, config, tokens),
-            "w config tokens",
-            20,
-        ),
-        ImplementSpec(
-            "ch08.generate",
-            "generate",
-            _model_cases,
-            _generate_reference,
-            cases=20,
-            prepare=_generate_prepare,
-            summarize=_generate_summary,
-            parameters=("w", "config", "tokens", "max_new_tokens"),
-            shortcuts=SHORTCUTS["ch08.generate"],
-        ),
-    )
-}
-
-
-def _checker(exercise_id: str, doc: str) -> Callable[..., CheckReport]:
-    spec = GPT_SPECS[exercise_id]
-
-    def check(
-        fn: Any, *, seed: int | None = None, cases: int | None = None, record_attempt: bool = True
-    ) -> CheckReport:
-        return run_spec(spec, fn, seed=seed, cases=cases, record_attempt=record_attempt)
-
-    check.__name__ = check.__qualname__ = f"check_{spec.function}"
-    check.__doc__ = doc + (
-        f"\n\n``seed`` (default {spec.visible_seed}, the notebook's) and ``cases`` (default "
-        f"{spec.cases}) choose the random cases; a case names the sizes and the seed its values "
-        f"are drawn from."
-    )
-    return check
-
-
-check_layer_norm = _checker(
-    "ch08.layer_norm",
+check_layer_norm = register(
+    _tensor_spec(
+        "ch08.layer_norm",
+        "layer_norm",
+        _ln_cases,
+        _ln_prepare,
+        reference.layer_norm,
+        "x weight bias eps",
+        100,
+    ),
     "Checks ``layer_norm(x, weight, bias, eps) -> Tensor`` (over the last axis, biased variance) "
     "against the NumPy reference on random inputs, to 1e-9.",
 )
-check_gelu = _checker(
-    "ch08.gelu", "Checks ``gelu(x) -> Tensor`` (tanh form) against the NumPy reference, to 1e-9."
+check_gelu = register(
+    _tensor_spec(
+        "ch08.gelu",
+        "gelu",
+        _gelu_cases,
+        lambda case: (_tensor(_gelu_array(case["shape"], case["seed"])),),
+        reference.gelu,
+        "x",
+        100,
+    ),
+    "Checks ``gelu(x) -> Tensor`` (tanh form) against the NumPy reference, to 1e-9.",
 )
-check_gpt_attention = _checker(
-    "ch08.attention",
+check_gpt_attention = register(
+    _tensor_spec(
+        "ch08.attention",
+        "causal_self_attention",
+        _block_cases,
+        _attn_prepare,
+        reference.attention,
+        "x w prefix config",
+        40,
+    ),
     "Checks ``causal_self_attention(x, w, prefix, config) -> Tensor`` on random ``[B, T, C]`` "
     "inputs and random weights against the NumPy reference, to 1e-9.",
+    name="check_gpt_attention",
 )
-check_mlp = _checker(
-    "ch08.mlp", "Checks ``mlp(x, w, prefix) -> Tensor`` against the NumPy reference, to 1e-9."
+check_mlp = register(
+    _tensor_spec("ch08.mlp", "mlp", _block_cases, _mlp_prepare, reference.mlp, "x w prefix", 40),
+    "Checks ``mlp(x, w, prefix) -> Tensor`` against the NumPy reference, to 1e-9.",
 )
-check_block = _checker(
-    "ch08.block",
+check_block = register(
+    _tensor_spec(
+        "ch08.block", "block", _block_cases, _block_prepare, reference.block, "x w i config", 30
+    ),
     "Checks ``block(x, w, i, config) -> Tensor`` (pre-LayerNorm residual block) against the NumPy "
     "reference, to 1e-9.",
 )
-check_gpt_forward = _checker(
-    "ch08.forward",
+check_gpt_forward = register(
+    _tensor_spec(
+        "ch08.forward",
+        "gpt_forward",
+        _model_cases,
+        _forward_prepare,
+        lambda w, config, tokens: reference.forward(w, config, tokens),
+        "w config tokens",
+        20,
+    ),
     "Checks ``gpt_forward(w, config, tokens) -> logits`` on random small models against the NumPy "
     "reference, to 1e-9.",
 )
-check_generate = _checker(
-    "ch08.generate",
+check_generate = register(
+    ImplementSpec(
+        "ch08.generate",
+        "generate",
+        _model_cases,
+        _generate_reference,
+        cases=20,
+        prepare=_generate_prepare,
+        summarize=_generate_summary,
+        parameters=("w", "config", "tokens", "max_new_tokens"),
+        shortcuts=SHORTCUTS["ch08.generate"],
+        size=case_size,
+    ),
     "Checks ``generate(w, config, tokens, max_new_tokens) -> new token ids`` (greedy) against the "
     "reference's tokens, one by one.",
 )
 
-#: Exercise id -> check, for the package's CHECKS.
+#: Exercise id -> check (chapter 8's part of the package's CHECKS).
 GPT_CHECKS: dict[str, Callable[..., CheckReport]] = {
     "ch08.layer_norm": check_layer_norm,
     "ch08.gelu": check_gelu,
@@ -407,10 +389,10 @@ __all__ = [
     "AGREES",
     "ERROR_KEY",
     "GPT_CHECKS",
-    "GPT_SPECS",
     "MODEL_MODULES",
     "SHORTCUTS",
     "TOLERANCE",
+    "case_size",
     "check_block",
     "check_gelu",
     "check_generate",

@@ -19,21 +19,15 @@ against the library's own offset walk.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from llmfs.course.exercise_checks.report import CheckReport
+from llmfs.course.exercise_checks.cases import shape_size, view_layout, view_over, views_at
 from llmfs.course.exercise_checks.shortcuts import Shortcuts
-from llmfs.course.exercise_checks.spec import (
-    SPECS,
-    ImplementSpec,
-    _view_layout,
-    run_spec,
-    to_json,
-)
-from llmfs.tensor import layout
+from llmfs.course.exercise_checks.spec import ImplementSpec, register, to_json
+from llmfs.tensor import TensorView, layout
 from llmfs.tensor.layout import Layout
 from llmfs.tensor.traversal import StridedOffsets
 
@@ -109,7 +103,7 @@ def descriptor_of(shape: Sequence[int], strides: Sequence[int], base_offset: int
 def _view_offset_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     cases: list[tuple[Any, ...]] = [(3, [2, 1, 2, 2, 3, 1]), (0, [0, 4])]
     while len(cases) < n:
-        shape, strides, base, _ = _view_layout(rng, negative=True)
+        shape, strides, base, _ = view_layout(rng, negative=True, scalar=0.08)
         if rng.random() < 0.25 and shape:
             strides[rng.randrange(len(shape))] = 0  # a broadcast axis
         count = layout.element_count(shape)
@@ -130,6 +124,20 @@ def _view_offset_reference(linear_index: int, descriptor: list[int]) -> int:
     raise IndexError(f"linear index {linear_index} is outside the view")
 
 
+def _descriptor_layout(descriptor: list[int]) -> tuple[list[int], list[int], int]:
+    rank = descriptor[0]
+    return descriptor[2 : 2 + rank], descriptor[2 + rank : 2 + 2 * rank], descriptor[1]
+
+
+def _view_offset_size(linear_index: int, descriptor: list[int]) -> tuple[int, ...]:
+    shape, _, _ = _descriptor_layout(descriptor)
+    return (sum(shape), len(shape))
+
+
+def _view_offset_views(linear_index: int, descriptor: list[int]) -> list[tuple[str, TensorView]]:
+    return [("descriptor", view_over(*_descriptor_layout(descriptor)))]
+
+
 # --------------------------------------------------------------------------------------------
 # scale: buffers 0 src, 1 out, 2 view descriptor, 3 count, 4 alpha
 # --------------------------------------------------------------------------------------------
@@ -139,7 +147,7 @@ def _scale_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     fixture = [10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
     cases: list[tuple[Any, ...]] = [(fixture, [2, 2], [3, 1], 1, 2.0, 4)]
     while len(cases) < n:
-        shape, strides, base, owner_len = _view_layout(rng, negative=True)
+        shape, strides, base, owner_len = view_layout(rng, negative=True)
         count = layout.element_count(shape)
         alpha = rng.choice((-2.0, -1.0, 0.5, 2.0, 3.0, 0.25))
         cases.append(
@@ -256,99 +264,66 @@ def _run_add(
     return _floats(out)
 
 
-def _spec(
-    exercise_id: str, function: str, make: Any, reference: Any, parameters: str, **kw: Any
-) -> ImplementSpec:
-    return ImplementSpec(
-        exercise_id, function, make, reference, parameters=tuple(parameters.split()), **kw
-    )
-
-
-#: Chapter 5's exercise ids -> their specifications (also added to :data:`SPECS`).
-KERNEL_SPECS: dict[str, ImplementSpec] = {
-    spec.exercise_id: spec
-    for spec in (
-        _spec(
-            "ch05.relu",
-            "relu_kernel",
-            _relu_cases,
-            _relu_reference,
-            "values grid",
-            cases=KERNEL_CASES,
-            kernel=_run_relu,
-        ),
-        _spec(
-            "ch05.view_offset",
-            "view_offset",
-            _view_offset_cases,
-            _view_offset_reference,
-            "linear_index descriptor",
-            shortcuts=Shortcuts(
-                (
-                    "llmfs.tensor.traversal.StridedOffsets",
-                    "llmfs.tensor.layout.storage_offset",
-                ),
-                "a loop over the axes, last to first, with % and //",
-            ),
-        ),
-        _spec(
-            "ch05.scale",
-            "scale_kernel",
-            _scale_cases,
-            _scale_reference,
-            "storage shape strides base_offset alpha grid",
-            cases=KERNEL_CASES,
-            kernel=_run_scale,
-        ),
-        _spec(
-            "ch05.broadcast_add",
-            "add_kernel",
-            _add_cases,
-            _add_reference,
-            "a a_shape b b_shape grid",
-            cases=KERNEL_CASES,
-            kernel=_run_add,
-        ),
-    )
-}
-SPECS.update(KERNEL_SPECS)
-
-
-def _checker(exercise_id: str, doc: str) -> Callable[..., CheckReport]:
-    spec = SPECS[exercise_id]
-
-    def check(
-        fn: Any, *, seed: int | None = None, cases: int | None = None, record_attempt: bool = True
-    ) -> CheckReport:
-        return run_spec(spec, fn, seed=seed, cases=cases, record_attempt=record_attempt)
-
-    check.__name__ = f"check_{spec.function}"
-    check.__qualname__ = check.__name__
-    check.__doc__ = doc + (
-        f"\n\n``seed`` (default {spec.visible_seed}, the notebook's) and ``cases`` (default "
-        f"{spec.cases}) choose the random cases; the report shows the smallest failing case first."
-    )
-    return check
-
-
-check_relu_kernel = _checker(
-    "ch05.relu",
+check_relu_kernel = register(
+    ImplementSpec(
+        "ch05.relu",
+        "relu_kernel",
+        _relu_cases,
+        _relu_reference,
+        cases=KERNEL_CASES,
+        parameters=("values", "grid"),
+        kernel=_run_relu,
+    ),
     "Checks ``relu_kernel() -> MSL``: kernel ``relu`` (buffers 0 x, 1 out, 2 count, all float "
     "but the uint count) writes ``max(x, 0)``, launched with up to 7 threads more than values.",
 )
-check_view_offset = _checker(
-    "ch05.view_offset",
+check_view_offset = register(
+    ImplementSpec(
+        "ch05.view_offset",
+        "view_offset",
+        _view_offset_cases,
+        _view_offset_reference,
+        parameters=("linear_index", "descriptor"),
+        shortcuts=Shortcuts(
+            (
+                "llmfs.tensor.traversal.StridedOffsets",
+                "llmfs.tensor.layout.storage_offset",
+            ),
+            "a loop over the axes, last to first, with % and //",
+        ),
+        size=_view_offset_size,
+        views=_view_offset_views,
+    ),
     "Checks ``view_offset(linear_index, descriptor) -> offset``: the storage offset of the value "
     "at row-major position ``linear_index`` of the view ``[rank, base, *shape, *strides]``.",
 )
-check_scale_kernel = _checker(
-    "ch05.scale",
+check_scale_kernel = register(
+    ImplementSpec(
+        "ch05.scale",
+        "scale_kernel",
+        _scale_cases,
+        _scale_reference,
+        cases=KERNEL_CASES,
+        parameters=("storage", "shape", "strides", "base_offset", "alpha", "grid"),
+        kernel=_run_scale,
+        size=shape_size(1),
+        views=views_at(1, 2, 3, storage_at=0, name="src"),
+    ),
     "Checks ``scale_kernel() -> MSL``: kernel ``scale`` (buffers 0 src, 1 out, 2 view "
     "descriptor, 3 count, 4 alpha) writes ``alpha * value`` of a strided view in row-major "
     "order, launched with up to 7 threads more than values.",
 )
-check_add_kernel = _checker(
-    "ch05.broadcast_add",
+check_add_kernel = register(
+    ImplementSpec(
+        "ch05.broadcast_add",
+        "add_kernel",
+        _add_cases,
+        _add_reference,
+        cases=KERNEL_CASES,
+        parameters=("a", "a_shape", "b", "b_shape", "grid"),
+        kernel=_run_add,
+        size=shape_size(1, 3),
+    ),
     "Checks ``add_kernel() -> MSL``: kernel ``add`` (buffers 0 a, 1 b, 2 out, 3 view_a, "
     "4 view_b, 5 count) writes ``a + b`` with both operands read through descriptors of the "
     "result's shape (stride 0 on a broadcast axis).",
@@ -356,7 +331,6 @@ check_add_kernel = _checker(
 
 __all__ = [
     "KERNEL_CASES",
-    "KERNEL_SPECS",
     "SHUFFLE_SEED",
     "broadcast_descriptors",
     "check_add_kernel",

@@ -1,4 +1,11 @@
-"""The result of a check: one line per case, a verdict, and a deterministic text ``repr``."""
+"""The result of a check: one line per case, a verdict, and a deterministic text ``repr``.
+
+A report of random cases counts every case it ran in its headline ("193 of 200 right") and
+shows only a few distinct ones (``right`` and ``total`` say how many there were); a report of
+named cases (:func:`check_values`, :func:`run_cases`) counts the cases it shows. Errors are shown
+with their class and message (:func:`error_text`), layouts with the widgets' offset tables
+(:func:`offset_tables`).
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,9 @@ from typing import Any, Literal
 
 import llmfs.course.attempts as attempts_log
 from llmfs.course import CourseError
+from llmfs.tensor import TensorView
 from llmfs.widgets.predict import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
-from llmfs.widgets.text import table
+from llmfs.widgets.text import render_offsets, table
 
 #: What a report says when the learner's code is still the stub.
 NOT_IMPLEMENTED = "not implemented yet"
@@ -51,6 +59,10 @@ class CheckReport:
     cases: tuple[CaseResult, ...]
     note: str = ""
     recorded: bool = False
+    #: How many cases were right and how many ran, when ``cases`` shows only some of them (a run
+    #: of random cases); None: ``cases`` are all the cases.
+    right: int | None = None
+    total: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -63,11 +75,13 @@ class CheckReport:
             return head + (f"{NOT_IMPLEMENTED} ({self.note})" if self.note else NOT_IMPLEMENTED)
         if self.status == "not answered":
             return head + NOT_ANSWERED
-        right = sum(1 for case in self.cases if case.ok)
+        right = sum(1 for case in self.cases if case.ok) if self.right is None else self.right
         answered = sum(1 for case in self.cases if case.ok is not None)
+        if self.total is not None:
+            answered = self.total
         verdict = f"{RIGHT_MARK} passed" if self.passed else f"{WRONG_MARK} not yet"
         summary = f"{right} of {answered} right"
-        if answered < len(self.cases):
+        if self.total is None and answered < len(self.cases):
             summary += f", {len(self.cases) - answered} {NOT_ANSWERED}"
         rows = [[c.label, c.expected, c.got, c.verdict] for c in self.cases]
         lines = [
@@ -91,6 +105,43 @@ def record(report: CheckReport, answers: Mapping[str, str] | None = None) -> Che
         return report
     attempts_log.record_attempt(report.exercise_id, fields, answers=answers)
     return replace(report, recorded=True)
+
+
+#: The longest error message a report shows in full (longer ones end in "…"), and the longest a
+#: table cell shows (the smallest failing case repeats its messages under the table, in full).
+MESSAGE_LIMIT = 160
+CELL_MESSAGE_LIMIT = 40
+
+
+def error_text(
+    error: BaseException,
+    name: str | None = None,
+    *,
+    expected: bool = False,
+    limit: int = MESSAGE_LIMIT,
+) -> str:
+    """An exception as a report shows it: its class and its message, ``raised ValueError: the
+    axes repeat`` (what the learner's function did) or ``raises ...`` (``expected``: the
+    library's answer). The class is the one raised: a learner's own ``ValueError``, or the
+    library's ``IndexOutOfBoundsError``; where the class compared (``name``, see
+    :func:`~llmfs.course.exercise_checks.spec.error_name`) differs, it follows in parentheses,
+    ``raises IndexOutOfBoundsError (an IndexError)``. The message is cut at ``limit``
+    characters, on one line."""
+    cls = type(error).__name__
+    text = f"{'raises' if expected else 'raised'} {cls}"
+    if name is not None and name != cls:
+        text += f" ({'an' if name[0] in 'AEIOU' else 'a'} {name})"
+    message = " ".join(str(error).split())
+    if len(message) > limit:
+        message = message[: limit - 1].rstrip() + "…"
+    return f"{text}: {message}" if message else text
+
+
+def offset_tables(views: Sequence[tuple[str, TensorView]]) -> str:
+    """One offset table per named view (coordinate -> storage offset -> value, then the storage
+    strip: :func:`llmfs.widgets.text.render_offsets`, the tables the chapters draw), the name as
+    the owner's."""
+    return "\n".join(render_offsets(view, owner=name) for name, view in views)
 
 
 def show(value: Any) -> str:
@@ -188,7 +239,7 @@ def run_cases(
             continue
         except Exception as error:  # the learner's code may raise anything; it is reported
             ok = want_error and isinstance(error, expected)
-            results.append(CaseResult(label, shown, f"raises {type(error).__name__}", ok))
+            results.append(CaseResult(label, shown, error_text(error), ok))
             continue
         if got is None:
             stubbed += 1
@@ -211,10 +262,14 @@ def _copies(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 __all__ = [
+    "CELL_MESSAGE_LIMIT",
+    "MESSAGE_LIMIT",
     "NOT_IMPLEMENTED",
     "CaseResult",
     "CheckReport",
     "check_values",
+    "error_text",
+    "offset_tables",
     "record",
     "run_cases",
     "show",

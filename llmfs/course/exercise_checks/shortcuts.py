@@ -376,13 +376,43 @@ def call_guarded(shortcuts: Shortcuts | None, call: Callable[..., Any], *args: A
     return Guarded(result=result, shortcut=window.hit)
 
 
+# --------------------------------------------------------------------------------------------
+# The lists the layout chapters share
+# --------------------------------------------------------------------------------------------
+
+#: Where the layout functions live: a name starting with ``.`` in :func:`forbid` is one of them.
+LAYOUT_MODULE = "llmfs.tensor.layout"
+
+#: The library's three ways of reading strided storage (the offset cursor, the copy and the one
+#: constructor of every NumPy array over a view's storage, behind ``numpy_view``, ``to_numpy``,
+#: ``tolist`` and ``np.asarray(view)``), and NumPy's own.
+STRIDED_READERS: tuple[str, ...] = (
+    "llmfs.tensor.traversal.StridedOffsets",
+    "llmfs.tensor.view.ViewMethods.materialize",
+    "llmfs.tensor.strided._as_strided",
+    "numpy.lib.stride_tricks.as_strided",
+)
+
+
+def forbid(*names: str, instead: str) -> Shortcuts:
+    """:class:`Shortcuts` of ``names`` (``.row_major_strides`` short for
+    ``llmfs.tensor.layout.row_major_strides``). What each exercise's answer may not call is the
+    library function that computes its answer; calls count at any depth, so one function stands
+    for every public door to it (``Tensor.zeros(shape).strides`` reaches ``row_major_strides``).
+    """
+    return Shortcuts(tuple(LAYOUT_MODULE + n if n.startswith(".") else n for n in names), instead)
+
+
 __all__ = [
+    "LAYOUT_MODULE",
     "LIBRARY_PREFIXES",
+    "STRIDED_READERS",
     "Guarded",
     "ShortcutCall",
     "ShortcutUsed",
     "Shortcuts",
     "call_guarded",
+    "forbid",
     "resolve",
     "shortcut_message",
     "targets_of",
