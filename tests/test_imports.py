@@ -1,7 +1,8 @@
 """The package's imports run one way.
 
 The layers, lowest first: errors <- layout <- storage and views <- backends <- ops and einsum <-
-course data (CourseError, the manifest, the attempts log) <- widgets <- course tools (build,
+course data (CourseError, the manifest, the attempts log) <- the course's exercise engine <-
+widgets <- course tools (build,
 start, the exercise checks) and the command line. So the course and the widgets never import each
 other both ways: the exercise widgets read the manifest and write the attempts log, the course's
 tools use the widgets, and nothing of the widgets is imported by the course's data.
@@ -48,14 +49,17 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.course.paths", 5, "course data"),
     ("llmfs.course.manifest", 5, "course data"),
     ("llmfs.course.attempts", 5, "course data"),
-    ("llmfs.widgets", 6, "widgets"),
+    # The exercise engine (entries, run, judge, misconceptions, state, text API) decides every
+    # verdict; the widgets draw it and the grader uses it, so it sits above the data, below both.
+    ("llmfs.course.exercises", 6, "course engine"),
+    ("llmfs.widgets", 7, "widgets"),
     # The course's tools (build, start, the exercise checks) and the command line use widgets.
-    ("llmfs.course", 7, "course tools"),
-    ("llmfs.gpt", 7, "course tools"),  # the capstone model, trained and plotted by a command
-    ("llmfs.demo", 7, "course tools"),
-    ("llmfs.cli", 7, "course tools"),
-    ("llmfs.__main__", 7, "course tools"),
-    ("llmfs", 7, "course tools"),
+    ("llmfs.course", 8, "course tools"),
+    ("llmfs.gpt", 8, "course tools"),  # the capstone model, trained and plotted by a command
+    ("llmfs.demo", 8, "course tools"),
+    ("llmfs.cli", 8, "course tools"),
+    ("llmfs.__main__", 8, "course tools"),
+    ("llmfs", 8, "course tools"),
 ]
 
 #: Course modules the widgets may import: the data layer above, and the package that defines
@@ -243,7 +247,7 @@ def test_module_level_imports_point_down_the_layers(edge: Import) -> None:
     assert theirs <= mine, (
         f"{edge.importer} (layer '{my_label}') imports {edge.imported} (layer '{their_label}', "
         f"higher) at line {edge.line}: imports run errors <- layout <- storage and views <- "
-        "backends <- ops and einsum <- course data <- widgets <- course tools"
+        "backends <- ops and einsum <- course data <- course engine <- widgets <- course tools"
     )
 
 
@@ -256,6 +260,23 @@ def test_widgets_import_only_the_course_data_never_its_tools() -> None:
         if e.importer.startswith("llmfs.widgets")
         and e.imported.startswith("llmfs.course")
         and e.imported not in COURSE_DATA
+        and not e.imported.startswith("llmfs.course.exercises")
+    ]
+    assert offenders == []
+
+
+def test_the_engine_and_the_grader_never_import_widgets() -> None:
+    """The exercise engine and grading (``llmfs grade``, ``llmfs check``) import no widget, at
+    module level or in a function: the widgets draw what the engine decides, never the reverse,
+    and a grade never depends on drawing code."""
+    edges = import_graph()
+    assert any(e.importer.startswith("llmfs.course.exercises") for e in edges)
+    offenders = [
+        f"{e.importer}:{e.line} imports {e.imported}"
+        + ("" if e.module_level else " (in a function)")
+        for e in edges
+        if e.importer.startswith(("llmfs.course.exercises", "llmfs.course.grading"))
+        and e.imported.startswith("llmfs.widgets")
     ]
     assert offenders == []
 
