@@ -434,6 +434,22 @@ def test_the_graph_sees_function_bodies_and_importlib_names() -> None:
     assert len({e.importer for e in edges}) > 50  # most modules import another one
 
 
+def test_the_engine_and_the_grader_never_import_widgets() -> None:
+    """The exercise engine and grading (``llmfs grade``, ``llmfs check``) import no widget, at
+    module level or in a function: the widgets draw what the engine decides, never the reverse,
+    and a grade never depends on drawing code."""
+    edges = package_graph()
+    assert any(e.importer.startswith("llmfs.course.exercises") for e in edges)
+    offenders = [
+        f"{e.importer}:{e.line} imports {e.imported}"
+        + ("" if e.module_level else " (in a function)")
+        for e in edges
+        if e.importer.startswith(("llmfs.course.exercises", "llmfs.course.grading"))
+        and e.imported.startswith("llmfs.widgets")
+    ]
+    assert offenders == []
+
+
 # -- each rule fails when broken ------------------------------------------------------------------
 
 

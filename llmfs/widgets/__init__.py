@@ -26,6 +26,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmfs.course.exercises.api import Comparison, Prediction, after, check, predict
+from llmfs.course.exercises.entries import FIELDS, PredictionError, normalize
+from llmfs.course.exercises.hints import hint, model_answer
+from llmfs.course.exercises.judge import Verdict, compare
+from llmfs.course.exercises.run import Outcome, run
+from llmfs.widgets.comparison import render_comparison_html, render_comparison_text
 from llmfs.widgets.diagram import Diagram, build
 from llmfs.widgets.diagram import diagram as storage_diagram
 from llmfs.widgets.model import (
@@ -38,22 +44,6 @@ from llmfs.widgets.model import (
     describe,
     offset_entries,
     trace,
-)
-from llmfs.widgets.predict import (
-    FIELDS,
-    Comparison,
-    Outcome,
-    Prediction,
-    PredictionError,
-    Verdict,
-    after,
-    check,
-    compare,
-    hint,
-    model_answer,
-    normalize,
-    predict,
-    run,
 )
 from llmfs.widgets.text import render_offsets as offset_table
 
@@ -103,6 +93,8 @@ __all__ = [
     "offset_entries",
     "offset_table",
     "predict",
+    "render_comparison_html",
+    "render_comparison_text",
     "run",
     "storage_diagram",
     "trace",

@@ -42,7 +42,7 @@ from llmfs.widgets.model import (
     SHARED_MARK,
     TAIL,
     OwnerNames,
-    _default_namespace,
+    default_namespace,
     evaluate,
     format_number,
 )
@@ -373,7 +373,7 @@ def diagram(
     ``owner`` names ``source``'s owner (default: ``name``). Only the operations are drawn, not
     ``source`` itself. Raises :class:`~llmfs.widgets.model.ExpressionError` for a Python error.
     """
-    scope = _default_namespace()
+    scope = default_namespace()
     scope.update(namespace or {})
     scope[name] = source
     entries: list[Item] = []

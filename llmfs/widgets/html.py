@@ -21,8 +21,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from llmfs.tensor import Tensor, TensorView
-from llmfs.widgets.rows import (
+from llmfs.course.exercises.rows import (
     FULL_LIMIT,
     NEW_OWNER_MARK,
     REJECTED_MARK,
@@ -31,6 +30,7 @@ from llmfs.widgets.rows import (
     format_number,
     offset_entries,
 )
+from llmfs.tensor import Tensor, TensorView
 from llmfs.widgets.style import style_tag
 from llmfs.widgets.text import (
     TRACE_HEADERS,

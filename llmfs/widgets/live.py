@@ -11,7 +11,7 @@
   field can be typed again, and the offset table appears once every field is right or revealed.
 
 All three compute nothing themselves: rows, offsets and verdicts come from
-:mod:`~llmfs.widgets.model` and :func:`~llmfs.widgets.predict.compare`, and the markup from
+:mod:`~llmfs.widgets.model` and :func:`~llmfs.course.exercises.judge.compare`, and the markup from
 :mod:`~llmfs.widgets.html`. Their ``repr`` is the text renderer's output, so notebook
 validation compares deterministic text, never widget model ids.
 """
@@ -26,8 +26,14 @@ from typing import Any
 import ipywidgets as widgets
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.api import Comparison, _same_source, attempt
+from llmfs.course.exercises.entries import HINTS, LABELS, field_name, is_plain, predict_exercise
+from llmfs.course.exercises.hints import Hint, hint
+from llmfs.course.exercises.run import run
+from llmfs.course.exercises.state import ExerciseState, exercise_state
 from llmfs.course.manifest import load_manifest
 from llmfs.tensor import Tensor, TensorError, TensorView
+from llmfs.widgets.comparison import render_comparison_html, render_comparison_text
 from llmfs.widgets.html import (
     MARK_WORDS,
     mark,
@@ -36,23 +42,6 @@ from llmfs.widgets.html import (
     wrap,
 )
 from llmfs.widgets.model import Step, Trace, format_number, offset_entries
-from llmfs.widgets.predict import (
-    HINTS,
-    LABELS,
-    Comparison,
-    ExerciseState,
-    Hint,
-    _same_source,
-    attempt,
-    exercise_state,
-    field_name,
-    hint,
-    is_plain,
-    predict_exercise,
-    render_comparison_html,
-    render_comparison_text,
-    run,
-)
 from llmfs.widgets.style import STYLESHEET
 from llmfs.widgets.text import format_ints, render_offsets, render_trace
 
@@ -311,14 +300,14 @@ class PredictThenRun(_TextRepr, widgets.VBox):
     without an exercise. Names come from ``namespace``, or the notebook's globals when omitted.
     Entries are read forgivingly (``[3, 2]``, ``(3,2)``, ``3,2``, ``yes``, ``shared``).
 
-    The rules are those of :func:`~llmfs.widgets.predict.check` (one
-    :func:`~llmfs.widgets.predict.attempt` behind both): Run with a field still empty lists the
+    The rules are those of :func:`~llmfs.course.exercises.api.check` (one
+    :func:`~llmfs.course.exercises.api.attempt` behind both): Run with a field still empty lists the
     missing fields and shows nothing of the truth; a complete attempt is judged and recorded;
     wrong fields can be typed again; **Hint** shows the exercise's hints one at a time; **Show
     answer** reveals the fields not yet right. The widget and the text form share the exercise's
-    :class:`~llmfs.widgets.predict.ExerciseState`: a ``check(...)`` of the same exercise fills
+    :class:`~llmfs.course.exercises.state.ExerciseState`: a ``check(...)`` of the same exercise fills
     the boxes and the result here. Raises :class:`~llmfs.course.CourseError` when the expression
-    or a field is not the exercise's, :class:`~llmfs.widgets.predict.PredictionError` for an
+    or a field is not the exercise's, :class:`~llmfs.course.exercises.entries.PredictionError` for an
     unknown field.
     """
 

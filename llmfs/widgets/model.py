@@ -1,18 +1,10 @@
-"""The pure table model behind every trace table, offset table and figure.
+"""Traces: the trace table of a sequence of steps, and :func:`trace`, which runs expressions.
 
-Nothing here draws anything: it turns labelled steps (a view, a tensor, or a refused request with
-its :class:`~llmfs.tensor.TensorError`) into plain, frozen rows that the text, HTML, matplotlib and
-ipywidgets renderers all read. So the four pictures of one trace can never disagree.
-
-Vocabulary (the trace table's):
-
-* **owner**: the :class:`~llmfs.tensor.Tensor` whose storage a row reads, named for people
-  (``base``, ``copy 1``, ... or names given by the caller), never by a memory address;
-* **shared** (empty diamond ◇): the row reads the storage of an owner that already existed;
-* **new owner** (filled diamond ◆): the row's value is a freshly allocated owner (a copy);
-* **mapping**: for a copy, which source offset each new offset was copied from;
-* **rejected** (multiplication sign ×): the request raised a ``TensorError``; the row names the
-  violated condition.
+The rows themselves (owners, layouts, offsets, values, refusals) are built by the exercise
+engine (:mod:`llmfs.course.exercises.describe` and :mod:`~llmfs.course.exercises.rows`), so an
+exercise's verdict and a trace table of the same step read one model; this module gathers rows
+into a :class:`Trace` and shows it through the text and HTML renderers. Its names are
+re-exported here for the notebooks and the figures.
 
 Offsets and values come from the library itself (:meth:`TensorView.logical_offsets`, the offset
 cursor, and :meth:`llmfs.tensor.layout.Layout.storage_offset`), never from arithmetic of our
@@ -22,16 +14,21 @@ million-value view costs a few dozen cursor steps, not a million.
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import llmfs.tensor as tensor_module
-from llmfs.course import CourseError
-from llmfs.tensor import Tensor, TensorError, TensorView, copying_transpose
-from llmfs.widgets.html import render_trace_html
-from llmfs.widgets.rows import (
+from llmfs.course.exercises.describe import (
+    ExpressionError,
+    OwnerNames,
+    Step,
+    default_namespace,
+    describe,
+    evaluate,
+    owners_in,
+    view_or_none,
+)
+from llmfs.course.exercises.rows import (
     FULL_LIMIT,
     HEAD,
     NEW_OWNER_MARK,
@@ -45,136 +42,9 @@ from llmfs.widgets.rows import (
     format_number,
     offset_entries,
 )
+from llmfs.tensor import Tensor, TensorError, TensorView
+from llmfs.widgets.html import render_trace_html
 from llmfs.widgets.text import render_trace
-
-
-class ExpressionError(CourseError):
-    """An expression given to :func:`trace` or an exercise could not be evaluated.
-
-    Raised for Python errors in the expression itself (a typo, an unknown name, a wrong argument
-    type); refusals by the tensor library are *not* errors here, they become rejected rows. The
-    message quotes the expression and the Python error.
-    """
-
-
-# --------------------------------------------------------------------------------------------
-# Owner names
-# --------------------------------------------------------------------------------------------
-
-
-class OwnerNames:
-    """Stable, readable names for owners: given names first, then ``copy 1``, ``copy 2``, ...
-    for copies and ``new owner 1``, ... for owners made from scratch (``Tensor.zeros(...)``).
-
-    Owners are told apart by identity, but only the order in which they are first met decides
-    the names, so the same trace always gets the same names (never a memory address).
-    """
-
-    def __init__(self, given: Mapping[str, Tensor] | None = None, copy_prefix: str = "copy"):
-        self._known: list[tuple[Tensor, str]] = []
-        self._given: set[str] = set()
-        self._counts: dict[str, int] = {}
-        self._prefix = copy_prefix
-        for name in sorted(given or {}):
-            owner = _as_view(given[name]).owner  # type: ignore[index]
-            if self.lookup(owner) is None:
-                self._known.append((owner, name))
-                self._given.add(name)
-
-    def lookup(self, owner: Tensor) -> str | None:
-        """The name of ``owner`` if it has one already, else ``None``."""
-        for known, name in self._known:
-            if known is owner:
-                return name
-        return None
-
-    def is_given(self, name: str) -> bool:
-        """True when ``name`` was given by the caller (a source owner, not a copy)."""
-        return name in self._given
-
-    def name(self, owner: Tensor, *, copy: bool = True) -> tuple[str, bool]:
-        """``(name, first_seen)``: the owner's name, naming a new one ``copy N`` when it is a
-        copy of a known view, or ``new owner N`` when it was made from scratch."""
-        found = self.lookup(owner)
-        if found is not None:
-            return found, False
-        prefix = self._prefix if copy else "new owner"
-        self._counts[prefix] = self._counts.get(prefix, 0) + 1
-        name = f"{prefix} {self._counts[prefix]}"
-        self._known.append((owner, name))
-        return name, True
-
-
-# --------------------------------------------------------------------------------------------
-# Steps and rows
-# --------------------------------------------------------------------------------------------
-
-
-# eq=False: it holds tensors, whose == is elementwise (and which are unhashable), so two
-# of these are the same only when they are one object.
-@dataclass(frozen=True, eq=False)
-class Step:
-    """One labelled entry of a trace: the ``result`` of a request, or the error it raised.
-
-    ``copied_from`` is, for a copy, the view whose logical values were copied (so the row can
-    show the mapping from new offsets to source offsets); ``None`` otherwise.
-    """
-
-    label: str
-    result: Tensor | TensorView | TensorError
-    copied_from: TensorView | None = None
-
-
-def describe(
-    label: str,
-    result: Tensor | TensorView | TensorError,
-    owners: OwnerNames,
-    copied_from: TensorView | None = None,
-) -> TraceRow:
-    """The row for one step, naming owners through ``owners`` (which it updates).
-
-    A tensor or view whose owner ``owners`` has not met yet is a new owner (``copy``); one whose
-    owner it knows reads shared storage. Raises :class:`TensorError` for anything else.
-    """
-    if isinstance(result, TensorError):
-        return TraceRow(
-            label=label,
-            status="rejected",
-            error=type(result).__name__,
-            condition=result.condition,
-            message=str(result),
-        )
-    view = _as_view(result)
-    name, first_seen = owners.name(view.owner, copy=copied_from is not None)
-    entries = offset_entries(view)
-    offsets = Sampled(
-        tuple(e.offset for e in entries.head), tuple(e.offset for e in entries.tail), entries.total
-    )
-    values = Sampled(
-        tuple(e.value for e in entries.head), tuple(e.value for e in entries.tail), entries.total
-    )
-    mapping = None
-    mapping_source = None
-    if first_seen and copied_from is not None:
-        source_entries = offset_entries(copied_from)
-        mapping = Sampled(
-            tuple(zip(offsets.head, (e.offset for e in source_entries.head))),
-            tuple(zip(offsets.tail, (e.offset for e in source_entries.tail))),
-            entries.total,
-        )
-        mapping_source = owners.name(copied_from.owner)[0]
-    return TraceRow(
-        label=label,
-        status="copy" if first_seen and not owners.is_given(name) else "shared",
-        owner=name,
-        layout=view.layout,
-        contiguous=view.is_contiguous(),
-        offsets=offsets,
-        values=values,
-        nested_values=view.tolist() if entries.complete else None,
-        mapping=mapping,
-        mapping_source=mapping_source,
-    )
 
 
 @dataclass(frozen=True)
@@ -212,7 +82,7 @@ class Trace:
                 given = {"base": first}
         names = OwnerNames(given)  # type: ignore[arg-type]
         rows = tuple(describe(s.label, s.result, names, s.copied_from) for s in prepared)
-        views = tuple(_view_or_none(s.result) for s in prepared)
+        views = tuple(view_or_none(s.result) for s in prepared)
         sources = tuple(s.copied_from for s in prepared)
         return cls(rows, title, tuple(sorted(given)), views, sources)
 
@@ -226,94 +96,6 @@ class Trace:
 
     def _repr_html_(self) -> str:
         return render_trace_html(self)
-
-
-# --------------------------------------------------------------------------------------------
-# Evaluating expressions: trace(...)
-# --------------------------------------------------------------------------------------------
-
-
-def _default_namespace() -> dict[str, Any]:
-    return {name: getattr(tensor_module, name) for name in tensor_module.__all__}
-
-
-def evaluate(
-    expression: str, namespace: dict[str, Any]
-) -> tuple[str | None, Tensor | TensorView | TensorError, TensorView | None]:
-    """Evaluates ``"expr"`` or ``"name = expr"`` in ``namespace``.
-
-    Returns ``(bound name or None, result or the TensorError raised, copied_from)``, where
-    ``copied_from`` is the source view when the expression is ``x.materialize()``,
-    ``materialize(x)`` or ``copying_transpose(x)``. A successful assignment binds the name in
-    ``namespace``. Raises :class:`ExpressionError` for a Python error that is not a
-    ``TensorError``, and when the result is neither a Tensor nor a TensorView.
-    """
-    try:
-        tree = ast.parse(expression.strip(), mode="exec")
-    except SyntaxError as error:
-        raise ExpressionError(f"cannot read {expression!r}: {error.msg}") from None
-    if len(tree.body) != 1:
-        raise ExpressionError(f"{expression!r}: give one expression (optionally `name = ...`)")
-    statement = tree.body[0]
-    target: str | None = None
-    if (
-        isinstance(statement, ast.Assign)
-        and len(statement.targets) == 1
-        and isinstance(statement.targets[0], ast.Name)
-    ):
-        target = statement.targets[0].id
-        node = statement.value
-    elif isinstance(statement, ast.Expr):
-        node = statement.value
-    else:
-        raise ExpressionError(f"{expression!r}: give an expression or `name = expression`")
-
-    def run(sub: ast.expr) -> Any:
-        code = compile(ast.Expression(sub), "<expression>", "eval")
-        return eval(code, namespace)
-
-    copied_from: TensorView | None = None
-    try:
-        source_node, how = _copy_source(node)
-        if source_node is not None:
-            source = _as_view(run(source_node))
-            if how == "transpose":
-                result: Any = copying_transpose(source)
-                # Copy row k of the result came from column k of the source.
-                copied_from = source.transpose(0, 1)
-            else:
-                result = source.materialize()
-                copied_from = source
-        else:
-            result = run(node)
-    except TensorError as error:
-        return target, error, None
-    except Exception as error:
-        raise ExpressionError(
-            f"{expression!r} failed with {type(error).__name__}: {error}"
-        ) from None
-    if not isinstance(result, (Tensor, TensorView)):
-        raise ExpressionError(
-            f"{expression!r} gave a {type(result).__name__}; a trace row needs a Tensor or a "
-            f"TensorView"
-        )
-    if target is not None:
-        namespace[target] = result
-    return target, result, copied_from
-
-
-def _copy_source(node: ast.expr) -> tuple[ast.expr | None, str]:
-    if not isinstance(node, ast.Call) or node.keywords:
-        return None, ""
-    func = node.func
-    if isinstance(func, ast.Attribute) and func.attr == "materialize" and not node.args:
-        return func.value, "materialize"
-    if isinstance(func, ast.Name) and len(node.args) == 1:
-        if func.id == "materialize":
-            return node.args[0], "materialize"
-        if func.id == "copying_transpose":
-            return node.args[0], "transpose"
-    return None, ""
 
 
 def trace(
@@ -337,7 +119,7 @@ def trace(
     ``copied_from`` and :meth:`Trace.from_steps` for that). Raises :class:`ExpressionError` for a
     Python error.
     """
-    scope = _default_namespace()
+    scope = default_namespace()
     scope.update(namespace or {})
     scope[name] = source
     owners = OwnerNames({name: _as_view(source).owner})
@@ -351,7 +133,7 @@ def trace(
         else:
             label, result, copied_from = _call(operation)
         rows.append(describe(label, result, owners, copied_from))
-        views.append(_view_or_none(result))
+        views.append(view_or_none(result))
         sources.append(copied_from)
     return Trace(tuple(rows), title, (name,), tuple(views), tuple(sources))
 
@@ -372,35 +154,6 @@ def _call(operation: object) -> tuple[str, Tensor | TensorView | TensorError, No
     if not isinstance(result, (Tensor, TensorView)):
         raise ExpressionError(f"{label} gave a {type(result).__name__}; a trace row needs a tensor")
     return str(label), result, None
-
-
-def _view_or_none(result: object) -> TensorView | None:
-    if isinstance(result, Tensor):
-        return result.view()
-    return result if isinstance(result, TensorView) else None
-
-
-def owners_in(namespace: Mapping[str, Any]) -> dict[str, Tensor]:
-    """Names for the owners reachable from ``namespace``: a Tensor is named by its variable
-    (the alphabetically first one when several names hold it); an owner seen only through views
-    is ``base`` (then ``base 2``, ...)."""
-    named: dict[str, Tensor] = {}
-    for key in sorted(namespace):
-        value = namespace[key]
-        if isinstance(value, Tensor) and not any(t is value for t in named.values()):
-            named[key] = value
-    unnamed = 0
-    for key in sorted(namespace):
-        value = namespace[key]
-        if isinstance(value, TensorView) and not any(t is value.owner for t in named.values()):
-            # Skip names a variable already holds, so an unnamed owner never displaces one.
-            unnamed += 1
-            label = "base" if unnamed == 1 else f"base {unnamed}"
-            while label in named:
-                unnamed += 1
-                label = f"base {unnamed}"
-            named[label] = value.owner
-    return named
 
 
 __all__ = [

@@ -35,11 +35,11 @@ import anywidget
 import traitlets
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.state import exercise_finished, exercise_state
 from llmfs.tensor import Tensor, TensorView
 from llmfs.widgets.diagram import Diagram, ItemLike, build, diagram, render_diagram_text
 from llmfs.widgets.html import wrap
 from llmfs.widgets.model import format_number
-from llmfs.widgets.predict import exercise_finished, exercise_state
 from llmfs.widgets.style import STYLESHEET
 from llmfs.widgets.svg import render_diagram_html, render_diagram_svg
 

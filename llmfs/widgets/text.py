@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from llmfs.tensor import Tensor, TensorView
-from llmfs.widgets.rows import (
+from llmfs.course.exercises.rows import (
     FULL_LIMIT,
     NEW_OWNER_MARK,
     REJECTED_MARK,
@@ -25,6 +24,7 @@ from llmfs.widgets.rows import (
     format_number,
     offset_entries,
 )
+from llmfs.tensor import Tensor, TensorView
 
 if TYPE_CHECKING:
     # model.py shows a Trace through these renderers, so it imports them.

@@ -53,17 +53,9 @@ from llmfs.course.notebooks import (
     exercise_cells,
     read_notebook,
 )
-from llmfs.widgets.predict import (
-    LABELS,
-    Comparison,
-    ModelAnswer,
-    check,
-    display,
-    is_plain,
-    model_answer,
-    normalize,
-    predict,
-)
+from llmfs.course.exercises.api import Comparison, check, predict
+from llmfs.course.exercises.entries import LABELS, display, is_plain, normalize
+from llmfs.course.exercises.hints import ModelAnswer, model_answer
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = load_manifest(REPO / "course" / "manifest.toml")

@@ -16,7 +16,8 @@ from typing import Any, Literal
 import llmfs.course.attempts as attempts_log
 from llmfs.course import CourseError
 from llmfs.tensor import TensorView
-from llmfs.widgets.predict import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
+from llmfs.course.exercises.compare import same_answer
+from llmfs.course.exercises.entries import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
 from llmfs.widgets.text import render_offsets, table
 
 #: What a report says when the learner's code is still the stub.
@@ -176,7 +177,8 @@ def check_values(
             f"{sorted(truth)}"
         )
     verdicts = {
-        key: None if predicted[key] is None else _same(predicted[key], truth[key]) for key in truth
+        key: None if predicted[key] is None else same_answer(predicted[key], truth[key])
+        for key in truth
     }
     # A truth is shown only where the learner predicted it right: nothing before an attempt.
     cases = tuple(
@@ -194,18 +196,6 @@ def check_values(
     report = CheckReport(exercise_id, status, cases)
     answers = {case.label: case.got for case in cases if case.ok is not None}
     return record(report, answers) if record_attempt else report
-
-
-def _same(predicted: Any, truth: Any) -> bool:
-    if isinstance(truth, bool) or isinstance(predicted, bool):
-        return isinstance(predicted, bool) and isinstance(truth, bool) and predicted == truth
-    if isinstance(truth, (list, tuple)):
-        return (
-            isinstance(predicted, (list, tuple))
-            and len(predicted) == len(truth)
-            and all(_same(p, t) for p, t in zip(predicted, truth))
-        )
-    return predicted == truth
 
 
 def run_cases(

@@ -46,6 +46,7 @@ from llmfs.course.exercise_checks.report import (
     offset_tables,
 )
 from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, shortcut_message
+from llmfs.course.exercises.compare import same_answer
 from llmfs.tensor import TensorError, TensorView
 
 #: The built-in error classes an exercise may ask for, most specific first.
@@ -230,29 +231,7 @@ def outcomes_match(got: Outcome, expected: Outcome) -> bool:
     booleans only equal to booleans, lists entry by entry)."""
     if "error" in expected or "error" in got:
         return got.get("error") == expected.get("error")
-    return _same(got.get("value"), expected.get("value"))
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, list) or isinstance(b, list):
-        return (
-            isinstance(a, list)
-            and isinstance(b, list)
-            and len(a) == len(b)
-            and all(_same(x, y) for x, y in zip(a, b))
-        )
-    if isinstance(a, dict) or isinstance(b, dict):
-        return (
-            isinstance(a, dict)
-            and isinstance(b, dict)
-            and set(a) == set(b)
-            and all(_same(a[k], b[k]) for k in a)
-        )
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        return a == b
-    return bool(a == b) and type(a) is type(b)
+    return same_answer(got.get("value"), expected.get("value"))
 
 
 def draw_cases(

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.compare import same_answer
 from llmfs.course.grading import extract
 from llmfs.course.grading.key import ChapterKey, ExerciseKey
 from llmfs.course.grading.limits import Limits
@@ -103,35 +103,27 @@ def _generic(value: Any) -> Any:
     return repr(value)
 
 
-def _close(a: Any, b: Any) -> bool:
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return set(a) == set(b) and all(_close(a[k], b[k]) for k in a)
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (a != a and b != b)
-    return a == b and type(a) is type(b)
-
-
 def field_matches(field: str, got: Any, expected: Any) -> bool:
     """True when the learner's literal for ``field`` says the same as the solution's.
 
     Known prediction fields are compared in the canonical form the notebook's check uses
-    (:func:`llmfs.widgets.predict.normalize`: tuples and lists alike, "yes"/True alike, an error
-    class by name); other fields compare as plain data (numbers by value, text without case).
+    (:func:`llmfs.course.exercises.entries.normalize`: tuples and lists alike, "yes"/True alike,
+    an error class by name); other fields compare as plain data (numbers by value, text without
+    case). Equality is the course's one :func:`~llmfs.course.exercises.compare.same_answer`.
     """
     if got is None or isinstance(got, extract.Unreadable):
         return False
     try:
-        # Loaded on use: the widgets import the tensor library; only predict answers need it.
-        from llmfs.widgets.predict import normalize
+        # Loaded on use: the engine's entries import the tensor library; only predict answers
+        # need it.
+        from llmfs.course.exercises.entries import normalize
 
         mine, theirs = normalize(field, got), normalize(field, expected)
     except Exception:  # an unknown field or an entry the widget cannot read: compare as data
-        return _close(_generic(got), _generic(expected))
+        return same_answer(_generic(got), _generic(expected))
     if isinstance(mine, str) and isinstance(theirs, str):
         return mine.strip().lower() == theirs.strip().lower()
-    return _close(_generic(mine), _generic(theirs))
+    return same_answer(_generic(mine), _generic(theirs))
 
 
 def _fmt(value: float) -> str:

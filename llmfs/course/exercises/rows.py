@@ -1,10 +1,10 @@
-"""The rows of the widgets' tables: plain, frozen data that every renderer reads.
+"""The rows of every trace and offset table: plain, frozen data that the engine judges and
+every renderer reads.
 
 :class:`TraceRow` is one row of a trace table, :class:`Sampled` the first and last entries of a
-long sequence, :func:`offset_entries` a view's offset table. The text and HTML renderers read
-only these (and :class:`~llmfs.widgets.model.Trace`, for types), so :mod:`llmfs.widgets.model`,
-which builds traces and shows them through the renderers, sits above them: imports run
-rows <- text <- html <- model.
+long sequence, :func:`offset_entries` a view's offset table. They belong to the exercise engine
+(an exercise's truth is read from a row) and are drawn by :mod:`llmfs.widgets` (text, HTML,
+figures), which imports them: imports run rows <- describe <- the engine <- the widgets.
 """
 
 from __future__ import annotations

@@ -1,0 +1,319 @@
+"""The text API of predict exercises: ``predict(...)`` holds a prediction, ``check(...)`` runs
+and judges it, ``after(...)`` guards a cell that shows answers.
+
+A chapter notebook's exercise uses two cells::
+
+    q1 = predict(
+        "view.reshape([3, 2])",
+        exercise_id="ch02.q1",
+        shape=None,  # PREDICTION (replace None with your answer)
+        strides=None,  # PREDICTION (replace None with your answer)
+    )
+
+    check(q1)          # runs the expression and judges each field
+
+With an exercise id, the expression and the fields come from the course manifest: ``predict``
+refuses a field the exercise does not ask and an expression that differs from the exercise's.
+``None`` means "not answered yet". Nothing of the truth is shown before a complete attempt: a check
+with a field still missing lists the missing fields only (so "Run All" on an unanswered notebook
+reveals nothing). After a complete attempt each field is right or wrong; a wrong field says which
+entries differ and, when the answer matches a known misconception, what it shows; it can be
+predicted again. A field's answer is revealed after :data:`MAX_WRONG_TRIES` wrong tries, or on
+request (``check(q1, reveal=True)``). Attempts and reveals go to the attempts log
+(:mod:`llmfs.course.attempts`) through the exercise's :class:`ExerciseState`.
+
+A :class:`Comparison` draws itself with the drawing :mod:`llmfs.widgets` installs (tables and the
+result's offset table, :func:`draw_with`); without it, as the plain lines of
+:func:`~llmfs.course.exercises.feedback.plain_text`. The engine never imports the widgets.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from llmfs.course import CourseError
+from llmfs.course.attempts import record_event
+from llmfs.course.exercises.entries import (
+    LABELS,
+    PredictionError,
+    field_name,
+    is_plain,
+    predict_exercise,
+)
+from llmfs.course.exercises.feedback import plain_text
+from llmfs.course.exercises.judge import Verdict, compare
+from llmfs.course.exercises.run import Outcome, run
+from llmfs.course.exercises.state import exercise_finished, exercise_state, record
+
+#: Wrong tries at a field after which its answer is shown (``check(..., max_tries=N)`` changes it).
+MAX_WRONG_TRIES = 3
+
+#: The drawing of a comparison as (text, HTML), installed by :func:`draw_with`; empty until then.
+_DRAWING: list[Callable[[Comparison], str]] = []
+
+
+def draw_with(text: Callable[[Comparison], str], html: Callable[[Comparison], str]) -> None:
+    """Makes every :class:`Comparison` draw itself with ``text`` (its ``repr``) and ``html``
+    (its ``_repr_html_``). :mod:`llmfs.widgets` calls it on import, so the engine stays free of
+    drawing code while a notebook shows tables."""
+    _DRAWING[:] = [text, html]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A learner's prediction for one expression: plain data, ``None`` = not answered yet.
+
+    ``fields`` holds every asked field (an exercise's fields in the manifest's order).
+    """
+
+    expression: str | Callable[[], Any]
+    fields: Mapping[str, Any]
+    exercise_id: str | None = None
+    label: str | None = None
+
+    def __repr__(self) -> str:
+        answered = ", ".join(
+            f"{LABELS.get(k, k)} {v!r}"
+            if v is not None
+            else f"{LABELS.get(k, k)} (not answered yet)"
+            for k, v in self.fields.items()
+        )
+        return f"prediction for {self.label or _label(self.expression)}: {answered}"
+
+
+def _label(expression: str | Callable[[], Any]) -> str:
+    return (
+        expression.strip()
+        if isinstance(expression, str)
+        else getattr(expression, "__name__", "expression")
+    )
+
+
+def _same_source(a: str, b: str) -> bool:
+    try:
+        return ast.dump(ast.parse(a.strip(), mode="eval")) == ast.dump(
+            ast.parse(b.strip(), mode="eval")
+        )
+    except SyntaxError:
+        return a.strip() == b.strip()
+
+
+def predict(
+    expression: str | Callable[[], Any],
+    *,
+    exercise_id: str | None = None,
+    label: str | None = None,
+    **fields: Any,
+) -> Prediction:
+    """Holds a prediction for ``expression`` until :func:`check` runs it.
+
+    ``expression`` is Python source such as ``"base.reshape([3, 2])"`` (evaluated later in the
+    notebook's names) or a no-argument callable. ``fields`` are the predicted fields (see the
+    module docstring); ``None`` means not answered yet. With ``exercise_id`` the manifest's
+    exercise decides the expression and the fields: :class:`CourseError` names the allowed
+    fields for a field the exercise does not ask, and the manifest's expression when
+    ``expression`` differs from it. ``label`` names a callable in the output. Raises
+    :class:`PredictionError` for an unknown field.
+    """
+    if exercise_id is None:
+        canonical = {field_name(k): v for k, v in fields.items()}
+        return Prediction(expression, canonical, None, label)
+    exercise = predict_exercise(exercise_id)
+    if not isinstance(expression, str) or not _same_source(expression, exercise.expression):
+        raise CourseError(
+            f"{exercise_id} asks about {exercise.expression!r}, not {_label(expression)!r}; "
+            "keep the exercise's expression"
+        )
+    plain = is_plain(exercise.fields)
+    asked = {}
+    for name, value in fields.items():
+        key = name if plain else field_name(name)
+        if key not in exercise.fields:
+            raise CourseError(
+                f"{exercise_id} does not ask for {name!r}: predict its fields "
+                f"{', '.join(exercise.fields)}"
+            )
+        asked[key] = value
+    ordered = {name: asked.get(name) for name in exercise.fields}
+    return Prediction(exercise.expression, ordered, exercise_id, label)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of :func:`check`: the outcome and one verdict per field.
+
+    ``complete`` is False when a field is still missing or unreadable: then only the question
+    and the missing fields are shown, nothing of the truth. ``repr`` is the fixed-width text; in
+    a notebook it renders as HTML with the same content.
+    """
+
+    outcome: Outcome
+    verdicts: tuple[Verdict, ...]
+    recorded: bool = False
+    complete: bool = True
+    exercise_id: str | None = None
+    tries_left: Mapping[str, int] | None = None
+
+    @property
+    def score(self) -> dict[str, bool]:
+        """Field -> right, for the answered fields (what an attempt records)."""
+        return {v.field: v.status == "right" for v in self.verdicts if v.answered}
+
+    @property
+    def all_right(self) -> bool:
+        """True when every field was answered and right."""
+        return bool(self.verdicts) and all(v.status == "right" for v in self.verdicts)
+
+    @property
+    def finished(self) -> bool:
+        """True when every field is right or revealed: the result may be shown in full."""
+        return self.complete and all(v.status == "right" or v.revealed for v in self.verdicts)
+
+    def __repr__(self) -> str:
+        return _DRAWING[0](self) if _DRAWING else plain_text(self)
+
+    def _repr_html_(self) -> str | None:
+        return _DRAWING[1](self) if _DRAWING else None
+
+
+def attempt(
+    exercise_id: str | None,
+    answers: Mapping[str, Any],
+    outcome: Outcome,
+    fields: Sequence[str],
+    *,
+    reveal: bool = False,
+    max_tries: int | None = None,
+    typed: Mapping[str, str] | None = None,
+    mistakes: Sequence[Any] = (),
+) -> Comparison:
+    """The one exercise step behind :func:`check` and the widget's Run: judge ``answers``
+    against ``outcome``; when every field is answered, record the attempt and update the
+    exercise's :class:`ExerciseState`; reveal the fields with ``max_tries`` wrong tries
+    (default :data:`MAX_WRONG_TRIES`) or every field when ``reveal`` (a logged event)."""
+    limit = MAX_WRONG_TRIES if max_tries is None else max_tries
+    if limit < 1:
+        raise CourseError(f"max_tries must be at least 1, got {limit}")
+    verdicts = compare(answers, outcome, fields, mistakes=mistakes)
+    complete = all(v.answered for v in verdicts)
+    state = exercise_state(exercise_id) if exercise_id else None
+    recorded = False
+    if state is not None:
+        state.answers = dict(answers)
+        if complete:
+            recorded = record(
+                exercise_id,
+                verdicts,
+                answers=typed,
+                hints=state.hints_seen,
+                revealed=sorted(state.revealed),
+            )
+            state.attempts += 1
+            for v in verdicts:
+                if v.status == "wrong":
+                    state.wrong_tries[v.field] = state.wrong_tries.get(v.field, 0) + 1
+        if reveal:
+            newly = sorted({v.field for v in verdicts if v.status != "right"} - state.revealed)
+            if newly:
+                record_event("reveal", exercise_id, fields=newly)  # type: ignore[arg-type]
+                state.revealed.update(newly)
+        tried_out = sorted(
+            f for f, n in state.wrong_tries.items() if n >= limit and f not in state.revealed
+        )
+        if tried_out:  # shown now because of the wrong tries: the log says so
+            record_event("reveal", exercise_id, fields=tried_out)  # type: ignore[arg-type]
+            state.revealed.update(tried_out)
+        shown = state.revealed
+        left = {v.field: state.tries_left(v.field, limit) for v in verdicts}
+    else:
+        shown = {v.field for v in verdicts} if reveal else set()
+        left = None
+    verdicts = tuple(_with_reveal(v, v.field in shown) for v in verdicts)
+    comparison = Comparison(outcome, verdicts, recorded, complete, exercise_id, left)
+    if state is not None:
+        state.last = comparison
+        state.notify()
+    return comparison
+
+
+def _with_reveal(verdict: Verdict, revealed: bool) -> Verdict:
+    return replace(verdict, revealed=revealed)
+
+
+def check(
+    prediction: Prediction,
+    namespace: Mapping[str, Any] | None = None,
+    *,
+    fields: Sequence[str] | None = None,
+    reveal: bool = False,
+    max_tries: int | None = None,
+) -> Comparison:
+    """Runs the prediction's expression and judges the prediction, field by field.
+
+    Names in a string expression come from ``namespace``, or, when it is omitted, from the
+    calling module's globals (a notebook's variables). ``fields`` adds fields that count as
+    "not answered yet" when the prediction lacks them. A complete prediction of an exercise is
+    recorded; an incomplete one shows only what is missing. ``reveal=True`` shows the answers of
+    the fields not yet right (logged); a field is also revealed after ``max_tries`` wrong tries.
+    Raises :class:`~llmfs.course.exercises.describe.ExpressionError` for a Python error in the
+    expression.
+    """
+    if not isinstance(prediction, Prediction):
+        raise PredictionError(
+            f"check() takes what predict(...) returned, got {type(prediction).__name__}"
+        )
+    if namespace is None and isinstance(prediction.expression, str):
+        namespace = sys._getframe(1).f_globals
+    mistakes: Sequence[Any] = ()
+    if prediction.exercise_id is not None:
+        mistakes = predict_exercise(prediction.exercise_id).mistakes
+    plain = is_plain(list(prediction.fields))
+    outcome = run(prediction.expression, namespace, label=prediction.label, plain=plain)
+    extra = [f for f in fields or () if f not in prediction.fields]
+    chosen = list(prediction.fields) + extra
+    return attempt(
+        prediction.exercise_id,
+        prediction.fields,
+        outcome,
+        chosen,
+        reveal=reveal,
+        max_tries=max_tries,
+        mistakes=mistakes,
+    )
+
+
+def after(*exercise_ids: str) -> bool:
+    """Guards a cell that shows results: ``if after("ch02.q2"): print(...)``.
+
+    True once every named predict exercise is finished (every field right, or its answer
+    shown); otherwise prints one line saying which exercise to finish first and returns False,
+    so running an unanswered notebook top to bottom shows no answer before its prediction.
+    Raises :class:`CourseError` for an unknown exercise, or when no exercise is named."""
+    if not exercise_ids:
+        raise CourseError(
+            'after() needs the exercise ids whose answers the cell shows, e.g. after("ch02.q2")'
+        )
+    waiting = [exercise_id for exercise_id in exercise_ids if not exercise_finished(exercise_id)]
+    if waiting:
+        print(
+            f"This output shows the answer to {', '.join(waiting)}: it appears once "
+            f"{'that exercise is' if len(waiting) == 1 else 'those exercises are'} finished "
+            "(every field right, or its answer shown). Run the check, then this cell."
+        )
+    return not waiting
+
+
+__all__ = [
+    "MAX_WRONG_TRIES",
+    "Comparison",
+    "Prediction",
+    "after",
+    "attempt",
+    "check",
+    "draw_with",
+    "predict",
+]

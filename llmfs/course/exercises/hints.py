@@ -1,0 +1,159 @@
+"""Hints and explain exercises: ``hint(...)`` shows an exercise's hints one at a time;
+``model_answer(...)`` shows an explain exercise's model answer and rubric once the learner has
+written an answer of their own. Both are logged (hints seen, the answer revealed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from llmfs.course import CourseError
+from llmfs.course.attempts import record_event
+from llmfs.course.exercises.state import exercise_state
+from llmfs.course.manifest import load_manifest
+
+
+@dataclass(frozen=True)
+class Hint:
+    """One hint of an exercise: ``number`` of ``total`` (``text`` empty when there is none)."""
+
+    exercise_id: str
+    number: int
+    total: int
+    text: str
+
+    def __repr__(self) -> str:
+        if not self.total:
+            return f"{self.exercise_id} has no hints"
+        more = "" if self.number < self.total else " (that was the last hint)"
+        return f"hint {self.number} of {self.total} for {self.exercise_id}{more}: {self.text}"
+
+    def _repr_html_(self) -> str:
+        return f'<p class="llmfs-hint">{escape(repr(self))}</p>'
+
+
+def hint(exercise_id: str) -> Hint:
+    """The exercise's next hint (one more each call; after the last, the last again), recorded
+    in the attempts log. Raises :class:`CourseError` for an unknown exercise."""
+    exercise = load_manifest().exercise(exercise_id)
+    hints = exercise.hints
+    if not hints:
+        return Hint(exercise_id, 0, 0, "")
+    state = exercise_state(exercise_id)
+    number = min(state.hints_seen + 1, len(hints))
+    if number > state.hints_seen:
+        record_event("hint", exercise_id, number=number)
+        state.hints_seen = number
+        state.notify()
+    return Hint(exercise_id, number, len(hints), hints[number - 1])
+
+
+#: Fewest words an explain answer needs before its model answer may be revealed.
+MIN_EXPLAIN_WORDS = 15
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    """The model answer and rubric of an explain exercise, or why they are not shown yet."""
+
+    exercise_id: str
+    shown: bool
+    answer: str
+    rubric: tuple[str, ...]
+    note: str = ""
+
+    def __repr__(self) -> str:
+        if not self.shown:
+            return f"{self.exercise_id}: {self.note}"
+        lines = [f"{self.exercise_id}: compare your answer with the model answer and the rubric"]
+        if self.answer:
+            lines += ["", "model answer:", self.answer]
+        if self.note:
+            lines += ["", self.note]
+        lines += ["", "rubric (a full answer makes each point):"]
+        lines += [f"  [ ] {point}" for point in self.rubric]
+        return "\n".join(lines)
+
+
+def model_answer(
+    exercise_id: str, answer: str | None = None, *, notebook: str | Path | None = None
+) -> ModelAnswer:
+    """The model answer and rubric of an explain exercise, once the learner has written one.
+
+    The learner's answer is ``answer``, or else the text of the exercise's markdown cell in
+    ``notebook`` (default: the chapter's notebook file in the current folder, as last saved),
+    less the question. With fewer than :data:`MIN_EXPLAIN_WORDS` words of their own, nothing is
+    revealed. The model answer comes from the solution notebook (when this installation has
+    it), the rubric from the manifest. A reveal is logged. Raises :class:`CourseError` for an
+    exercise that is not an explain exercise.
+    """
+    manifest = load_manifest()
+    exercise = manifest.exercise(exercise_id)
+    if exercise.kind != "explain":
+        raise CourseError(f"{exercise_id} is a {exercise.kind} exercise, not an explain exercise")
+    chapter = manifest.chapter(exercise.chapter)
+    if answer is None:
+        path = Path(notebook) if notebook is not None else Path.cwd() / Path(chapter.notebook).name
+        answer = _written_answer(path, exercise.tag)
+    words = len(_own_words(answer or "", manifest, chapter, exercise.tag).split())
+    if words < MIN_EXPLAIN_WORDS:
+        return ModelAnswer(
+            exercise_id,
+            False,
+            "",
+            exercise.rubric,
+            f"write your answer in the exercise's cell first and save the notebook "
+            f"({words} of at least {MIN_EXPLAIN_WORDS} words of your own so far); then run "
+            "this cell again to compare it with the model answer",
+        )
+    solution = _solution_block(manifest.root / chapter.solution, exercise.tag)
+    state = exercise_state(exercise_id)
+    if "answer" not in state.revealed:
+        record_event("reveal", exercise_id, fields=["answer"])
+        state.revealed.add("answer")
+    note = "" if solution else "(this installation has no solution notebooks: the rubric only)"
+    return ModelAnswer(exercise_id, True, solution, exercise.rubric, note)
+
+
+def _cell_text(path: Path, tag: str) -> str | None:
+    try:
+        notebook = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for cell in notebook.get("cells", []):
+        if tag in cell.get("metadata", {}).get("tags", []):
+            source = cell.get("source", "")
+            return "".join(source) if isinstance(source, list) else str(source)
+    return None
+
+
+def _written_answer(path: Path, tag: str) -> str:
+    return _cell_text(path, tag) or ""
+
+
+_SOLUTION = re.compile(r"<!-- BEGIN SOLUTION -->(.*?)<!-- END SOLUTION -->", re.S)
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+def _solution_block(path: Path, tag: str) -> str:
+    text = _cell_text(path, tag) or ""
+    found = _SOLUTION.search(text)
+    return _COMMENT.sub("", found.group(1)).strip() if found else ""
+
+
+def _own_words(answer: str, manifest: Any, chapter: Any, tag: str) -> str:
+    # Words of the unanswered cell (the question, its hints, "_Your answer here._", as the
+    # course's student notebook has it) do not count as writing.
+    blank = _cell_text(manifest.root / chapter.notebook, tag) or ""
+    question = _SOLUTION.sub("", _cell_text(manifest.root / chapter.solution, tag) or "")
+    asked = set(blank.split()) | set(question.split())
+    text = _COMMENT.sub("", answer)  # the markers and hint comments, not what they enclose
+    return " ".join(word for word in text.split() if word not in asked)
+
+
+__all__ = ["MIN_EXPLAIN_WORDS", "Hint", "ModelAnswer", "hint", "model_answer"]

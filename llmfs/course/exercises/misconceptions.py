@@ -1,0 +1,230 @@
+"""Misconceptions: named mistakes, recognised from a wrong answer.
+
+Each :class:`Misconception` of the catalogue :data:`MISCONCEPTIONS` applies to one kind of field
+and returns a one-sentence explanation when a wrong answer shows it; :func:`diagnose` asks every
+detector of a field. A detector sees the wrong value, the truth and a :class:`Context` (the
+outcome, with the request that was made, and the learner's other fields). The exercise's own
+mistakes (the manifest's ``mistakes``) are matched by :func:`llmfs.course.exercises.judge.judge`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llmfs.course.exercises.entries import UnreadableEntry, display_list, flat, normalize
+from llmfs.course.exercises.run import Outcome
+from llmfs.tensor import layout
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a detector may look at besides the answer: the outcome (with the request made) and
+    the other fields the learner predicted (for the checks across fields)."""
+
+    outcome: Outcome
+    others: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Misconception:
+    """A named mistake: ``field`` is the kind of field it applies to, ``detect`` returns the
+    one-sentence explanation when a wrong answer shows it (else ``None``)."""
+
+    name: str
+    field: str
+    detect: Callable[[Any, Any, Context], str | None]
+
+
+def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
+
+    return tuple(layout.row_major_strides(tuple(shape)))
+
+
+def _method(context: Context) -> str:
+    call = context.outcome.call
+    return call.method if call is not None else ""
+
+
+def _permute_row_major(value: Any, truth: Any, context: Context) -> str | None:
+    view = context.outcome.view
+    if _method(context) not in ("transpose", "permute") or view is None:
+        return None
+    if value == _row_major(view.shape) != truth:
+        return (
+            f"{display_list([str(v) for v in value])} are the row-major strides of shape "
+            f"{display_list([str(v) for v in view.shape])}, what a reshape would give: a "
+            "transpose or permute keeps each axis's own stride and only moves it with its axis."
+        )
+    return None
+
+
+def _transpose_reshape_offsets(value: Any, truth: Any, context: Context) -> str | None:
+    call = context.outcome.call
+    if _method(context) not in ("transpose", "permute") or call is None or call.source is None:
+        return None
+    walked = tuple(call.source.logical_offsets())
+    if value == walked != truth:
+        return (
+            "Those are the offsets in the source's own order, what a reshape would walk: a "
+            "transpose walks its new rows, so row 0 of the result is column 0 of the source."
+        )
+    return None
+
+
+def _slice_start_only(value: Any, truth: Any, context: Context) -> str | None:
+    call = context.outcome.call
+    if call is None or call.source is None or truth is None:
+        return None
+    if call.method == "slice" and len(call.args) >= 2:
+        axis, start = call.args[0], call.args[1]
+    elif call.method == "getitem" and call.args and isinstance(call.args[0], int):
+        axis, start = 0, call.args[0]
+    else:
+        return None
+    if not isinstance(axis, int) or not isinstance(start, int):
+        return None
+    source = call.source
+    axis = axis % max(len(source.shape), 1)
+    stride = source.strides[axis] if axis < len(source.strides) else 1
+    if value in (start, source.base_offset + start) and value != truth and stride != 1:
+        return (
+            f"The base offset moves by start × stride = {start} × {stride}, not by the start "
+            "index alone: each step along that axis skips a whole stride of storage."
+        )
+    return None
+
+
+def _slice_contiguous_strides(value: Any, truth: Any, context: Context) -> str | None:
+    view = context.outcome.view
+    if _method(context) not in ("slice", "getitem") or view is None:
+        return None
+    if value == _row_major(view.shape) != truth:
+        return (
+            "Those are the row-major strides of the slice's shape, as if the slice were a "
+            "contiguous block of its own: a slice keeps its source's strides."
+        )
+    return None
+
+
+def _slice_contiguous_offsets(value: Any, truth: Any, context: Context) -> str | None:
+    view = context.outcome.view
+    if _method(context) not in ("slice", "getitem") or view is None or not value:
+        return None
+    run_from = (view.base_offset, value[0])
+    if any(tuple(range(s, s + len(value))) == value for s in run_from) and value != truth:
+        return (
+            "Those offsets form one gap-free run, as if the slice were contiguous: a slice "
+            "skips the storage values it leaves out, so its walk jumps between rows."
+        )
+    return None
+
+
+def _slice_contiguous_flag(value: Any, truth: Any, context: Context) -> str | None:
+    if _method(context) in ("slice", "getitem") and value is True and truth is False:
+        return (
+            "A slice that keeps only part of an inner axis leaves gaps between its rows: the "
+            "walk is not one gap-free run, so it is not contiguous."
+        )
+    return None
+
+
+def _step_floor(value: Any, truth: Any, context: Context) -> str | None:
+    call = context.outcome.call
+    if call is None or call.method != "slice" or len(call.args) < 4 or truth is None:
+        return None
+    axis, start, stop, step = call.args[:4]
+    if not all(isinstance(v, int) for v in (axis, start, stop, step)) or step <= 1:
+        return None
+    axis = axis % len(truth) if truth else 0
+    floor = (stop - start) // step
+    if (
+        len(value) == len(truth)
+        and value[axis] == floor
+        and truth[axis] != floor
+        and all(v == t for k, (v, t) in enumerate(zip(value, truth)) if k != axis)
+    ):
+        return (
+            f"({stop} - {start}) / {step} rounded down counts only the whole steps: the size is "
+            f"ceil(({stop} - {start}) / {step}), because index {start} itself is kept too."
+        )
+    return None
+
+
+def _shape_for_strides(value: Any, truth: Any, context: Context) -> str | None:
+    view = context.outcome.view
+    if view is not None and value == tuple(view.shape) != truth:
+        return (
+            "That is the shape: the strides say how many storage values one step along each "
+            "axis skips."
+        )
+    return None
+
+
+def _count_mismatch(value: Any, truth: Any, context: Context) -> str | None:
+
+    count = len(flat(value))
+    shape = context.others.get("shape")
+    try:
+        shape = normalize("shape", shape)
+    except UnreadableEntry:
+        shape = None
+    source = "you predicted"
+    if shape is None:
+        view = context.outcome.view
+        if view is None:
+            return None
+        shape, source = tuple(view.shape), "the result has"
+    expected = layout.element_count(shape)
+    if count != expected:
+        return (
+            f"{count} entr{'y' if count == 1 else 'ies'} for {source} shape "
+            f"{display_list([str(v) for v in shape])}, which holds {expected} value"
+            f"{'' if expected == 1 else 's'}: one offset and one value per coordinate."
+        )
+    return None
+
+
+def _offsets_for_values(value: Any, truth: Any, context: Context) -> str | None:
+    view = context.outcome.view
+    if view is None:
+        return None
+    offsets = [float(v) for v in view.logical_offsets()]
+    if [float(v) for v in flat(value)] == offsets and flat(truth) != offsets:
+        return (
+            "Those are the storage offsets, not the values stored there: look each offset up "
+            "in the storage."
+        )
+    return None
+
+
+#: The catalogue: every named misconception, per kind of field (each has a test).
+MISCONCEPTIONS: tuple[Misconception, ...] = (
+    Misconception("row-major strides for a transpose or permute", "strides", _permute_row_major),
+    Misconception("reshape offsets for a transpose", "offsets", _transpose_reshape_offsets),
+    Misconception("base offset without start*stride", "base_offset", _slice_start_only),
+    Misconception("slice treated as contiguous (strides)", "strides", _slice_contiguous_strides),
+    Misconception("slice treated as contiguous (offsets)", "offsets", _slice_contiguous_offsets),
+    Misconception("slice treated as contiguous", "contiguous", _slice_contiguous_flag),
+    Misconception("floor instead of ceil for a step", "shape", _step_floor),
+    Misconception("shape given for strides", "strides", _shape_for_strides),
+    Misconception("count mismatch across fields", "offsets", _count_mismatch),
+    Misconception("count mismatch across fields", "values", _count_mismatch),
+    Misconception("offsets given for values", "values", _offsets_for_values),
+)
+
+
+def diagnose(field: str, value: Any, truth: Any, context: Context) -> list[str]:
+    """The messages of every catalogued misconception that a wrong ``value`` shows."""
+    messages = []
+    for misconception in MISCONCEPTIONS:
+        if misconception.field != field:
+            continue
+        message = misconception.detect(value, truth, context)
+        if message:
+            messages.append(message)
+    return messages
+
+
+__all__ = ["MISCONCEPTIONS", "Context", "Misconception", "diagnose"]
