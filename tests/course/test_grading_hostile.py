@@ -78,7 +78,9 @@ def _plain(item: Any) -> bool:
 # The checks' own reference answer, written in the course's checks module, for a function taking
 # plain JSON arguments: the target of the stack walk and of the sys.modules bypass.
 REFERENCED = [
-    i for i in IMPLEMENTS if _plain(i) and str(i.spec.reference.__module__).startswith("llmfs.course.")
+    i
+    for i in IMPLEMENTS
+    if _plain(i) and str(i.spec.reference.__module__).startswith("llmfs.course.")
 ]
 
 
@@ -341,7 +343,10 @@ def _class(root: Path, port: int) -> tuple[Path, dict[str, tuple[dict[str, Any],
     if THREADED is not None:
         item, target, as_tuples = THREADED
         cell = _thread_source(item, target, as_tuples)
-        built["thread"] = (kit.set_source(correct, item.exercise.id, cell), FULL - item.exercise.points)
+        built["thread"] = (
+            kit.set_source(correct, item.exercise.id, cell),
+            FULL - item.exercise.points,
+        )
     if IMPLEMENTS:
         item = IMPLEMENTS[0]
         lost = FULL - item.exercise.points

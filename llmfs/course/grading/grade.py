@@ -37,7 +37,7 @@ from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
 from llmfs.course.grading.isolation import Isolation, find_bwrap
 from llmfs.course.grading.key import ChapterKey, find_chapter, load_chapter_key
 from llmfs.course.grading.limits import Limits
-from llmfs.course.grading.sandbox import RunOutcome, kill_all
+from llmfs.course.grading.sandbox import RunOutcome, kill_all, run_folder
 from llmfs.course.grading.score import (
     SubmissionResult,
     checks_fingerprint,
@@ -303,6 +303,8 @@ def _isolation(args: argparse.Namespace, manifest: Manifest, root: Path | None) 
     """The sandbox for this run, hiding the gradebook, the submissions and the solutions; None
     with ``--no-sandbox`` (after a warning). Raises :class:`CourseError` when no sandbox can
     start and ``--no-sandbox`` was not given."""
+    # The run folder first: creating it removes what a killed earlier run left behind.
+    scratch = run_folder()
     if args.no_sandbox:
         print(
             "llmfs grade: WARNING: --no-sandbox: the students' code runs with your rights "
@@ -314,7 +316,7 @@ def _isolation(args: argparse.Namespace, manifest: Manifest, root: Path | None) 
     hidden = [args.out, *args.submissions, course / "solutions"]
     if args.checks is not None:
         hidden.append(args.checks)
-    return find_bwrap().with_course(course).with_hidden(hidden)
+    return find_bwrap(scratch.path).with_course(course).with_hidden(hidden)
 
 
 def main(args: argparse.Namespace) -> int:

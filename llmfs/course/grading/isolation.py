@@ -74,7 +74,7 @@ _YOUNG_SECONDS = 60.0
 
 def package_dir() -> Path:
     """The folder of the ``llmfs`` package (the one mounted in the sandbox)."""
-    import llmfs
+    import llmfs  # the top package: only its location is wanted, at call time
 
     return Path(llmfs.__file__).resolve().parent
 
@@ -193,8 +193,9 @@ class Isolation:
         return [*command, "--", *argv]
 
 
-def find_bwrap() -> Isolation:
-    """The sandbox of this machine: ``bwrap`` on PATH (or ``/usr/bin/bwrap``), tried once.
+def find_bwrap(scratch_parent: Path | None = None) -> Isolation:
+    """The sandbox of this machine: ``bwrap`` on PATH (or ``/usr/bin/bwrap``), tried once (in a
+    folder made under ``scratch_parent``, by default the system's temporary folder).
 
     Raises :class:`CourseError` when it is absent or cannot start a sandbox here (no user
     namespaces, say), naming what to install or the error it printed.
@@ -209,7 +210,7 @@ def find_bwrap() -> Isolation:
             "the students' code with your own rights"
         )
     isolation = Isolation(path)
-    with tempfile.TemporaryDirectory(prefix="llmfs-probe-") as name:
+    with tempfile.TemporaryDirectory(prefix="llmfs-probe-", dir=scratch_parent) as name:
         scratch = Path(name)
         probe = isolation.command(
             [sys.executable, "-c", "import llmfs"], scratch=scratch, workdir=scratch, env={}

@@ -45,6 +45,8 @@ def _kernelspec(folder: Path, job: dict[str, Any]) -> Path:
         str(job["cpu_seconds"]),
         "--file-mb",
         str(job["file_mb"]),
+        "--output-mb",
+        str(job.get("output_mb", 16)),
         "-f",
         "{connection_file}",
     ]
@@ -91,7 +93,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     cap = int(job.get("output_mb", 16)) * 1024 * 1024
     printed = {"bytes": 0, "over": False}
 
-    class CountingClient(NotebookClient):  # type: ignore[misc]
+    class CountingClient(NotebookClient):
         """Counts each output's size and keeps none: the verdict needs no output."""
 
         def output(self, outs: Any, msg: Any, display_id: Any, cell_index: Any) -> None:

@@ -27,6 +27,7 @@ import atexit
 import contextlib
 import json
 import os
+import secrets
 import select
 import shutil
 import signal
@@ -337,8 +338,11 @@ class _Channel:
     def ask(self, message: dict[str, Any], deadline: float) -> tuple[dict[str, Any] | None, str]:
         """Sends ``message`` and reads its reply before ``deadline``: (reply, "") or (None, why)
         with why one of ``timeout``, ``ended``, ``forged: ...``, ``malformed: ...``."""
+        # Each request carries a fresh number its reply must repeat: a reply written for an
+        # earlier request, or before the worker read this one, does not fit.
+        number = secrets.token_hex(8)
         try:
-            self.requests.write(channel.encode(message))
+            self.requests.write(channel.encode({**message, "id": number}))
             self.requests.flush()
         except (BrokenPipeError, OSError, ValueError):
             return None, "ended"
@@ -360,9 +364,12 @@ class _Channel:
             if not chunk:
                 return None, "malformed: a truncated reply" if self.buffer else "ended"
             self.buffer += chunk
+        if reply.get("id") != number:
+            return None, "forged: a reply to a request not made"
         # An honest worker now waits for the next request: anything more was not asked for.
         if self.buffer or self._pending():
             return None, "forged: more than one reply to one request"
+        del reply["id"]
         return reply, ""
 
     def _pending(self) -> bool:

@@ -2,7 +2,8 @@
 
 ``python -m llmfs.course.grading.worker`` speaks :mod:`~llmfs.course.grading.channel` frames:
 it reads requests on stdin and writes exactly one reply per request on a private copy of stdout
-(file descriptors 0, 1 and 2 then point at /dev/null, so the learner's prints go nowhere)::
+(file descriptors 0, 1 and 2 then point at /dev/null, so the learner's prints go nowhere). Every
+request carries an ``"id"`` that its reply repeats (left out below)::
 
     {"setup": {"memory_mb": M, "cpu_seconds": S, "file_mb": F, "case_timeout": T}}
         -> {"ready": true}
@@ -69,8 +70,16 @@ class Worker:
     """The state between requests: the loaded function, its spec and the open windows."""
 
     def __init__(self, case_timeout: float) -> None:
-        from llmfs.course.exercise_checks.shortcuts import targets_of
-        from llmfs.course.exercise_checks.spec import SPECS
+        # Loaded here, after the limits and before any learner code: importing this module
+        # costs nothing, and what the learner's module redefines changes nothing here.
+        from llmfs.course.exercise_checks.shortcuts import also_refusing, targets_of, watching
+        from llmfs.course.exercise_checks.spec import SHORTCUT, SPECS, outcome_of, warm_up  # idem
+
+        self.watching = watching
+        self.also_refusing = also_refusing
+        self.outcome_of = outcome_of
+        self.warm_up = warm_up
+        self.shortcut = SHORTCUT
 
         self.case_timeout = case_timeout
         self.specs = SPECS
@@ -92,9 +101,7 @@ class Worker:
 
     def define(self, request: dict[str, Any]) -> dict[str, Any]:
         """Defines the learner's module (see the module docstring)."""
-        from llmfs.course.exercise_checks.shortcuts import watching
-        from llmfs.course.exercise_checks.spec import warm_up
-
+        watching, warm_up = self.watching, self.warm_up
         self.stack.close()
         self.stack = contextlib.ExitStack()
         self.function = None
@@ -131,15 +138,12 @@ class Worker:
 
     def case(self, args: Any) -> dict[str, Any]:
         """One case's outcome (see the module docstring)."""
-        from llmfs.course.exercise_checks.shortcuts import also_refusing
-        from llmfs.course.exercise_checks.spec import SHORTCUT, outcome_of
-
         if self.function is None or not isinstance(args, list):
             return {"error": "NotDefined"}
         try:
             signal.setitimer(signal.ITIMER_REAL, self.case_timeout)
-            with also_refusing(self.references):
-                outcome = outcome_of(self.function, tuple(args), self.spec)
+            with self.also_refusing(self.references):
+                outcome = self.outcome_of(self.function, tuple(args), self.spec)
         except CaseTimeout:
             outcome = {"error": "Timeout"}
         except BaseException as error:  # SystemExit, KeyboardInterrupt, ...
@@ -148,7 +152,7 @@ class Worker:
             signal.setitimer(signal.ITIMER_REAL, 0)
         hit = self.hit or (self.task_window.hit if self.task_window is not None else None)
         if hit is not None:
-            return {"error": SHORTCUT, "shortcut": hit.target, "via": hit.entry}
+            return {"error": self.shortcut, "shortcut": hit.target, "via": hit.entry}
         return outcome
 
 
@@ -156,7 +160,7 @@ def _reply(out: Any, message: dict[str, Any]) -> None:
     try:
         frame = encode(message)
     except FrameError:
-        frame = encode({"error": "NotPlainData"})
+        frame = encode({"error": "NotPlainData", "id": message.get("id")})
     out.write(frame)
     out.flush()
 
@@ -176,7 +180,7 @@ def main() -> None:
     signal.signal(signal.SIGALRM, _on_alarm)
     # Imported before any learner code is defined, so redefining it there changes nothing here.
     worker = Worker(float(setup["case_timeout"]))
-    _reply(out, {"ready": True})
+    _reply(out, {"ready": True, "id": first.get("id")})
     while True:
         try:
             request = read_frame(requests)
@@ -184,10 +188,11 @@ def main() -> None:
             break
         if not isinstance(request, dict):
             break
+        number = request.get("id")
         if "define" in request and isinstance(request["define"], dict):
-            _reply(out, worker.define(request["define"]))
+            _reply(out, {**worker.define(request["define"]), "id": number})
         elif "case" in request:
-            _reply(out, worker.case(request["case"]))
+            _reply(out, {**worker.case(request["case"]), "id": number})
         else:
             break
     # Skip interpreter shutdown: atexit handlers and finalizers the learner registered never run.
