@@ -1,10 +1,13 @@
-"""Grading time for a class of 20 chapter-2 submissions, one job against two.
+"""Grading time of a class of chapter-2 submissions: in the sandbox against ``--no-sandbox``.
 
-Run: ``python benchmarks/bench_grading.py [--students 20] [--chapter 2]``. Builds the class from
-the student notebook (a mix of fully correct, unanswered and half-answered submissions, answers
-taken from the solutions), then runs ``llmfs grade`` twice into fresh gradebooks: ``--jobs 1``
-and ``--jobs 2``. Each submission runs in its own kernel (the grader's real path); the printed
-ratio is the speed-up of two jobs, bounded by the machine's free cores.
+Run: ``python benchmarks/bench_grading.py [--students 20 50] [--jobs 1 2] [--repeat 3]``.
+Builds each class from the student notebook (a mix of fully correct, unanswered and
+half-answered submissions, answers taken from the solutions), then, for every class size and
+``--jobs`` value, runs ``llmfs grade`` into fresh gradebooks in the bubblewrap sandbox and with
+``--no-sandbox``, alternately (so that the load of a shared machine hits both alike), ``--repeat``
+times. Each submission runs in its own kernel and implement worker (the grader's real path).
+Printed: the median seconds of each, per submission, and the ratio sandbox / unsandboxed (the
+sandbox's goal: at most 1.2x), all measured in this one run.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import argparse
 import contextlib
 import io
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -47,9 +51,11 @@ def _class(chapter_text: str, students: int, folder: Path) -> None:
         (folder / f"student{n:03d}.ipynb").write_text(text, encoding="utf-8")
 
 
-def _grade(folder: Path, out: Path, chapter: str, jobs: int) -> float:
+def _grade(folder: Path, out: Path, chapter: str, jobs: int, sandbox: bool) -> float:
     argv = ["grade", str(folder), "--chapter", chapter, "--jobs", str(jobs)]
     argv += ["--seed", "1", "--out", str(out)]
+    if not sandbox:
+        argv.append("--no-sandbox")
     started = time.perf_counter()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = llmfs_main(argv)
@@ -60,20 +66,42 @@ def _grade(folder: Path, out: Path, chapter: str, jobs: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--students", type=int, default=20)
+    parser.add_argument("--students", type=int, nargs="+", default=[20, 50])
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--chapter", default="2")
     options = parser.parse_args()
+    rows = []
     with tempfile.TemporaryDirectory(prefix="bench-grading-") as scratch:
         root = Path(scratch)
-        _class(options.chapter, options.students, root / "class")
-        one = _grade(root / "class", root / "jobs1", options.chapter, 1)
-        two = _grade(root / "class", root / "jobs2", options.chapter, 2)
-    n = options.students
-    print(f"== llmfs grade: {n} submissions of chapter {options.chapter}, one kernel each")
-    print(f"   {'jobs':<8} {'total s':>9} {'s/submission':>13}")
-    print(f"   {'1':<8} {one:9.1f} {one / n:13.2f}")
-    print(f"   {'2':<8} {two:9.1f} {two / n:13.2f}")
-    print(f"   speed-up of --jobs 2: {one / two:.2f}x")
+        runs = 0
+        for students in options.students:
+            folder = root / f"class{students}"
+            _class(options.chapter, students, folder)
+            for jobs in options.jobs:
+                times: dict[bool, list[float]] = {True: [], False: []}
+                for _ in range(options.repeat):
+                    for sandbox in (True, False):
+                        runs += 1
+                        out = root / f"out{runs}"
+                        times[sandbox].append(_grade(folder, out, options.chapter, jobs, sandbox))
+                inside = statistics.median(times[True])
+                outside = statistics.median(times[False])
+                rows.append((students, jobs, inside, outside))
+    print(
+        f"== llmfs grade, chapter {options.chapter}: median of {options.repeat} runs each, "
+        "sandbox and --no-sandbox alternately"
+    )
+    print(
+        f"   {'students':>8} {'jobs':>4} {'sandbox s':>10} {'s/sub':>6} "
+        f"{'no-sandbox s':>13} {'s/sub':>6} {'ratio':>6}"
+    )
+    for students, jobs, inside, outside in rows:
+        print(
+            f"   {students:>8} {jobs:>4} {inside:10.1f} {inside / students:6.2f} "
+            f"{outside:13.1f} {outside / students:6.2f} {inside / outside:5.2f}x"
+        )
+    print("   goal: ratio <= 1.20x")
 
 
 if __name__ == "__main__":

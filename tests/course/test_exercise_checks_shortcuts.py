@@ -23,7 +23,14 @@ from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
 from llmfs.course.exercise_checks.attention import attention_numpy
-from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, resolve
+from llmfs.course.exercise_checks.shortcuts import (
+    Shortcuts,
+    also_refusing,
+    call_guarded,
+    resolve,
+    targets_of,
+    watching,
+)
 from llmfs.course.exercise_checks.spec import SHORTCUT, outcome_of
 from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt import reference
@@ -297,29 +304,65 @@ def test_catching_every_exception_does_not_hide_the_call() -> None:
     assert outcome["error"] == SHORTCUT
 
 
-def test_the_guards_are_gone_after_the_check_and_never_touch_other_threads() -> None:
+def test_a_helper_thread_is_refused_too_and_the_guards_are_gone_after_the_check() -> None:
     code = row_major_strides.__code__
     seen: list[Any] = []
-    started, release = threading.Event(), threading.Event()
 
-    def other_thread() -> None:
-        started.set()
-        release.wait(5)
-        seen.append(row_major_strides((4, 5)))
+    def helper(shape: list[int]) -> None:
+        try:
+            seen.append(row_major_strides(tuple(shape)))
+        except BaseException as error:  # the refusal ends the helper thread, not the check
+            seen.append(type(error).__name__)
 
     def answer(shape):  # type: ignore[no-untyped-def]
-        # While this runs the function is guarded: another thread still gets its answer.
-        worker = threading.Thread(target=other_thread)
+        # The listed function called from a thread the learner's function starts.
+        worker = threading.Thread(target=helper, args=(shape,))
         worker.start()
-        started.wait(5)
-        release.set()
         worker.join(5)
-        return [1] * len(shape)
+        return list(seen[0]) if isinstance(seen[0], tuple) else [1] * len(shape)
 
     guarded = call_guarded(SPECS["ch01.compute_strides"].shortcuts, answer, [2, 3])
-    assert guarded.shortcut is None and guarded.result == [1, 1]
-    assert seen == [(5, 1)]
+    assert guarded.shortcut is not None
+    assert guarded.shortcut.target.endswith("row_major_strides")
+    assert seen == ["ShortcutUsed"]
+    # Outside the window every thread gets the original function again.
+    after: list[Any] = []
+    thread = threading.Thread(target=lambda: after.append(row_major_strides((4, 5))))
+    thread.start()
+    thread.join(5)
+    assert after == [(5, 1)]
     assert row_major_strides.__code__ is code and row_major_strides((2, 3)) == (3, 1)
+
+
+def test_a_window_for_other_threads_leaves_the_opening_thread_free() -> None:
+    targets = targets_of(SPECS["ch01.compute_strides"].shortcuts)
+    seen: list[Any] = []
+
+    def helper() -> None:
+        try:
+            seen.append(row_major_strides((2, 3)))
+        except BaseException as error:
+            seen.append(type(error).__name__)
+
+    with watching(targets, exclude=threading.get_ident()) as window:
+        assert row_major_strides((2, 3)) == (3, 1)  # the worker's own thread
+        thread = threading.Thread(target=helper)
+        thread.start()
+        thread.join(5)
+    assert seen == ["ShortcutUsed"] and window.hit is not None
+
+
+def test_also_refusing_adds_function_objects_to_every_window() -> None:
+    def reference(shape: list[int]) -> list[int]:
+        return list(row_major_strides(tuple(shape)))
+
+    def answer(shape):  # type: ignore[no-untyped-def]
+        return reference(shape)
+
+    with also_refusing({reference: "the checks' reference"}):
+        guarded = call_guarded(None, answer, [2, 3])
+    assert guarded.shortcut is not None and guarded.shortcut.target == "the checks' reference"
+    assert call_guarded(None, answer, [2, 3]).result == [3, 1]
 
 
 def test_an_interrupt_or_a_timeout_propagates_and_the_guards_are_removed_first() -> None:

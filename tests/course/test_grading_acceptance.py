@@ -14,6 +14,7 @@ import html
 import io
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -36,6 +37,10 @@ KEY = kit.key_of(CHAPTER)
 SEED = 20260101
 CASES = 40
 LIMITS = ["--cell-timeout", "5", "--timeout", "90", "--memory-mb", "1024", "--cases", str(CASES)]
+# The scores do not depend on the sandbox: without bubblewrap these tests grade unsandboxed (the
+# hostile suite, test_grading_hostile.py, needs the sandbox and skips without it).
+if shutil.which("bwrap") is None:
+    LIMITS.append("--no-sandbox")
 PREDICTS = [item for item in KEY.exercises if item.exercise.kind == "predict"]
 EXPLAINS = [item for item in KEY.exercises if item.exercise.kind == "explain"]
 IMPLEMENTS = kit.checked_implements(KEY)
@@ -440,33 +445,64 @@ def test_a_killed_run_resumes_where_it_stopped_with_identical_results(tmp_path: 
         assert book.snapshot() == reference
 
 
-@pytest.mark.skipif(not IMPLEMENTS, reason="without hidden checks a run ends too fast to stop")
+BLOCKER = """\
+import pathlib
+import time
+
+def {function}(*args):
+    pathlib.Path("blocker-started").write_text("started")
+    time.sleep(30)
+"""
+
+
+@pytest.mark.skipif(not IMPLEMENTS, reason="without an implement exercise nothing can block")
 def test_ctrl_c_stops_the_run_and_keeps_what_was_graded(tmp_path: Path) -> None:
+    # Two submissions are graded, then the third blocks in its hidden cases and says so with a
+    # file in its scratch folder: SIGINT arrives exactly then, never before or after by chance.
     subs = tmp_path / "submissions"
     subs.mkdir()
-    names = [f"{variant}-{n}" for n in range(3) for variant in RESUMED]
-    for name in names:
-        (subs / f"{name}.ipynb").write_bytes(SUBMISSIONS[name.rsplit("-", 1)[0]][0])
+    item = IMPLEMENTS[0]
+    blocker = kit.set_source(
+        kit.correct_notebook(CHAPTER), item.exercise.id, BLOCKER.format(function=item.function)
+    )
+    (subs / "a0.ipynb").write_bytes(SUBMISSIONS["correct"][0])
+    (subs / "a1.ipynb").write_bytes(SUBMISSIONS["empty"][0])
+    (subs / "b-blocker.ipynb").write_text(json.dumps(blocker), encoding="utf-8")
+    for n in range(3):
+        (subs / f"c{n}.ipynb").write_bytes(SUBMISSIONS["partial"][0])
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
     out = tmp_path / "out"
     argv = [sys.executable, "-m", "llmfs", "grade", str(subs), "--chapter", CHAPTER.id]
     argv += ["--seed", str(SEED), "--no-execute", "--out", str(out), *LIMITS]
-    env = dict(os.environ, PYTHONPATH=str(kit.REPO))
+    env = dict(os.environ, PYTHONPATH=str(kit.REPO), TMPDIR=str(temporary))
     process = subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
     )
     database = out / "gradebook.sqlite"
+    committed = 0
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        with contextlib.suppress(sqlite3.Error):
-            if database.is_file():
-                with contextlib.closing(sqlite3.connect(database)) as db:
-                    if db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]:
-                        break
-        time.sleep(0.02)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            started = any(temporary.rglob("blocker-started"))
+            with contextlib.suppress(sqlite3.Error):
+                if database.is_file():
+                    with contextlib.closing(sqlite3.connect(database)) as db:
+                        committed = db.execute("SELECT COUNT(*) FROM submissions").fetchone()[0]
+            if started and committed == 2:
+                break
+            time.sleep(0.02)
+        assert started and committed == 2, "the blocker never started after two submissions"
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
     with Gradebook(database) as book:
-        kept = len(book.submissions())
-    assert 1 <= kept < len(names)
+        kept = sorted(s.student for s in book.submissions())
+    assert kept == ["a0", "a1"]
     assert process.returncode == 130
     assert "every submission graded so far is saved" in err
+    # The interrupted run's scratch folders went with it.
+    assert not any(temporary.rglob("blocker-started"))

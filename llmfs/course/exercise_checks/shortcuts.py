@@ -26,8 +26,14 @@ How calls are caught, and why this way:
   ``row_major_strides`` inside the library and is refused for ``compute_strides``, so a list
   names the one function that computes the answer, not every public door to it. Each list is
   therefore chosen so that no library helper a chapter's own solution uses reaches it (the tests
-  run every solution under its list). A guard only acts on the thread that opened the window;
-  other threads, and every call outside a window, run the original code unchanged.
+  run every solution under its list). While a window is open a listed call is refused on EVERY
+  thread, so a helper thread the learner's function starts is no way around it; every call
+  outside a window runs the original code unchanged.
+* The grader's worker widens the net where only the learner's code runs: :func:`also_refusing`
+  adds function objects (the checks' own reference answers) to every window opened meanwhile,
+  and :func:`watching` opens a window for chosen threads (all but the worker's own, for as long
+  as a learner's module is loaded), so a module-level table or a thread left running between
+  cases is refused as well.
 * The report names what the learner's code called (its outermost library call, e.g.
   ``llmfs.tensor.view.ViewMethods.tolist``) and the listed function reached through it, never an
   answer value.
@@ -166,12 +172,20 @@ def resolve(name: str) -> list[types.FunctionType]:
 
 @dataclass
 class _Window:
-    """One open check window: the thread it watches, its frame and its targets by code."""
+    """One open check window: the thread it watches (None: every thread but ``exclude``), its
+    frame and its targets by function."""
 
-    thread: int
+    thread: int | None
     frame: types.FrameType | None
     targets: dict[types.FunctionType, str]
     hit: ShortcutCall | None = None
+    exclude: int | None = None
+
+    def watches(self, thread: int) -> bool:
+        """True when a call on ``thread`` is refused by this window."""
+        if self.thread is not None:
+            return thread == self.thread
+        return thread != self.exclude
 
 
 @dataclass
@@ -265,8 +279,8 @@ def _handler(guard: _Guard) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
         windows = guard.windows
         if windows:
             thread = threading.get_ident()
-            for window in reversed(windows):
-                if window.thread == thread:
+            for window in sorted(reversed(windows), key=lambda w: w.thread != thread):
+                if window.watches(thread) and guard.function in window.targets:
                     call = ShortcutCall(window.targets[guard.function], _entry(window, guard))
                     if window.hit is None:
                         window.hit = call
@@ -355,17 +369,62 @@ class Guarded:
     shortcut: ShortcutCall | None = None
 
 
+_ALSO: list[dict[types.FunctionType, str]] = []
+
+
+@contextmanager
+def also_refusing(targets: dict[types.FunctionType, str]) -> Iterator[None]:
+    """Adds ``targets`` (function -> the name a refusal shows) to every window
+    :func:`call_guarded` opens meanwhile, with or without the spec's own shortcuts."""
+    entry = dict(targets)
+    _ALSO.append(entry)
+    try:
+        yield
+    finally:
+        _ALSO.remove(entry)
+
+
+@contextmanager
+def watching(
+    targets: dict[types.FunctionType, str],
+    *,
+    thread: int | None = None,
+    exclude: int | None = None,
+) -> Iterator[_Window]:
+    """A window refusing ``targets`` on ``thread`` (None: every thread but ``exclude``) until the
+    block ends; the window's ``hit`` is the first refused call. For the grader's worker, where
+    every thread but its own runs the learner's code."""
+    window = _Window(thread, sys._getframe(), dict(targets), exclude=exclude)
+    if not window.targets:
+        yield window
+        return
+    with _guarding(window.targets, window):
+        yield window
+
+
+def _window_targets(shortcuts: Shortcuts | None) -> dict[types.FunctionType, str]:
+    found: dict[types.FunctionType, str] = {}
+    if shortcuts is not None and shortcuts.names:
+        found.update(targets_of(shortcuts))
+    for extra in _ALSO:
+        for function, name in extra.items():
+            found.setdefault(function, name)
+    return found
+
+
 def call_guarded(shortcuts: Shortcuts | None, call: Callable[..., Any], *args: Any) -> Guarded:
-    """Runs ``call(*args)`` with the functions of ``shortcuts`` guarded on this thread (see the
-    module docstring); without shortcuts, simply calls it. An ``Exception`` the call raises is
-    returned in ``error``; a ``BaseException`` other than a refusal (a timeout, ``SystemExit``)
-    propagates, the guards removed first."""
-    if shortcuts is None or not shortcuts.names:
+    """Runs ``call(*args)`` with the functions of ``shortcuts`` (and those of
+    :func:`also_refusing`) guarded on every thread (see the module docstring); without any,
+    simply calls it. An ``Exception`` the call raises is returned in ``error``; a
+    ``BaseException`` other than a refusal (a timeout, ``SystemExit``) propagates, the guards
+    removed first."""
+    targets = _window_targets(shortcuts)
+    if not targets:
         try:
             return Guarded(result=call(*args))
         except Exception as error:  # the learner's code may raise anything; it is an outcome
             return Guarded(error=error)
-    window = _Window(threading.get_ident(), sys._getframe(), targets_of(shortcuts))
+    window = _Window(None, sys._getframe(), targets)
     with _guarding(window.targets, window):
         try:
             result = call(*args)
@@ -411,9 +470,11 @@ __all__ = [
     "ShortcutCall",
     "ShortcutUsed",
     "Shortcuts",
+    "also_refusing",
     "call_guarded",
     "forbid",
     "resolve",
     "shortcut_message",
     "targets_of",
+    "watching",
 ]

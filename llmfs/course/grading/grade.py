@@ -34,9 +34,10 @@ from typing import IO
 from llmfs.course import CourseError
 from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
+from llmfs.course.grading.isolation import Isolation, find_bwrap
 from llmfs.course.grading.key import ChapterKey, find_chapter, load_chapter_key
 from llmfs.course.grading.limits import Limits
-from llmfs.course.grading.sandbox import RunOutcome, kill_all
+from llmfs.course.grading.sandbox import RunOutcome, kill_all, run_folder
 from llmfs.course.grading.score import (
     SubmissionResult,
     checks_fingerprint,
@@ -159,14 +160,17 @@ def grade_all(
     cases: int | None = None,
     progress: IO[str] | None = None,
     out: IO[str] | None = None,
+    isolation: Isolation | None = None,
 ) -> tuple[int, int]:
     """Grades every submission not already in the gradebook; returns (graded, skipped).
 
-    Each finished submission is committed at once, from this thread. On KeyboardInterrupt the
+    The students' code runs in ``isolation`` (None: unsandboxed, said in every row). Each
+    finished submission is committed at once, from this thread. On KeyboardInterrupt the
     running sandboxes are killed and the interrupt propagates; what was committed stays.
     """
     chapter = key.chapter.id
-    checks = checks_fingerprint(key, limits, execute=execute, cases=cases)
+    sandboxed = isolation is not None
+    checks = checks_fingerprint(key, limits, execute=execute, cases=cases, sandboxed=sandboxed)
     todo: list[tuple[Submission, bytes]] = []
     skipped = 0
     for item in submissions:
@@ -196,7 +200,15 @@ def grade_all(
                 unreadable_results(key, item.problem),
             )
         return grade_submission(
-            item.student, str(item.path), data, key, seed, limits, execute=execute, cases=cases
+            item.student,
+            str(item.path),
+            data,
+            key,
+            seed,
+            limits,
+            execute=execute,
+            cases=cases,
+            isolation=isolation,
         )
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="llmfs-grade")
@@ -246,6 +258,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-mb", type=int, default=2048, help="memory per sandbox (MiB)")
     parser.add_argument("--cases", type=int, help="hidden cases per implement exercise")
     parser.add_argument("--no-execute", action="store_true", help="do not run the notebooks")
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run the students' code WITHOUT the bubblewrap sandbox (with your rights; every "
+        "row says so)",
+    )
     parser.add_argument("--feedback", choices=("md", "html"), default="md")
     parser.add_argument(
         "--explain", action="store_true", help="write explain review sheets, read scores back"
@@ -281,6 +299,26 @@ def _explain(args: argparse.Namespace, manifest: Manifest, root: Path | None) ->
     return 0
 
 
+def _isolation(args: argparse.Namespace, manifest: Manifest, root: Path | None) -> Isolation | None:
+    """The sandbox for this run, hiding the gradebook, the submissions and the solutions; None
+    with ``--no-sandbox`` (after a warning). Raises :class:`CourseError` when no sandbox can
+    start and ``--no-sandbox`` was not given."""
+    # The run folder first: creating it removes what a killed earlier run left behind.
+    scratch = run_folder()
+    if args.no_sandbox:
+        print(
+            "llmfs grade: WARNING: --no-sandbox: the students' code runs with your rights "
+            "(files, network, secrets in the environment); every row says so",
+            file=sys.stderr,
+        )
+        return None
+    course = root if root is not None else manifest.root
+    hidden = [args.out, *args.submissions, course / "solutions"]
+    if args.checks is not None:
+        hidden.append(args.checks)
+    return find_bwrap(scratch.path).with_course(course).with_hidden(hidden)
+
+
 def main(args: argparse.Namespace) -> int:
     """Runs the command; 0 on success, 2 with a message on a usage or course error, 130 on
     Ctrl-C (everything graded so far is kept)."""
@@ -314,6 +352,7 @@ def main(args: argparse.Namespace) -> int:
         chapter = find_chapter(manifest, args.chapter)
         key = load_chapter_key(manifest, chapter, root)
         submissions = collect_submissions(args.submissions, chapter, args.student)
+        isolation = _isolation(args, manifest, root)
         with Gradebook(args.out / GRADEBOOK_FILE) as book:
             seed = book.seed(args.seed, secrets.randbelow(2**31))
             try:
@@ -328,6 +367,7 @@ def main(args: argparse.Namespace) -> int:
                     execute=not args.no_execute,
                     cases=args.cases,
                     out=sys.stdout,
+                    isolation=isolation,
                 )
             except KeyboardInterrupt:
                 print(

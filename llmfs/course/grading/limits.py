@@ -32,7 +32,9 @@ class Limits:
 
     ``cell_timeout`` bounds each notebook cell, ``total_timeout`` the whole notebook run,
     ``memory_mb`` the address space of the kernel and of the implement worker,
-    ``implement_timeout`` one implement exercise's hidden cases, ``case_timeout`` one case.
+    ``implement_timeout`` one implement exercise's hidden cases, ``case_timeout`` one case,
+    ``file_mb`` any file a sandboxed process writes, ``output_mb`` everything a notebook prints
+    or displays in all (a run that prints more is stopped and reported).
     Invariant: every value is positive.
     """
 
@@ -42,6 +44,7 @@ class Limits:
     implement_timeout: float = 60.0
     case_timeout: float = 2.0
     file_mb: int = 64
+    output_mb: int = 16
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:

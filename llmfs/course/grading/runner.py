@@ -10,16 +10,24 @@ must be killed) and its verdict to ``result_file``:
 ``{"status": "ok" | "timeout" | "died" | "error", "cell": N or null, "message": "..."}``
 
 where ``cell`` is the 1-based position of the failing cell. The verdict only says how the run
-went: no score is ever read from the kernel.
+went: no score is ever read from the kernel (in the sandbox, the kernel could rewrite it).
+
+The runner caps its own memory like the kernel's and keeps none of the cells' outputs: it only
+counts their size, and a notebook that prints or displays more than ``output_mb`` MiB in all is
+stopped there (its kernel killed) with an ``error`` verdict naming the cell.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from llmfs.course.grading.limits import apply_limits
 
 KERNEL_NAME = "llmfs-grader"
 
@@ -37,6 +45,8 @@ def _kernelspec(folder: Path, job: dict[str, Any]) -> Path:
         str(job["cpu_seconds"]),
         "--file-mb",
         str(job["file_mb"]),
+        "--output-mb",
+        str(job.get("output_mb", 16)),
         "-f",
         "{connection_file}",
     ]
@@ -80,7 +90,23 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     kernels = _kernelspec(Path(job["scratch"]), job)
     specs = KernelSpecManager(kernel_dirs=[str(kernels)], ensure_native_kernel=False)
     manager = AsyncKernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
-    client = NotebookClient(
+    cap = int(job.get("output_mb", 16)) * 1024 * 1024
+    printed = {"bytes": 0, "over": False}
+
+    class CountingClient(NotebookClient):
+        """Counts each output's size and keeps none: the verdict needs no output."""
+
+        def output(self, outs: Any, msg: Any, display_id: Any, cell_index: Any) -> None:
+            content = msg.get("content", {}) if isinstance(msg, dict) else {}
+            printed["bytes"] += len(json.dumps(content, default=str))
+            if printed["bytes"] > cap and not printed["over"]:
+                printed["over"] = True
+                pid = getattr(manager.provisioner, "pid", None)
+                if isinstance(pid, int):
+                    os.kill(pid, signal.SIGKILL)
+            return None
+
+    client = CountingClient(
         notebook,
         km=manager,
         timeout=job["cell_timeout"],
@@ -111,6 +137,13 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                         "message": f"cell #{position} ran longer than {seconds:g} s",
                     }
                 except DeadKernelError:
+                    if printed["over"]:
+                        limit = job.get("output_mb", 16)
+                        return {
+                            "status": "error",
+                            "cell": position,
+                            "message": f"cell #{position} printed more than {limit} MiB in all",
+                        }
                     return {
                         "status": "died",
                         "cell": position,
@@ -135,6 +168,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     """Entry point: ``python -m llmfs.course.grading.runner JOB.json``."""
     job = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    apply_limits(int(job["memory_mb"]), float(job["cpu_seconds"]), int(job["file_mb"]))
     try:
         verdict = run(job)
     except Exception as error:  # report, never hang: the grader reads the verdict file

@@ -1,31 +1,46 @@
 """The grader's side of the sandbox: start a limited child process, wait, kill, read plain data.
 
 * :func:`run_notebook` runs a whole notebook in a fresh kernel (via
-  :mod:`~llmfs.course.grading.runner` and :mod:`~llmfs.course.grading.kernel`) in a temporary
+  :mod:`~llmfs.course.grading.runner` and :mod:`~llmfs.course.grading.kernel`) in a scratch
   folder and returns how the run went (:class:`RunOutcome`).
-* :func:`run_function` runs a learner's implement function on cases in
-  :mod:`~llmfs.course.grading.worker` and returns its outcomes as JSON data.
+* :func:`run_functions` runs learners' implement functions in
+  :mod:`~llmfs.course.grading.worker`, one case per request, and returns the outcomes as JSON
+  data (:class:`FunctionRun`).
+
+With an :class:`~llmfs.course.grading.isolation.Isolation` every child runs inside bubblewrap
+(no network, read-only system, nothing of the grader's files, its own PID namespace: see
+:mod:`~llmfs.course.grading.isolation`); without one (``llmfs check`` on the learner's own
+notebook, ``llmfs grade --no-sandbox``) it is a plain child process with the same limits.
 
 Every child starts in a new session (process group) so that a timeout ends it together with
 anything it started; :func:`kill_all` ends every child still alive (the grader calls it on
-Ctrl-C). Nothing a child prints is trusted beyond its shape: a verdict or outcomes list that is
-not what was asked for is reported as such.
+Ctrl-C). Every scratch folder lives in this process's
+:class:`~llmfs.course.grading.isolation.RunFolder`, removed at exit and, after a SIGKILL, by the
+next run. Nothing a child writes is trusted beyond its shape: a verdict that is not what was
+asked for, a reply the worker was not asked for, or one that is not an outcome, is reported as
+such.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
+import secrets
+import select
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmfs.course.grading import channel
+from llmfs.course.grading.isolation import Isolation, RunFolder
 from llmfs.course.grading.limits import Limits, sandbox_env
 
 _LIVE: set[subprocess.Popen[Any]] = set()
@@ -51,8 +66,36 @@ class RunOutcome:
         return f"{self.status} in cell #{self.cell}: {self.message}"
 
 
-def _start(argv: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-    process = subprocess.Popen(argv, start_new_session=True, **kwargs)
+_RUN: RunFolder | None = None
+_RUN_LOCK = threading.Lock()
+
+
+def run_folder() -> RunFolder:
+    """This process's run folder (created on first use, removed at exit); creating it removes
+    what runs killed earlier left behind."""
+    global _RUN
+    with _RUN_LOCK:
+        if _RUN is None:
+            _RUN = RunFolder()
+            atexit.register(_RUN.close)
+        return _RUN
+
+
+def _start(
+    argv: list[str],
+    isolation: Isolation | None,
+    *,
+    scratch: Path,
+    workdir: Path,
+    env: dict[str, str],
+    **kwargs: Any,
+) -> subprocess.Popen[Any]:
+    if isolation is not None:
+        argv = isolation.command(argv, scratch=scratch, workdir=workdir, env=env)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    process = subprocess.Popen(
+        argv, start_new_session=True, env=env, cwd=str(workdir), close_fds=True, **kwargs
+    )
     with _LIVE_LOCK:
         _LIVE.add(process)
     return process
@@ -87,67 +130,105 @@ def kill_all() -> None:
         _end(process)
 
 
+def _scratch_env(scratch: Path, isolation: Isolation | None) -> dict[str, str]:
+    """Where a child's home, temporary files and Jupyter runtime files go: inside the sandbox,
+    its private /tmp (gone with it); else the scratch folder (gone with the run folder)."""
+    home = scratch / "home"
+    home.mkdir(exist_ok=True)
+    temporary = "/tmp" if isolation is not None else str(scratch / "tmp")
+    if isolation is None:
+        Path(temporary).mkdir(exist_ok=True)
+    return {
+        "HOME": str(home),
+        "TMPDIR": temporary,
+        "IPYTHONDIR": str(home / ".ipython"),
+        "JUPYTER_RUNTIME_DIR": f"{temporary}/jupyter-runtime",
+        "MPLCONFIGDIR": str(home / ".matplotlib"),
+    }
+
+
 def run_notebook(
-    notebook: dict[str, Any], limits: Limits, *, env: dict[str, str] | None = None
+    notebook: dict[str, Any],
+    limits: Limits,
+    *,
+    env: dict[str, str] | None = None,
+    isolation: Isolation | None = None,
 ) -> RunOutcome:
     """Runs ``notebook`` (JSON data) top to bottom in a fresh limited kernel and says how it went.
 
-    The kernel's working folder is a new temporary folder holding only a copy of the notebook;
+    The kernel's working folder is a new scratch folder holding only a copy of the notebook;
     ``env`` adds environment variables (by default the attempts log points into that folder, so
-    the run never writes to the caller's log). Never raises for anything the notebook does.
+    the run never writes to the caller's log); ``isolation`` runs it all inside the sandbox.
+    Never raises for anything the notebook does.
     """
-    with tempfile.TemporaryDirectory(prefix="llmfs-grade-") as scratch_name:
-        scratch = Path(scratch_name)
-        workdir = scratch / "work"
-        workdir.mkdir()
-        (workdir / "submission.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
-        job = {
-            "notebook": str(workdir / "submission.ipynb"),
-            "workdir": str(workdir),
-            "scratch": str(scratch),
-            "cell_timeout": limits.cell_timeout,
-            "memory_mb": limits.memory_mb,
-            "cpu_seconds": limits.total_timeout + 5,
-            "file_mb": limits.file_mb,
-            "pid_file": str(scratch / "kernel.pid"),
-            "result_file": str(scratch / "result.json"),
-        }
-        (scratch / "job.json").write_text(json.dumps(job), encoding="utf-8")
-        extra = {
-            "LLMFS_ATTEMPTS": str(workdir / ".llmfs" / "attempts.jsonl"),
-            # Connection files of a killed kernel go away with the temporary folder.
-            "JUPYTER_RUNTIME_DIR": str(scratch / "runtime"),
-        }
-        extra.update(env or {})
-        process = _start(
-            [sys.executable, "-m", "llmfs.course.grading.runner", str(scratch / "job.json")],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=sandbox_env(extra),
-            cwd=str(scratch),
-        )
+    scratch = run_folder().scratch("notebook-")
+    try:
+        return _run_notebook_in(scratch, notebook, limits, env or {}, isolation)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_notebook_in(
+    scratch: Path,
+    notebook: dict[str, Any],
+    limits: Limits,
+    env: dict[str, str],
+    isolation: Isolation | None,
+) -> RunOutcome:
+    workdir = scratch / "work"
+    workdir.mkdir()
+    (workdir / "submission.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    job = {
+        "notebook": str(workdir / "submission.ipynb"),
+        "workdir": str(workdir),
+        "scratch": str(scratch),
+        "cell_timeout": limits.cell_timeout,
+        "memory_mb": limits.memory_mb,
+        "cpu_seconds": limits.total_timeout + 5,
+        "file_mb": limits.file_mb,
+        "output_mb": limits.output_mb,
+        "pid_file": str(scratch / "kernel.pid"),
+        "result_file": str(scratch / "result.json"),
+    }
+    (scratch / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    extra = _scratch_env(scratch, isolation)
+    extra["LLMFS_ATTEMPTS"] = str(workdir / ".llmfs" / "attempts.jsonl")
+    extra.update(env)
+    process = _start(
+        [sys.executable, "-m", "llmfs.course.grading.runner", str(scratch / "job.json")],
+        isolation,
+        scratch=scratch,
+        workdir=workdir,
+        env=sandbox_env(extra),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    # Outside a sandbox the kernel is the runner's child in another session: the grader ends it
+    # by its pid. Inside one, its pid means nothing here, and ending the sandbox ends it.
+    pid_file = scratch / "kernel.pid" if isolation is None else None
+    if pid_file is not None:
         with _LIVE_LOCK:
-            _PID_FILES[process.pid] = scratch / "kernel.pid"
-        timed_out = False
-        try:
-            process.wait(timeout=limits.total_timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            kernel = _kernel_pid(scratch / "kernel.pid")
-            if kernel is not None and (timed_out or process.poll() is None):
-                _kill_group(kernel)
-            _end(process)
-            if kernel is not None:
-                _kill_group(kernel)
-            with _LIVE_LOCK:
-                _PID_FILES.pop(process.pid, None)
-        if timed_out:
-            return RunOutcome(
-                "timeout", None, f"the notebook ran longer than {limits.total_timeout:g} s in all"
-            )
-        return _verdict(scratch / "result.json")
+            _PID_FILES[process.pid] = pid_file
+    timed_out = False
+    try:
+        process.wait(timeout=limits.total_timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        kernel = _kernel_pid(pid_file) if pid_file is not None else None
+        if kernel is not None and (timed_out or process.poll() is None):
+            _kill_group(kernel)
+        _end(process)
+        if kernel is not None:
+            _kill_group(kernel)
+        with _LIVE_LOCK:
+            _PID_FILES.pop(process.pid, None)
+    if timed_out:
+        return RunOutcome(
+            "timeout", None, f"the notebook ran longer than {limits.total_timeout:g} s in all"
+        )
+    return _verdict(scratch / "result.json")
 
 
 def _kernel_pid(path: Path) -> int | None:
@@ -197,105 +278,199 @@ def run_function(
     cases: list[tuple[Any, ...]],
     limits: Limits,
     exercise: str = "",
+    *,
+    isolation: Isolation | None = None,
 ) -> FunctionRun:
     """Runs one function on its cases in a fresh limited worker (see :func:`run_functions`)."""
     task = FunctionTask(exercise or "exercise", source, function, tuple(cases))
-    return run_functions([task], limits)[task.exercise]
+    return run_functions([task], limits, isolation=isolation)[task.exercise]
 
 
-def run_functions(tasks: list[FunctionTask], limits: Limits) -> dict[str, FunctionRun]:
+def run_functions(
+    tasks: list[FunctionTask], limits: Limits, *, isolation: Isolation | None = None
+) -> dict[str, FunctionRun]:
     """Runs every task in a limited worker process, in order; returns exercise -> run.
 
     One worker runs the tasks one after the other (one interpreter start for a whole
-    submission). A task that ends the worker, or takes longer than ``limits.implement_timeout``,
-    gets a :class:`FunctionRun` with ``outcomes=None`` and a ``problem``, and a fresh worker runs
-    the tasks after it. Never raises for anything the learner's code does.
+    submission), one case per request. A task that ends the worker, takes longer than
+    ``limits.implement_timeout`` in all, or gets a reply that is not one outcome for the case
+    asked (more than one reply, a reply that is not an outcome, not JSON) gets a
+    :class:`FunctionRun` with ``outcomes=None`` and a ``problem`` naming what happened, and a
+    fresh worker runs the tasks after it. Never raises for anything the learner's code does.
     """
     results: dict[str, FunctionRun] = {}
     remaining = list(tasks)
     while remaining:
-        done = _run_worker(remaining, limits, results)
+        done = _run_worker(remaining, limits, results, isolation)
         remaining = remaining[done:]
     return results
 
 
-def _run_worker(tasks: list[FunctionTask], limits: Limits, results: dict[str, FunctionRun]) -> int:
-    """Runs ``tasks`` in one worker until it finishes or fails; returns how many got a result."""
-    import queue
+#: The keys an outcome may carry, and their types (``value`` is any JSON data).
+_OUTCOME_KEYS = {"value": object, "error": str, "shortcut": str, "via": str, "type": str}
 
-    with tempfile.TemporaryDirectory(prefix="llmfs-implement-") as workdir:
-        job = {
-            "tasks": [
-                {
-                    "exercise": t.exercise,
-                    "source": t.source,
-                    "function": t.function,
-                    "cases": [list(args) for args in t.cases],
-                }
-                for t in tasks
-            ],
-            "memory_mb": limits.memory_mb,
-            "cpu_seconds": limits.implement_timeout * len(tasks) + 1,
-            "file_mb": limits.file_mb,
-            "case_timeout": limits.case_timeout,
-            "workdir": workdir,
-        }
+
+def outcome_problem(reply: Any) -> str:
+    """Why ``reply`` is not one case's outcome (``""`` when it is one)."""
+    if not isinstance(reply, dict):
+        return "not a JSON object"
+    unknown = sorted(set(reply) - set(_OUTCOME_KEYS))
+    if unknown:
+        return f"unknown keys {', '.join(map(repr, unknown))[:80]}"
+    if ("value" in reply) == ("error" in reply):
+        return "neither one value nor one error"
+    for key, kind in _OUTCOME_KEYS.items():
+        if key in reply and not isinstance(reply[key], kind):
+            return f"{key!r} is not {kind.__name__}"
+    return ""
+
+
+class _Channel:
+    """The grader's end of a worker's pipes: one request, then exactly one reply."""
+
+    def __init__(self, process: subprocess.Popen[Any]) -> None:
+        assert process.stdin is not None and process.stdout is not None
+        self.process = process
+        self.requests = process.stdin
+        self.replies = process.stdout.fileno()
+        self.buffer = b""
+
+    def ask(self, message: dict[str, Any], deadline: float) -> tuple[dict[str, Any] | None, str]:
+        """Sends ``message`` and reads its reply before ``deadline``: (reply, "") or (None, why)
+        with why one of ``timeout``, ``ended``, ``forged: ...``, ``malformed: ...``."""
+        # Each request carries a fresh number its reply must repeat: a reply written for an
+        # earlier request, or before the worker read this one, does not fit.
+        number = secrets.token_hex(8)
+        try:
+            self.requests.write(channel.encode({**message, "id": number}))
+            self.requests.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            return None, "ended"
+        while True:
+            try:
+                found = channel.split(self.buffer)
+            except channel.FrameError as error:
+                return None, f"malformed: {error}"
+            if found is not None:
+                reply, self.buffer = found
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, "timeout"
+            ready, _, _ = select.select([self.replies], [], [], left)
+            if not ready:
+                return None, "timeout"
+            chunk = os.read(self.replies, 1 << 16)
+            if not chunk:
+                return None, "malformed: a truncated reply" if self.buffer else "ended"
+            self.buffer += chunk
+        if reply.get("id") != number:
+            return None, "forged: a reply to a request not made"
+        # An honest worker now waits for the next request: anything more was not asked for.
+        if self.buffer or self._pending():
+            return None, "forged: more than one reply to one request"
+        del reply["id"]
+        return reply, ""
+
+    def _pending(self) -> bool:
+        ready, _, _ = select.select([self.replies], [], [], 0)
+        if not ready:
+            return False
+        chunk = os.read(self.replies, 1 << 16)
+        self.buffer += chunk
+        return bool(chunk)
+
+
+def _problem_text(why: str, limits: Limits, process: subprocess.Popen[Any]) -> str:
+    if why == "timeout":
+        return f"the hidden cases ran longer than {limits.implement_timeout:g} s"
+    if why == "ended":
+        _end(process)
+        return f"the function ended its process (exit status {process.returncode})"
+    kind, _, detail = why.partition(": ")
+    return f"the worker's reply was {kind}: {detail}"
+
+
+def _run_worker(
+    tasks: list[FunctionTask],
+    limits: Limits,
+    results: dict[str, FunctionRun],
+    isolation: Isolation | None,
+) -> int:
+    """Runs ``tasks`` in one worker until it finishes or fails; returns how many got a result."""
+    scratch = run_folder().scratch("implement-")
+    try:
+        workdir = scratch / "work"
+        workdir.mkdir()
         process = _start(
             [sys.executable, "-m", "llmfs.course.grading.worker"],
+            isolation,
+            scratch=scratch,
+            workdir=workdir,
+            env=sandbox_env(_scratch_env(scratch, isolation)),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=sandbox_env(),
-            cwd=workdir,
-            text=True,
         )
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def read() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
         try:
-            assert process.stdin is not None
-            with contextlib.suppress(BrokenPipeError, OSError):
-                process.stdin.write(json.dumps(job))
-                process.stdin.close()
-            for count, task in enumerate(tasks):
-                try:
-                    line = lines.get(timeout=limits.implement_timeout)
-                except queue.Empty:
-                    results[task.exercise] = FunctionRun(
-                        None, f"the hidden cases ran longer than {limits.implement_timeout:g} s"
-                    )
-                    return count + 1
-                if line is None:
-                    _end(process)
-                    code = process.returncode
-                    results[task.exercise] = FunctionRun(
-                        None, f"the function ended its process (exit status {code})"
-                    )
-                    return count + 1
-                results[task.exercise] = _parse_run(line, task)
-            return len(tasks)
+            return _drive(process, tasks, limits, results)
         finally:
             _end(process)
-            reader.join(timeout=5)
+            for stream in (process.stdin, process.stdout):
+                with contextlib.suppress(OSError):
+                    if stream is not None:
+                        stream.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _parse_run(line: str, task: FunctionTask) -> FunctionRun:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError:
-        return FunctionRun(None, "the worker's answer is not JSON")
-    if not isinstance(data, dict) or data.get("exercise") != task.exercise:
-        return FunctionRun(None, "the worker answered for another exercise")
-    if isinstance(data.get("load_error"), str):
-        return FunctionRun(None, data["load_error"][:200])
-    outcomes = data.get("outcomes")
-    if not isinstance(outcomes, list) or len(outcomes) != len(task.cases):
-        return FunctionRun(None, "the worker did not answer one outcome per case")
-    return FunctionRun(tuple(o if isinstance(o, dict) else {} for o in outcomes))
+def _drive(
+    process: subprocess.Popen[Any],
+    tasks: list[FunctionTask],
+    limits: Limits,
+    results: dict[str, FunctionRun],
+) -> int:
+    link = _Channel(process)
+    setup = {
+        "memory_mb": limits.memory_mb,
+        "cpu_seconds": limits.implement_timeout * len(tasks) + 10,
+        "file_mb": limits.file_mb,
+        "case_timeout": limits.case_timeout,
+    }
+    # Starting an interpreter and importing the library is not the learner's time.
+    ready, why = link.ask({"setup": setup}, time.monotonic() + max(60.0, limits.implement_timeout))
+    if ready is None or ready != {"ready": True}:
+        results[tasks[0].exercise] = FunctionRun(
+            None, _problem_text(why or "malformed: not ready", limits, process)
+        )
+        return 1
+    for count, task in enumerate(tasks):
+        deadline = time.monotonic() + limits.implement_timeout
+        request = {"exercise": task.exercise, "source": task.source, "function": task.function}
+        defined, why = link.ask({"define": request}, deadline)
+        if defined is None:
+            results[task.exercise] = FunctionRun(None, _problem_text(why, limits, process))
+            return count + 1
+        if isinstance(defined.get("load_error"), str) and len(defined) == 1:
+            results[task.exercise] = FunctionRun(None, defined["load_error"][:200])
+            continue
+        if defined != {"defined": True}:
+            problem = _problem_text("malformed: not a definition's reply", limits, process)
+            results[task.exercise] = FunctionRun(None, problem)
+            return count + 1
+        outcomes: list[dict[str, Any]] = []
+        for number, args in enumerate(task.cases, start=1):
+            reply, why = link.ask({"case": list(args)}, deadline)
+            if reply is not None:
+                shape = outcome_problem(reply)
+                if shape:
+                    reply, why = None, f"malformed: {shape}"
+            if reply is None:
+                problem = _problem_text(why, limits, process)
+                results[task.exercise] = FunctionRun(
+                    None, f"{problem} (case {number} of {len(task.cases)})"
+                )
+                return count + 1
+            outcomes.append(reply)
+        results[task.exercise] = FunctionRun(tuple(outcomes))
+    return len(tasks)

@@ -24,6 +24,7 @@ from typing import Any
 from llmfs.course import CourseError
 from llmfs.course.exercises.compare import same_answer
 from llmfs.course.grading import extract
+from llmfs.course.grading.isolation import Isolation
 from llmfs.course.grading.key import ChapterKey, ExerciseKey
 from llmfs.course.grading.limits import Limits
 from llmfs.course.grading.sandbox import (
@@ -308,8 +309,10 @@ def grade_notebook(
     limits: Limits,
     *,
     cases: int | None = None,
+    isolation: Isolation | None = None,
 ) -> tuple[ExerciseResult, ...]:
-    """Scores every exercise of the key's chapter from the notebook's cells (no kernel)."""
+    """Scores every exercise of the key's chapter from the notebook's cells (no kernel); the
+    implement functions run in ``isolation`` (None: a plain limited process)."""
     tagged = extract.tagged_cells(notebook)
     found = {
         item.exercise.id: extract.find_exercise(
@@ -327,7 +330,7 @@ def grade_notebook(
             task = implement_task(item, found[item.exercise.id], seed, cases)
             if task is not None:
                 tasks[item.exercise.id] = task
-    runs = run_functions(list(tasks.values()), limits) if tasks else {}
+    runs = run_functions(list(tasks.values()), limits, isolation=isolation) if tasks else {}
     results = []
     for item in key.exercises:
         here = found[item.exercise.id]
@@ -353,12 +356,19 @@ def grade_notebook(
 
 
 def checks_fingerprint(
-    key: ChapterKey, limits: Limits, *, execute: bool = True, cases: int | None = None
+    key: ChapterKey,
+    limits: Limits,
+    *,
+    execute: bool = True,
+    cases: int | None = None,
+    sandboxed: bool = True,
 ) -> str:
     """What, besides the submission and the seed, a grade depends on: the chapter's checks
-    (:attr:`ChapterKey.checks_id`), the limits, the number of hidden cases and whether the
-    notebook runs. A gradebook regrades a submission graded under another fingerprint."""
-    settings = json.dumps([sorted(vars(limits).items()), cases, execute])
+    (:attr:`ChapterKey.checks_id`), the limits, the number of hidden cases, whether the
+    notebook runs and whether the learner's code ran in the sandbox. A gradebook regrades a
+    submission graded under another fingerprint (a ``--no-sandbox`` grade is redone in the
+    sandbox)."""
+    settings = json.dumps([sorted(vars(limits).items()), cases, execute, sandboxed])
     return f"{key.checks_id}-{hashlib.sha256(settings.encode()).hexdigest()[:8]}"
 
 
@@ -368,6 +378,10 @@ def unreadable_results(key: ChapterKey, why: str) -> tuple[ExerciseResult, ...]:
         ExerciseResult(item.exercise.id, float(item.exercise.points), 0.0, "unreadable", why)
         for item in key.exercises
     )
+
+
+#: Appended to every row's message when the learner's code ran outside the sandbox.
+UNSANDBOXED = "graded with --no-sandbox: the student's code ran with the grader's rights"
 
 
 def grade_submission(
@@ -380,23 +394,32 @@ def grade_submission(
     *,
     execute: bool = True,
     cases: int | None = None,
+    isolation: Isolation | None = None,
 ) -> SubmissionResult:
     """Grades one submission's bytes; the same arguments always give the same result.
 
-    ``execute=False`` skips the kernel run (its outcome is then ``not run``). The result's
-    ``checks`` is :func:`checks_fingerprint` of the key and these settings.
+    ``execute=False`` skips the kernel run (its outcome is then ``not run``). The learner's code
+    runs in ``isolation`` (the sandbox); None runs it as a plain limited process and says so in
+    every row's message (:data:`UNSANDBOXED`). The result's ``checks`` is
+    :func:`checks_fingerprint` of the key and these settings.
     """
     digest = hashlib.sha256(data).hexdigest()
-    checks = checks_fingerprint(key, limits, execute=execute, cases=cases)
+    sandboxed = isolation is not None
+    checks = checks_fingerprint(key, limits, execute=execute, cases=cases, sandboxed=sandboxed)
     try:
         notebook = extract.parse_notebook(data, path)
     except CourseError as error:
         run = RunOutcome("not run", None, "the file is not a readable notebook")
         results = unreadable_results(key, str(error))
         return SubmissionResult(student, key.chapter.id, path, digest, seed, checks, run, results)
-    results = grade_notebook(notebook, key, seed, limits, cases=cases)
+    results = grade_notebook(notebook, key, seed, limits, cases=cases, isolation=isolation)
     if execute:
-        run = run_notebook(notebook, limits)
+        run = run_notebook(notebook, limits, isolation=isolation)
     else:
         run = RunOutcome("not run", None, "not executed (--no-execute)")
+    if not sandboxed:
+        from dataclasses import replace
+
+        results = tuple(replace(r, message=f"{r.message}; {UNSANDBOXED}") for r in results)
+        run = replace(run, message=f"{run.message}; {UNSANDBOXED}")
     return SubmissionResult(student, key.chapter.id, path, digest, seed, checks, run, results)

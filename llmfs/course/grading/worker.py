@@ -1,36 +1,44 @@
-"""Runs a learner's implement functions on given cases; a limited child process of the grader.
+"""Runs a learner's implement functions, one case at a time; a sandboxed child of the grader.
 
-``python -m llmfs.course.grading.worker`` reads one JSON object on stdin::
+``python -m llmfs.course.grading.worker`` speaks :mod:`~llmfs.course.grading.channel` frames:
+it reads requests on stdin and writes exactly one reply per request on a private copy of stdout
+(file descriptors 0, 1 and 2 then point at /dev/null, so the learner's prints go nowhere). Every
+request carries an ``"id"`` that its reply repeats (left out below)::
 
-    {"tasks": [{"exercise": "ch01.x", "source": "<module>", "function": "name",
-                "cases": [[arg, ...], ...]}, ...],
-     "memory_mb": M, "cpu_seconds": S, "file_mb": F, "case_timeout": T, "workdir": "/tmp/..."}
+    {"setup": {"memory_mb": M, "cpu_seconds": S, "file_mb": F, "case_timeout": T}}
+        -> {"ready": true}
+    {"define": {"exercise": "ch01.x", "source": "<module>", "function": "name"}}
+        -> {"defined": true} | {"load_error": "why"}
+    {"case": [arg, ...]}
+        -> {"value": ...} | {"error": "Name", ...}
 
-caps its own memory, CPU time and file sizes, moves into ``workdir``, keeps a private copy of its
-stdout and points file descriptors 0, 1 and 2 at /dev/null (so the learner's prints go nowhere).
-Then, task by task, it defines the learner's module in a fresh namespace and calls the function
-once per case (through the exercise's spec, which turns a case's JSON arguments into the
-function's arguments and its result into JSON), and writes one JSON line per task, as soon as the
-task is done::
+The worker caps its own memory, CPU time and file sizes before any learner code runs. It only
+ever holds the ARGUMENTS of the case it is running: the grader draws the hidden cases, keeps the
+seed, computes the expected outcomes and compares, and sends the next case only after reading the
+reply to this one. A case running longer than ``case_timeout`` is ``{"error": "Timeout"}``.
 
-    {"exercise": "ch01.x", "outcomes": [{"value": ...} | {"error": "Name"}, ...]}
-    {"exercise": "ch01.x", "load_error": "why"}
-
-so that a task that ends the process or runs out of time costs only that task: the grader starts a
-new worker for the tasks after it. The worker never sees an expected answer: the grader draws the
-cases, computes the library's outcomes itself and compares. A case running longer than
-``case_timeout`` is ``{"error": "Timeout"}``.
+The learner's code shares this process, so nothing here is secret from it; what this process
+does is refuse shortcuts (:mod:`llmfs.course.exercise_checks.shortcuts`): the exercise's listed
+library functions, and every checks module's reference answer (reachable through
+``sys.modules`` or a walk up the stack), are refused while the learner's module is defined, while
+a case runs (on every thread), and on every thread but this one's own in between, so a helper
+thread or a module-level table gets the exercise a ``Shortcut`` outcome, never the answer.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import signal
 import sys
+import threading
+import types
 from typing import Any
 
+from llmfs.course.grading.channel import FrameError, encode, read_frame
 from llmfs.course.grading.limits import apply_limits
+
+_TOOLING = "llmfs.course."
 
 
 class CaseTimeout(BaseException):
@@ -42,64 +50,153 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise CaseTimeout
 
 
-def _run_task(
-    task: dict[str, Any], case_timeout: float, specs: Any, outcome_of: Any, warm_up: Any
-) -> Any:
-    namespace: dict[str, Any] = {"__name__": "__submission__", "__builtins__": __builtins__}
-    try:
-        signal.setitimer(signal.ITIMER_REAL, case_timeout * 5)
-        exec(compile(task["source"], "<submission>", "exec"), namespace)
-        function = namespace.get(task["function"])
-        if not callable(function):
-            raise NameError(f"{task['function']} is not defined")
-        # A kernel exercise compiles the learner's kernel here, under the definition's time
-        # limit, so that a cold build cache does not time out the first case.
-        warm_up(specs.get(task["exercise"]), function)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-    except BaseException as error:  # anything the definition does is the learner's problem
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        return {"load_error": f"defining the function raised {type(error).__name__}"}
-    spec = specs.get(task["exercise"])
-    outcomes = []
-    for args in task["cases"]:
+def reference_targets(specs: dict[str, Any]) -> dict[types.FunctionType, str]:
+    """Every spec's reference answer written in the course's checks (a Python function of an
+    ``llmfs.course`` module), mapped to the name a refusal shows. Library references (a function
+    of ``llmfs.tensor``) are left to the specs' own shortcut lists."""
+    found: dict[types.FunctionType, str] = {}
+    for spec in specs.values():
+        reference = getattr(spec, "reference", None)
+        if isinstance(reference, types.FunctionType) and str(reference.__module__).startswith(
+            _TOOLING
+        ):
+            found.setdefault(
+                reference, f"{reference.__module__}.{reference.__qualname__} (the checks' answer)"
+            )
+    return found
+
+
+class Worker:
+    """The state between requests: the loaded function, its spec and the open windows."""
+
+    def __init__(self, case_timeout: float) -> None:
+        # Loaded here, after the limits and before any learner code: importing this module
+        # costs nothing, and what the learner's module redefines changes nothing here.
+        from llmfs.course.exercise_checks.shortcuts import also_refusing, targets_of, watching
+        from llmfs.course.exercise_checks.spec import SHORTCUT, SPECS, outcome_of, warm_up  # idem
+
+        self.watching = watching
+        self.also_refusing = also_refusing
+        self.outcome_of = outcome_of
+        self.warm_up = warm_up
+        self.shortcut = SHORTCUT
+
+        self.case_timeout = case_timeout
+        self.specs = SPECS
+        self.targets_of = targets_of
+        self.references = reference_targets(SPECS)
+        self.thread = threading.get_ident()
+        self.function: Any = None
+        self.spec: Any = None
+        self.hit: Any = None
+        self.stack = contextlib.ExitStack()
+        self.task_window: Any = None
+
+    def _targets(self, spec: Any) -> dict[types.FunctionType, str]:
+        found = dict(self.references)
+        shortcuts = getattr(spec, "shortcuts", None)
+        if shortcuts is not None and shortcuts.names:
+            found.update(self.targets_of(shortcuts))
+        return found
+
+    def define(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Defines the learner's module (see the module docstring)."""
+        watching, warm_up = self.watching, self.warm_up
+        self.stack.close()
+        self.stack = contextlib.ExitStack()
+        self.function = None
+        self.hit = None
+        exercise = str(request.get("exercise", ""))
+        self.spec = self.specs.get(exercise)
+        targets = self._targets(self.spec)
+        # Every thread but this one runs only the learner's code from now on.
+        self.task_window = self.stack.enter_context(watching(targets, exclude=self.thread))
+        namespace: dict[str, Any] = {"__name__": "__submission__", "__builtins__": __builtins__}
+        definition = contextlib.ExitStack()
+        window = definition.enter_context(watching(targets, thread=self.thread))
         try:
-            signal.setitimer(signal.ITIMER_REAL, case_timeout)
-            outcome = outcome_of(function, tuple(args), spec)
+            signal.setitimer(signal.ITIMER_REAL, self.case_timeout * 5)
+            exec(compile(str(request.get("source", "")), "<submission>", "exec"), namespace)
+            function = namespace.get(str(request.get("function", "")))
+            if not callable(function):
+                raise NameError(f"{request.get('function')} is not defined")
+            # A kernel exercise compiles the learner's kernel here, under the definition's time
+            # limit, so that a cold build cache does not time out the first case.
+            warm_up(self.spec, function)
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        except BaseException as error:  # anything the definition does is the learner's problem
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if window.hit is None:
+                return {"load_error": f"defining the function raised {type(error).__name__}"}
+            function = None
+        finally:
+            window_hit = window.hit
+            definition.close()  # this thread's window ends here; each case opens its own
+        self.hit = window_hit
+        self.function = function if window_hit is None else (lambda *args: None)
+        return {"defined": True}
+
+    def case(self, args: Any) -> dict[str, Any]:
+        """One case's outcome (see the module docstring)."""
+        if self.function is None or not isinstance(args, list):
+            return {"error": "NotDefined"}
+        try:
+            signal.setitimer(signal.ITIMER_REAL, self.case_timeout)
+            with self.also_refusing(self.references):
+                outcome = self.outcome_of(self.function, tuple(args), self.spec)
         except CaseTimeout:
             outcome = {"error": "Timeout"}
         except BaseException as error:  # SystemExit, KeyboardInterrupt, ...
             outcome = {"error": type(error).__name__}
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        outcomes.append(outcome)
-    return {"outcomes": outcomes}
+        hit = self.hit or (self.task_window.hit if self.task_window is not None else None)
+        if hit is not None:
+            return {"error": self.shortcut, "shortcut": hit.target, "via": hit.entry}
+        return outcome
+
+
+def _reply(out: Any, message: dict[str, Any]) -> None:
+    try:
+        frame = encode(message)
+    except FrameError:
+        frame = encode({"error": "NotPlainData", "id": message.get("id")})
+    out.write(frame)
+    out.flush()
 
 
 def main() -> None:
     """Entry point (see the module docstring)."""
-    job = json.loads(sys.stdin.read())
-    apply_limits(job["memory_mb"], job["cpu_seconds"], job["file_mb"])
-    # Imported before the learner's code is defined, so redefining it there changes nothing here.
-    from llmfs.course.exercise_checks.spec import SPECS, outcome_of, warm_up
-
-    os.chdir(job["workdir"])
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    requests = os.fdopen(os.dup(0), "rb", buffering=0)
+    out = os.fdopen(os.dup(1), "wb", buffering=0)
     null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.dup2(null, 2)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    first = read_frame(requests)
+    setup = first.get("setup") if isinstance(first, dict) else None
+    if not isinstance(setup, dict):
+        os._exit(2)
+    apply_limits(int(setup["memory_mb"]), float(setup["cpu_seconds"]), int(setup["file_mb"]))
     signal.signal(signal.SIGALRM, _on_alarm)
-    for task in job["tasks"]:
-        result = _run_task(task, float(job["case_timeout"]), SPECS, outcome_of, warm_up)
+    # Imported before any learner code is defined, so redefining it there changes nothing here.
+    worker = Worker(float(setup["case_timeout"]))
+    _reply(out, {"ready": True, "id": first.get("id")})
+    while True:
         try:
-            text = json.dumps({"exercise": task["exercise"], **result})
-        except (TypeError, ValueError):
-            text = json.dumps(
-                {"exercise": task["exercise"], "load_error": "the outcomes are not JSON data"}
-            )
-        out.write(text + "\n")
-        out.flush()
+            request = read_frame(requests)
+        except FrameError:
+            break
+        if not isinstance(request, dict):
+            break
+        number = request.get("id")
+        if "define" in request and isinstance(request["define"], dict):
+            _reply(out, {**worker.define(request["define"]), "id": number})
+        elif "case" in request:
+            _reply(out, {**worker.case(request["case"]), "id": number})
+        else:
+            break
     # Skip interpreter shutdown: atexit handlers and finalizers the learner registered never run.
+    sys.stdout.flush()
     os._exit(0)
 
 

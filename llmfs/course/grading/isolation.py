@@ -1,0 +1,287 @@
+"""Where the learner's code runs: a bubblewrap sandbox, and one scratch folder per grading run.
+
+:class:`Isolation` turns the command of a sandboxed child (the notebook runner, the implement
+worker) into a ``bwrap`` command (`bubblewrap <https://github.com/containers/bubblewrap>`_,
+Debian's ``bubblewrap``) in which the child sees:
+
+* a read-only system (``/usr`` and the few ``/etc`` files a Python process reads), the Python
+  installation and its site-packages, and the ``llmfs`` package folder alone (never the folder
+  above it: a checkout's ``solutions/``, ``course/`` and tests stay out of sight, so
+  ``llmfs.__file__`` leads nowhere);
+* a private ``/tmp`` (a tmpfs that vanishes with the sandbox), fresh ``/proc`` and ``/dev``;
+* one writable folder, its own scratch folder;
+* no network (its own network namespace: not even the host's 127.0.0.1), its own PID namespace
+  (the grader's processes, and their arguments in ``/proc``, are not visible; when the sandbox's
+  first process ends, the kernel ends every process in it, whatever session it started),
+  ``--die-with-parent`` (a killed grader takes its sandboxes along), no capabilities, and an
+  environment holding only what :func:`~llmfs.course.grading.limits.sandbox_env` lists.
+
+Paths named in ``hidden`` (the gradebook's ``--out`` folder, the submissions, the checks' course
+folder) are never mounted; one that happens to lie inside a mounted folder is covered by an empty
+tmpfs (a folder) or ``/dev/null`` (a file).
+
+:class:`RunFolder` is the grader's scratch space: one folder per grading process under the
+system's temporary folder, locked while the process lives. Every scratch folder of a run lives
+inside it, and the next run removes the folders of runs that are gone (killed with SIGKILL, say),
+so nothing a run created outlives the next one.
+
+Running as root: bubblewrap then acts with root's privileges, so the sandbox drops every
+capability (``--cap-drop ALL``) and mounts everything but the scratch folder read-only. As a
+normal user it needs unprivileged user namespaces (Debian's default); :func:`find_bwrap` tries one
+sandbox and names the failure when it cannot start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from llmfs.course import CourseError
+
+#: The files and folders of ``/etc`` a sandboxed Python process may read (when present).
+ETC_ENTRIES = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "hosts",
+    "alternatives",
+    "fonts",
+    "mime.types",
+    "ssl",
+    "ca-certificates",
+    "os-release",
+)
+
+RUN_PREFIX = "llmfs-run-"
+_LOCK_NAME = "run.lock"
+#: A run folder without its lock file is left alone this long (it may be being created).
+_YOUNG_SECONDS = 60.0
+
+
+def package_dir() -> Path:
+    """The folder of the ``llmfs`` package (the one mounted in the sandbox)."""
+    import llmfs  # the top package: only its location is wanted, at call time
+
+    return Path(llmfs.__file__).resolve().parent
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How sandboxed children start: with ``bwrap`` (the executable's path) never mounting
+    ``hidden``. Build it with :func:`find_bwrap`."""
+
+    bwrap: str
+    hidden: tuple[Path, ...] = ()
+    extra_env: tuple[tuple[str, str], ...] = field(default=())
+    readable: tuple[Path, ...] = ()
+
+    def with_hidden(self, paths: Iterable[Path]) -> Isolation:
+        """A copy that also hides ``paths`` (resolved)."""
+        more = tuple(Path(p).resolve() for p in paths)
+        return replace(self, hidden=(*self.hidden, *more))
+
+    def with_course(self, root: Path) -> Isolation:
+        """A copy that mounts the course's public manifest (``course/manifest.toml`` under
+        ``root``, read by the notebooks' widgets) and points ``LLMFS_COURSE_ROOT`` at it; the
+        rest of the course folder (``solutions/`` above all) stays unmounted."""
+        root = Path(root).resolve()
+        manifest = root / "course" / "manifest.toml"
+        env = (*self.extra_env, ("LLMFS_COURSE_ROOT", str(root)))
+        return replace(self, readable=(*self.readable, manifest), extra_env=env)
+
+    def mounts(self) -> list[tuple[str, Path]]:
+        """The read-only folders and files mounted, as ("ro"|"symlink", path), system first."""
+        found: list[tuple[str, Path]] = []
+        for name in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):
+            path = Path("/") / name
+            if path.is_symlink():
+                found.append(("symlink", path))
+            elif path.is_dir():
+                found.append(("ro", path))
+        found.append(("ro", Path("/usr")))
+        for name in ETC_ENTRIES:
+            path = Path("/etc") / name
+            if path.exists():
+                found.append(("ro", path))
+        roots: list[Path] = []
+        for prefix in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix):
+            roots.append(Path(prefix).resolve())
+        roots.append(Path(sys.executable).resolve().parent)
+        package = package_dir()
+        for entry in sys.path:
+            if not entry or not os.path.isdir(entry):
+                continue
+            path = Path(entry).resolve()
+            # A folder that holds the package (a checkout, or PYTHONPATH at its root) also holds
+            # what the learner may not see: only the package folder itself is mounted.
+            if _inside(package, path):
+                continue
+            roots.append(path)
+        roots.append(package)
+        roots.extend(p for p in self.readable if p.exists())
+        kept: list[Path] = []
+        for path in sorted(set(roots), key=lambda p: len(p.parts)):
+            if path == Path("/") or any(_inside(path, k) for k in kept):
+                continue
+            if any(_inside(path, Path(m)) for kind, m in found if kind == "ro"):
+                continue
+            kept.append(path)
+        found.extend(("ro", path) for path in kept)
+        return found
+
+    def command(
+        self,
+        argv: Sequence[str],
+        *,
+        scratch: Path,
+        workdir: Path,
+        env: dict[str, str],
+    ) -> list[str]:
+        """The ``bwrap`` command that runs ``argv`` in ``workdir`` with ``env`` only; ``scratch``
+        (which holds ``workdir``) is the one writable folder."""
+        command = [self.bwrap]
+        for kind, path in self.mounts():
+            if kind == "symlink":
+                command += ["--symlink", os.readlink(path), str(path)]
+            else:
+                command += ["--ro-bind", str(path), str(path)]
+        command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        command += ["--bind", str(scratch), str(scratch)]
+        mounted = [p for kind, p in self.mounts() if kind == "ro"] + [scratch]
+        for path in self.hidden:
+            if not any(_inside(path, m) for m in mounted):
+                continue  # never mounted in the first place
+            if path.is_dir():
+                command += ["--tmpfs", str(path)]
+            elif path.exists():
+                command += ["--ro-bind", "/dev/null", str(path)]
+        command += [
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            "--hostname",
+            "sandbox",
+            "--chdir",
+            str(workdir),
+            "--clearenv",
+        ]
+        inside = dict(env)
+        inside.update(dict(self.extra_env))
+        inside["PYTHONPATH"] = str(package_dir().parent)
+        for name, value in sorted(inside.items()):
+            command += ["--setenv", name, value]
+        return [*command, "--", *argv]
+
+
+def find_bwrap(scratch_parent: Path | None = None) -> Isolation:
+    """The sandbox of this machine: ``bwrap`` on PATH (or ``/usr/bin/bwrap``), tried once (in a
+    folder made under ``scratch_parent``, by default the system's temporary folder).
+
+    Raises :class:`CourseError` when it is absent or cannot start a sandbox here (no user
+    namespaces, say), naming what to install or the error it printed.
+    """
+    path = shutil.which("bwrap")
+    if path is None and os.access("/usr/bin/bwrap", os.X_OK):
+        path = "/usr/bin/bwrap"
+    if path is None:
+        raise CourseError(
+            "no sandbox: bubblewrap (bwrap) is not installed; install it (Debian/Ubuntu: "
+            "apt-get install bubblewrap), or grade in a Linux container or VM; --no-sandbox runs "
+            "the students' code with your own rights"
+        )
+    isolation = Isolation(path)
+    with tempfile.TemporaryDirectory(prefix="llmfs-probe-", dir=scratch_parent) as name:
+        scratch = Path(name)
+        probe = isolation.command(
+            [sys.executable, "-c", "import llmfs"], scratch=scratch, workdir=scratch, env={}
+        )
+        try:
+            done = subprocess.run(probe, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise CourseError(f"no sandbox: {path} did not start ({error})") from None
+    if done.returncode != 0:
+        said = (done.stderr or done.stdout).strip().splitlines()
+        raise CourseError(
+            f"no sandbox: {path} cannot start one here (exit status {done.returncode}: "
+            f"{said[-1] if said else 'no message'}); user namespaces may be disabled"
+        )
+    return isolation
+
+
+# --------------------------------------------------------------------------------------------
+# One scratch folder per grading run
+# --------------------------------------------------------------------------------------------
+
+
+class RunFolder:
+    """A folder under the system's temporary folder for one process's scratch folders, locked
+    (``flock``) while the process lives. Creating one removes the run folders whose lock is
+    free: their process is gone, however it ended."""
+
+    def __init__(self, base: Path | None = None) -> None:
+        self.base = Path(base or tempfile.gettempdir())
+        remove_stale(self.base)
+        self.path = Path(tempfile.mkdtemp(prefix=RUN_PREFIX, dir=self.base))
+        self._lock = os.open(self.path / _LOCK_NAME, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        os.write(self._lock, str(os.getpid()).encode())
+
+    def scratch(self, prefix: str) -> Path:
+        """A new empty folder inside the run folder."""
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.path))
+
+    def close(self) -> None:
+        """Removes the run folder and everything in it."""
+        shutil.rmtree(self.path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.close(self._lock)
+
+
+def remove_stale(base: Path) -> list[Path]:
+    """Removes the run folders under ``base`` whose process is gone; returns them."""
+    removed: list[Path] = []
+    try:
+        entries = list(base.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(RUN_PREFIX) or not entry.is_dir() or entry.is_symlink():
+            continue
+        lock = entry / _LOCK_NAME
+        try:
+            handle = os.open(lock, os.O_RDWR)
+        except OSError:
+            with contextlib.suppress(OSError):
+                if time.time() - entry.stat().st_mtime > _YOUNG_SECONDS:
+                    shutil.rmtree(entry, ignore_errors=True)
+                    removed.append(entry)
+            continue
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live run holds it
+        finally:
+            os.close(handle)
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry)
+    return removed
