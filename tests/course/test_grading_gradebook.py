@@ -224,32 +224,6 @@ def test_the_answer_key_has_a_page_per_chapter_with_every_answer(tmp_path: Path)
     assert (tmp_path / "ch02-key.html").read_text().startswith("<!DOCTYPE html>")
 
 
-def test_the_classroom_workflow_template_runs_llmfs_grade_with_options_that_exist() -> None:
-    yaml = pytest.importorskip("yaml", reason="PyYAML reads the workflow template")
-    path = kit.REPO / "course" / "templates" / "classroom-grade.yml"
-    workflow = yaml.safe_load(path.read_text(encoding="utf-8"))
-    steps = workflow["jobs"]["grade"]["steps"]
-    script = next(step["run"] for step in steps if step.get("name") == "Grade")
-    command = script.split("llmfs grade ", 1)[1].split("|")[0].replace("\\\n", " ")
-    values = {"$notebook": "ch.ipynb", "$CHAPTER": "2", "$STUDENT": "ada", "$SEED": "123"}
-    for name, value in values.items():
-        command = command.replace(f'"{name}"', value)
-    from llmfs.cli import build_parser
-
-    args = build_parser().parse_args(["grade", *command.split()])
-    assert (args.submissions, args.chapter, args.student, args.seed) == (
-        [Path("ch.ipynb")],
-        "2",
-        "ada",
-        123,
-    )
-    assert (args.checks, args.out) == (Path("course"), Path("grading"))
-    # The student's code never runs in the job that holds the solutions and the seed.
-    assert args.no_execute
-    run_job = " ".join(str(step.get("run", "")) for step in workflow["jobs"]["run"]["steps"])
-    assert "llmfs check" in run_job and "secrets." not in json.dumps(workflow["jobs"]["run"])
-
-
 def test_the_progress_bar_draws_on_a_terminal_and_logs_lines_elsewhere() -> None:
     from llmfs.course.grading.grade import Progress
 
