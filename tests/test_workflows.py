@@ -188,7 +188,10 @@ def test_the_instructor_workflow_grades_in_the_sandbox_and_publishes_no_secret()
     for _, step in _steps(workflow):
         if step.get("uses", "").startswith("actions/upload-artifact@"):
             name, path = step["with"]["name"], step["with"]["path"]
-            if "sqlite" in path:
+            if name == "llmfs-gradebook-private":  # only when the instructor asks for it
+                assert step["if"] == "inputs.keep_gradebook"
+                assert step["with"]["retention-days"] == 7
+            elif "sqlite" in path:
                 assert name.startswith("shard-") and step["with"]["retention-days"] == 1
             else:
                 assert name == "llmfs-scores" and path == "published/"
