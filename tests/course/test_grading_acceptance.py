@@ -29,6 +29,7 @@ import pytest
 from llmfs.cli import main as llmfs_main
 from llmfs.course.exercise_checks.spec import expected_outcome, outcome_of, outcomes_match
 from llmfs.course.grading.gradebook import Gradebook
+from llmfs.course.grading.reports import feedback_file
 
 pytestmark = pytest.mark.notebooks
 
@@ -340,7 +341,7 @@ def test_the_csv_shows_pending_never_zero_and_feedback_never_shows_a_solution(
     )
     secrets = [s for s in secrets if len(s) >= 8 and s not in shown]
     for student in ("empty", "partial"):
-        text = (out / "feedback" / f"{student}.md").read_text(encoding="utf-8")
+        text = (out / "feedback" / feedback_file(student)).read_text(encoding="utf-8")
         assert f"# Feedback for {student}" in text
         leaked = [s for s in secrets if s in text]
         assert not leaked

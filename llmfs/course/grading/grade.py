@@ -8,13 +8,18 @@ Three modes::
 
 A submission is one student notebook: a ``.ipynb`` file (the student id is its name without
 the suffix, or ``--student`` for a single file) or a folder per student (the id is the folder's
-name; the notebook inside is the one named like the chapter's, else its only notebook). A
-SUBMISSIONS folder holds one file or folder per student.
+name; the top-most notebook inside is graded). A SUBMISSIONS folder holds one file or folder per
+student; links, special files, near-miss names, extra notebooks, id clashes and notebooks of
+another chapter are refused or noted as :mod:`~llmfs.course.grading.collect` says.
 
 Everything is written under ``--out`` (default ``./grading``): ``gradebook.sqlite``,
-``gradebook.csv``, ``feedback/<student>.md`` and, with ``--explain``, ``review/``. A re-run skips
-every submission already graded from the same bytes with the same seed and checks, so an
-interrupted run is finished by running the same command again; ``--regrade`` grades all again.
+``gradebook.csv``, ``feedback/<name>-<hash>.md`` (listed in ``feedback/index.csv``) and, with
+``--explain``, ``review/``. ``--merge`` takes the newest submission and review whatever the
+order of its arguments and refuses gradebooks of different seeds (``--allow-mixed-seeds``).
+
+A re-run skips every submission already graded from the same bytes with the same seed and
+checks, so an interrupted run is finished by running the same command again; ``--regrade``
+grades all again.
 """
 
 from __future__ import annotations
@@ -27,12 +32,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from llmfs.course import CourseError
 from llmfs.course.grading import reports
+from llmfs.course.grading.collect import Submission, collect_submissions
 from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
 from llmfs.course.grading.isolation import Isolation, find_bwrap
 from llmfs.course.grading.key import ChapterKey, find_chapter, load_chapter_key
@@ -44,70 +49,10 @@ from llmfs.course.grading.score import (
     grade_submission,
     unreadable_results,
 )
-from llmfs.course.manifest import Chapter, Manifest, load_manifest
+from llmfs.course.manifest import Manifest, load_manifest
 
 GRADEBOOK_FILE = "gradebook.sqlite"
 CSV_FILE = "gradebook.csv"
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One student's file to grade (``problem`` set when the folder holds no usable notebook)."""
-
-    student: str
-    path: Path
-    problem: str = ""
-
-
-def _notebook_in(folder: Path, chapter: Chapter) -> tuple[Path, str]:
-    wanted = Path(chapter.notebook).name
-    candidates = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    named = [p for p in candidates if p.name == wanted]
-    if named:
-        return named[0], ""
-    if len(candidates) == 1:
-        return candidates[0], ""
-    return folder, (
-        f"the folder {folder.name}/ holds {len(candidates)} notebooks and none is named {wanted}"
-    )
-
-
-def collect_submissions(
-    paths: Sequence[Path], chapter: Chapter, student: str | None = None
-) -> list[Submission]:
-    """The submissions named by ``paths`` (see the module docstring), sorted by student.
-
-    Raises :class:`CourseError` for a path that does not exist, ``--student`` with several
-    submissions, or two submissions with the same student id.
-    """
-    found: list[Submission] = []
-    for path in paths:
-        if path.is_file():
-            found.append(Submission(path.stem, path))
-        elif path.is_dir():
-            for entry in sorted(path.iterdir()):
-                if entry.name.startswith("."):
-                    continue
-                if entry.is_file() and entry.suffix == ".ipynb":
-                    found.append(Submission(entry.stem, entry))
-                elif entry.is_dir():
-                    notebook, problem = _notebook_in(entry, chapter)
-                    found.append(Submission(entry.name, notebook, problem))
-        else:
-            raise CourseError(f"{path}: no such submission file or folder")
-    if student is not None:
-        if len(found) != 1:
-            raise CourseError(f"--student names one submission, but {len(found)} were given")
-        found = [Submission(student, found[0].path, found[0].problem)]
-    seen: dict[str, Path] = {}
-    for item in found:
-        if item.student in seen:
-            raise CourseError(
-                f"two submissions for student {item.student!r}: {seen[item.student]} and "
-                f"{item.path}"
-            )
-        seen[item.student] = item.path
-    return sorted(found, key=lambda s: s.student)
 
 
 class Progress:
@@ -270,6 +215,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--scores", type=Path, help="explain scores CSV to read (with --explain)")
     parser.add_argument("--merge", nargs="+", type=Path, metavar="GRADEBOOK", help="merge these")
+    parser.add_argument(
+        "--allow-mixed-seeds",
+        action="store_true",
+        help="with --merge: merge gradebooks graded with different seeds",
+    )
 
 
 def _manifest(checks: Path | None) -> tuple[Manifest, Path | None]:
@@ -287,8 +237,10 @@ def _explain(args: argparse.Namespace, manifest: Manifest, root: Path | None) ->
     with Gradebook(path) as book:
         scores = args.scores or review / reports.SCORES_FILE
         if args.scores is not None or scores.is_file():
-            stored = reports.read_review_scores(book, scores)
-            print(f"read {stored} score(s) from {scores}")
+            read = reports.read_review_scores(book, scores)
+            print(f"read {read.stored + read.kept} score(s) from {scores}")
+            for message in read.stale:
+                print(message, file=sys.stderr)
         chapters = sorted({s.chapter for s in book.submissions()})
         keys = {c: load_chapter_key(manifest, manifest.chapter(c), root) for c in chapters}
         sheets = reports.write_review_sheets(book, keys, review)
@@ -326,7 +278,8 @@ def main(args: argparse.Namespace) -> int:
         manifest, root = _manifest(args.checks)
         if args.merge:
             target = args.out / GRADEBOOK_FILE
-            for message in merge_gradebooks(target, args.merge):
+            merged = merge_gradebooks(target, args.merge, allow_mixed_seeds=args.allow_mixed_seeds)
+            for message in merged:
                 print(message, file=sys.stderr)
             with Gradebook(target) as book:
                 export(book, manifest, args.out, args.feedback)
@@ -353,7 +306,11 @@ def main(args: argparse.Namespace) -> int:
         key = load_chapter_key(manifest, chapter, root)
         submissions = collect_submissions(args.submissions, chapter, args.student)
         isolation = _isolation(args, manifest, root)
+        for item in submissions:
+            for note in item.notes:
+                print(f"{item.student}: {note}", file=sys.stderr)
         with Gradebook(args.out / GRADEBOOK_FILE) as book:
+            book.record_notes(chapter.id, {s.student: s.notes for s in submissions})
             seed = book.seed(args.seed, secrets.randbelow(2**31))
             try:
                 graded, skipped = grade_all(

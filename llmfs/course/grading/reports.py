@@ -3,37 +3,105 @@
 * :func:`write_gradebook_csv`: ``gradebook.csv``, one row per student, one column per exercise
   (the score, ``pending`` while an explain answer awaits review, ``unchecked`` when no hidden
   check exists, empty when the student has no submission for that chapter), then ``total`` (the
-  scored points), ``pending`` (how many answers await review) and ``run`` (how each notebook run
-  went).
+  scored points), ``pending`` (how many answers await review), ``run`` (how each notebook run
+  went), ``notes`` (what collecting the submission reported) and ``student_id``.
 * :func:`write_feedback`: one file per student (Markdown or HTML): each exercise's result,
-  message and first hint. Never an expected answer or a model answer.
+  message and first hint. Never an expected answer or a model answer. File names are unique per
+  exact student id (:func:`feedback_file`), listed in ``feedback/index.csv``.
 * :func:`write_review_sheets`: one HTML page per explain exercise with every student's answer
   beside the rubric and the model answer, and ``explain-scores.csv`` to fill in;
   :func:`read_review_scores` reads it back into the gradebook.
+
+Every CSV written here is safe to open in a spreadsheet: a text cell that starts with ``=``,
+``+``, ``-``, ``@``, a tab or a carriage return gets a leading ``'`` (:func:`csv_text`, as OWASP
+recommends against formula injection), so ``=HYPERLINK(...)`` shows as text. The exact id is in
+the ``student_id`` column, percent-encoded (:func:`student_key`: plain ids read the same, and no
+encoded id can start a formula); reading a scores file back uses it, never the display column.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import html
+import math
 import re
+import urllib.parse
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from llmfs.course import CourseError
-from llmfs.course.grading.gradebook import Gradebook, Row
+from llmfs.course.grading.gradebook import Gradebook, Review, Row
 from llmfs.course.grading.key import ChapterKey, hints_of
 from llmfs.course.manifest import Manifest
 
 SCORES_FILE = "explain-scores.csv"
-SCORE_COLUMNS = ("student", "exercise", "points", "score", "comment")
+#: The reviewer fills in ``score`` and ``comment``; the last two columns identify the answer.
+SCORE_COLUMNS = ("student", "exercise", "points", "score", "comment", "student_id", "answer_sha")
+FEEDBACK_INDEX = "index.csv"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+#: What a spreadsheet may read as the start of a formula (OWASP, "CSV Injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NAME_LIMIT = 60
+
+
+def csv_text(value: str) -> str:
+    """A text cell safe from formula injection: a leading ``'`` when ``value`` starts with one
+    of :data:`FORMULA_STARTS` (a spreadsheet then shows it as text), else ``value``."""
+    return "'" + value if value.startswith(FORMULA_STARTS) else value
+
+
+def csv_untext(value: str) -> str:
+    """The text :func:`csv_text` escaped (a leading ``'`` before a formula start is dropped)."""
+    if value.startswith("'") and value[1:].startswith(FORMULA_STARTS):
+        return value[1:]
+    return value
+
+
+def student_key(student: str) -> str:
+    """The exact id in a form no spreadsheet reads as a formula: percent-encoded UTF-8 (RFC 3986)
+    for every character outside letters, digits and ``._~-``, and for a leading ``-``. A plain
+    id (``ada``, ``ada.l-2``) is itself; :func:`student_from_key` undoes it exactly."""
+    text = urllib.parse.quote(student, safe="")
+    return "%2D" + text[1:] if text.startswith("-") else text
+
+
+def student_from_key(key: str) -> str:
+    """The exact id of a :func:`student_key` (``errors="strict"``: bad UTF-8 is an error)."""
+    return urllib.parse.unquote(key, errors="strict")
 
 
 def safe_name(student: str) -> str:
-    """A file name for a student id (characters outside letters, digits, ``._-`` become ``_``)."""
-    return _SAFE.sub("_", student).strip("._") or "student"
+    """A readable file-name part for a student id: characters outside letters, digits and
+    ``._-`` become ``_``, at most 60 characters. Not unique: see :func:`feedback_file`."""
+    return _SAFE.sub("_", student).strip("._-")[:_NAME_LIMIT] or "student"
+
+
+def feedback_file(student: str, fmt: str = "md", digits: int = 10) -> str:
+    """The feedback file name of a student: :func:`safe_name` plus the first ``digits`` hex
+    digits of the SHA-256 of the exact id, so ``zoe smith`` and ``zoe_smith`` (or ``+SUM`` and
+    ``@SUM``) get different files, on case-insensitive file systems too."""
+    digest = hashlib.sha256(student.encode("utf-8")).hexdigest()[:digits]
+    return f"{safe_name(student)}-{digest}.{fmt}"
+
+
+def feedback_files(students: Iterable[str], fmt: str = "md") -> dict[str, str]:
+    """Student id -> feedback file name, unique even after case folding (the hash is lengthened
+    for any students whose names would still clash)."""
+    names: dict[str, str] = {}
+    pending = sorted(set(students))
+    for digits in (10, 16, 24, 64):
+        chosen = {student: feedback_file(student, fmt, digits) for student in pending}
+        counts: dict[str, int] = defaultdict(int)
+        for name in [*names.values(), *chosen.values()]:
+            counts[name.casefold()] += 1
+        pending = [s for s, name in chosen.items() if counts[name.casefold()] > 1]
+        names.update({s: n for s, n in chosen.items() if s not in pending})
+        if not pending:
+            return names
+    raise CourseError(f"two student ids share a SHA-256: {pending}")  # pragma: no cover
 
 
 def _number(value: float) -> str:
@@ -62,27 +130,53 @@ def write_gradebook_csv(book: Gradebook, manifest: Manifest, path: Path) -> Path
     runs: dict[str, list[str]] = defaultdict(list)
     for submission in book.submissions():
         runs[submission.student].append(f"{submission.chapter}: {submission.run_status}")
+    notes = _notes_by_student(book)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["student", *exercises, "total", "pending", "run"])
+        writer.writerow(
+            [csv_text(c) for c in ["student", *exercises, "total", "pending", "run", "notes"]]
+            + ["student_id"]
+        )
         for student in sorted(by_student):
             mine = by_student[student]
             cells = [_cell(mine[e]) if e in mine else "" for e in exercises]
             total = sum(r.score for r in mine.values() if r.score is not None)
             pending = sum(1 for r in mine.values() if r.status == "pending")
             writer.writerow(
-                [student, *cells, _number(round(total, 4)), pending, "; ".join(runs[student])]
+                [
+                    csv_text(student),
+                    *cells,
+                    _number(round(total, 4)),
+                    pending,
+                    csv_text("; ".join(runs[student])),
+                    csv_text("; ".join(notes[student])),
+                    student_key(student),
+                ]
             )
     return path
+
+
+def _notes_by_student(book: Gradebook) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = defaultdict(list)
+    for (student, chapter), items in book.notes().items():
+        found[student] += [f"{chapter}: {note}" for note in items]
+    return found
 
 
 def _hints(manifest: Manifest) -> dict[str, tuple[str, ...]]:
     return {exercise.id: hints_of(exercise) for exercise in manifest.exercises()}
 
 
-def feedback_markdown(student: str, rows: list[Row], manifest: Manifest, runs: list[str]) -> str:
-    """One student's feedback as Markdown (results, messages, hints; never a solution)."""
+def feedback_markdown(
+    student: str,
+    rows: list[Row],
+    manifest: Manifest,
+    runs: list[str],
+    notes: Iterable[str] = (),
+) -> str:
+    """One student's feedback as Markdown (results, messages, hints, what collecting the
+    submission noticed; never a solution)."""
     hints = _hints(manifest)
     titles = {exercise.id: exercise.title for exercise in manifest.exercises()}
     scored = sum(r.score for r in rows if r.score is not None)
@@ -94,6 +188,8 @@ def feedback_markdown(student: str, rows: list[Row], manifest: Manifest, runs: l
         lines.append(f"{pending} written answer(s) await your instructor's review.")
     for run in runs:
         lines.append(f"Notebook run: {run}.")
+    for note in notes:
+        lines.append(f"Collected: {note}.")
     lines += ["", "| exercise | result | points | notes |", "| --- | --- | --- | --- |"]
     for row in rows:
         points = "—" if row.score is None else f"{_number(row.score)} / {_number(row.points)}"
@@ -122,7 +218,13 @@ def _markdown_page(title: str, markdown: str) -> str:
 
 
 def write_feedback(book: Gradebook, manifest: Manifest, folder: Path, fmt: str = "md") -> int:
-    """Writes one feedback file per student (``fmt`` ``md`` or ``html``); returns how many."""
+    """Writes one feedback file per student (``fmt`` ``md`` or ``html``) and ``index.csv``
+    (``student``, ``student_id``, ``file``); returns how many students.
+
+    Feedback files of an earlier export that no student owns now (another format, an older
+    naming, a student since removed) are deleted, so the folder never holds a file that could
+    be sent to the wrong student.
+    """
     if fmt not in ("md", "html"):
         raise CourseError(f"feedback format must be 'md' or 'html', got {fmt!r}")
     folder.mkdir(parents=True, exist_ok=True)
@@ -133,11 +235,22 @@ def write_feedback(book: Gradebook, manifest: Manifest, folder: Path, fmt: str =
     for s in book.submissions():
         where = f" (cell #{s.run_cell})" if s.run_cell else ""
         runs[s.student].append(f"{s.chapter}: {s.run_status}{where}: {s.run_message}")
+    notes = _notes_by_student(book)
+    names = feedback_files(by_student, fmt)
     for student, rows in sorted(by_student.items()):
-        text = feedback_markdown(student, rows, manifest, runs[student])
+        text = feedback_markdown(student, rows, manifest, runs[student], notes[student])
         if fmt == "html":
             text = _markdown_page(f"Feedback for {student}", text)
-        (folder / f"{safe_name(student)}.{fmt}").write_text(text, encoding="utf-8")
+        (folder / names[student]).write_text(text, encoding="utf-8")
+    keep = set(names.values())
+    for stale in sorted(folder.iterdir()):
+        if stale.suffix in (".md", ".html") and stale.name not in keep and stale.is_file():
+            stale.unlink()
+    with (folder / FEEDBACK_INDEX).open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["student", "student_id", "file"])
+        for student in sorted(names):
+            writer.writerow([csv_text(student), student_key(student), names[student]])
     return len(by_student)
 
 
@@ -146,14 +259,21 @@ def write_feedback(book: Gradebook, manifest: Manifest, folder: Path, fmt: str =
 # --------------------------------------------------------------------------------------------
 
 
-def _existing_scores(path: Path) -> dict[tuple[str, str], tuple[str, str]]:
+def _existing_scores(path: Path) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """(student, exercise, answer hash) -> (score, comment) entered in an existing scores file
+    (rows that cannot be read are left for :func:`read_review_scores` to report)."""
     if not path.is_file():
         return {}
     found = {}
     with path.open(encoding="utf-8", newline="") as handle:
         for record in csv.DictReader(handle):
-            key = (record.get("student") or "", record.get("exercise") or "")
-            found[key] = ((record.get("score") or "").strip(), record.get("comment") or "")
+            try:
+                student = student_from_key(record.get("student_id") or "")
+            except UnicodeDecodeError:
+                continue
+            key = (student, record.get("exercise") or "", record.get("answer_sha") or "")
+            comment = csv_untext(record.get("comment") or "")
+            found[key] = ((record.get("score") or "").strip(), comment)
     return found
 
 
@@ -162,8 +282,9 @@ def write_review_sheets(
 ) -> list[Path]:
     """One HTML review sheet per explain exercise in the gradebook, plus the scores CSV.
 
-    The CSV lists every written answer; scores already entered (in the file, or as reviews in
-    the gradebook) are kept. Returns the sheets written.
+    The CSV lists every written answer with its hash; scores already entered (in the file for
+    that same answer, or as reviews in the gradebook) are kept, a score entered for an answer
+    that has changed since is not carried to the new one. Returns the sheets written.
     """
     folder.mkdir(parents=True, exist_ok=True)
     rows = [r for r in book.rows() if r.status in ("pending", "reviewed")]
@@ -219,43 +340,95 @@ def write_review_sheets(
         writer = csv.writer(handle)
         writer.writerow(SCORE_COLUMNS)
         for row in sorted(rows, key=lambda r: (r.exercise, r.student)):
-            score, comment = existing.get((row.student, row.exercise), ("", ""))
+            score, comment = existing.get((row.student, row.exercise, row.answer_sha), ("", ""))
             if not score and row.score is not None:
                 score = _number(row.score)
                 comment = comment or (row.message if row.status == "reviewed" else "")
-            writer.writerow([row.student, row.exercise, _number(row.points), score, comment])
+            writer.writerow(
+                [
+                    csv_text(row.student),
+                    csv_text(row.exercise),
+                    _number(row.points),
+                    csv_text(score),
+                    csv_text(comment),
+                    student_key(row.student),
+                    row.answer_sha,
+                ]
+            )
     return sheets
 
 
-def read_review_scores(book: Gradebook, path: Path) -> int:
-    """Reads an explain-scores CSV into the gradebook; returns how many scores were stored.
+@dataclass(frozen=True)
+class ScoresRead:
+    """What reading a scores file did: ``stored`` scores that changed the gradebook, ``kept``
+    scores already in it, and one message per score ``stale`` for an answer since changed
+    (not attached: that answer is pending until it is scored again)."""
 
-    Rows with an empty score stay pending. Raises :class:`CourseError` naming the file and line
-    for a missing column, a score that is not a number, or one outside 0..points.
+    stored: int
+    kept: int
+    stale: tuple[str, ...]
+
+
+def read_review_scores(book: Gradebook, path: Path) -> ScoresRead:
+    """Reads an explain-scores CSV into the gradebook, all or nothing.
+
+    Each score is for the answer whose hash its row carries: when the student's answer has
+    changed since, the score is not attached to the new answer, and a message in
+    :attr:`ScoresRead.stale` says so. Rows with an empty score stay pending. Every row is
+    checked before any is stored, then all are stored in one transaction.
+
+    Raises :class:`CourseError` naming the file, the line and the row (student, exercise) for a
+    missing column, an undecodable ``student_id``, a score that is not a finite number, one
+    outside 0..points, or an answer the gradebook does not hold; nothing is stored then.
     """
     if not path.is_file():
         raise CourseError(f"{path}: no scores file (run llmfs grade --explain to create it)")
-    stored = 0
+    reviews: list[Review] = []
+    stale: list[str] = []
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle)
-        missing = [
-            c for c in ("student", "exercise", "score") if c not in (reader.fieldnames or [])
-        ]
+        needed = ("student_id", "exercise", "score", "answer_sha")
+        missing = [c for c in needed if c not in (reader.fieldnames or [])]
         if missing:
-            raise CourseError(f"{path}: missing column(s) {missing}; expected {SCORE_COLUMNS}")
+            raise CourseError(
+                f"{path}: missing column(s) {missing}; expected {SCORE_COLUMNS} (a file "
+                "written by llmfs grade --explain)"
+            )
         for line, record in enumerate(reader, start=2):
-            text = (record.get("score") or "").strip()
+            text = csv_untext((record.get("score") or "").strip())
             if not text:
                 continue
             try:
+                student = student_from_key(record.get("student_id") or "")
+            except UnicodeDecodeError:
+                raise CourseError(
+                    f"{path} line {line}: student_id {record.get('student_id')!r} is not a "
+                    "percent-encoded UTF-8 id; nothing was stored"
+                ) from None
+            exercise = csv_untext(record.get("exercise") or "")
+            where = f"{path} line {line} ({student} {exercise})"
+            try:
                 score = float(text)
             except ValueError:
-                raise CourseError(f"{path} line {line}: score {text!r} is not a number") from None
+                score = math.nan
+            if not math.isfinite(score):
+                raise CourseError(
+                    f"{where}: score {text!r} is not a number; nothing was stored"
+                ) from None
+            sha = record.get("answer_sha") or ""
             try:
-                book.review(
-                    record["student"], record["exercise"], score, record.get("comment") or ""
-                )
+                current = book.check_review(student, exercise, score)
             except CourseError as error:
-                raise CourseError(f"{path} line {line}: {error}") from None
-            stored += 1
-    return stored
+                raise CourseError(f"{where}: {error}; nothing was stored") from None
+            if sha != current:
+                stale.append(
+                    f"{where}: the answer changed since this score was entered (hash "
+                    f"{sha[:12] or 'none'}, now {current[:12]}); not attached, the new answer "
+                    "is pending until you score it"
+                )
+                continue
+            reviews.append(
+                Review(student, exercise, sha, score, csv_untext(record.get("comment") or ""))
+            )
+    stored = book.store_reviews(reviews)
+    return ScoresRead(stored, len(reviews) - stored, tuple(stale))
