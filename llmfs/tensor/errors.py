@@ -653,39 +653,26 @@ class AllocationError(TensorError, MemoryError):
         )
 
 
-#: Every error class of this module (they are exported by :mod:`llmfs.tensor`), and the helpers.
-__all__ = [
-    "PLURALS",
-    "SHOWN_ENTRIES",
-    "shown",
-    *sorted(
-        name
-        for name, value in list(globals().items())
-        if isinstance(value, type) and issubclass(value, TensorError)
-    ),
-]
-
-
 class ConcurrentWriteError(StaleViewError):
     """A read overlapped a write of the same owner by another thread: the values read may mix
     two versions, so they are refused. llmfs has a single-writer rule: while one thread writes
     a tensor (an ``as_mut_slice()`` write or a ``mutate()`` window), no other thread reads it."""
 
     condition = "no other thread writes the owner during a read"
-    template = (
-        "stale read: the owner was written by another thread while it was being read (owner "
-        "version {owner_version}, read began at version {view_version}), so the values could "
-        "mix two versions. One thread writes a tensor at a time, and nothing reads it meanwhile: "
-        "make a new view and read again once the write is done"
-    )
-    variants = (
-        (
-            "window_open",
-            "stale read: another thread is writing the owner (version {owner_version}), so it "
-            "may not be read until that write ends: one thread writes a tensor at a time, and "
-            "nothing reads it meanwhile",
-        ),
-    )
+
+    def explain(self) -> str:
+        if self.window_open:
+            return (
+                f"stale read: another thread is writing the owner (version {self.owner_version}), "
+                "so it may not be read until that write ends: one thread writes a tensor at a "
+                "time, and nothing reads it meanwhile"
+            )
+        return (
+            f"stale read: the owner was written by another thread while it was being read (owner "
+            f"version {self.owner_version}, read began at version {self.view_version}), so the "
+            "values could mix two versions. One thread writes a tensor at a time, and nothing "
+            "reads it meanwhile: make a new view and read again once the write is done"
+        )
 
 
 class ViewTooLargeError(TensorError):
@@ -707,4 +694,14 @@ class ViewTooLargeError(TensorError):
     reason: str
 
 
-__all__ += ["ConcurrentWriteError", "ViewTooLargeError"]
+#: Every error class of this module (they are exported by :mod:`llmfs.tensor`), and the helpers.
+__all__ = [
+    "PLURALS",
+    "SHOWN_ENTRIES",
+    "shown",
+    *sorted(
+        name
+        for name, value in list(globals().items())
+        if isinstance(value, type) and issubclass(value, TensorError)
+    ),
+]
