@@ -351,7 +351,11 @@ class Rules:
             for name in all_modules(self.root)
             if name not in known
         ]
+        seen: set[str] = set()
         for module, layer, label in self.layers:
+            if module in seen:
+                problems.append(f"LAYERS lists {module} twice: keep one entry")
+            seen.add(module)
             if not 0 <= layer < len(self.layer_names) or self.layer_names[layer] != label:
                 problems.append(
                     f"LAYERS gives {module} layer {layer} named {label!r}: the layers "
@@ -448,7 +452,7 @@ def test_every_inversion_is_a_function_local_import_running_upward() -> None:
     assert problems == [], "\n".join(problems)
 
 
-def test_the_graph_sees_function_bodies_and_importlib_names() -> None:
+def test_the_graph_sees_module_level_and_function_local_imports() -> None:
     edges = package_graph()
     assert any(not edge.module_level for edge in edges), "the walk must see function bodies"
     assert any(edge.module_level for edge in edges)
@@ -511,12 +515,14 @@ def test_a_module_without_a_layer_is_reported(tmp_path: Path) -> None:
     assert len(problems) == 1 and problems[0].startswith("pkg.new has no layer: add it to LAYERS")
 
 
-def test_a_layer_named_wrongly_is_reported(tmp_path: Path) -> None:
+def test_a_layer_named_wrongly_or_twice_is_reported(tmp_path: Path) -> None:
     root = make_package(tmp_path, {"low.py": "", "high.py": ""})
     rules = Rules(root, [*SMALL_LAYERS[:2], ("pkg.high", 1, "low")], SMALL_NAMES, ())
     assert rules.problems() == [
         "LAYERS gives pkg.high layer 1 named 'low': the layers are [(0, 'low'), (1, 'high')]"
     ]
+    twice = Rules(root, [*SMALL_LAYERS, ("pkg.low", 0, "low")], SMALL_NAMES, ())
+    assert twice.problems() == ["LAYERS lists pkg.low twice: keep one entry"]
 
 
 def test_an_upward_module_level_import_is_reported(tmp_path: Path) -> None:

@@ -500,7 +500,7 @@ class EmptyReductionError(TensorError):
 
     def explain(self) -> str:
         rank = len(self.shape)
-        empty = next((a for a in self.axes if a < rank and self.shape[a] == 0), "?")
+        empty = next((a for a in self.axes if 0 <= a < rank and self.shape[a] == 0), "?")
         return (
             f"{self.op} over an empty axis: shape {shown(self.shape)} reduced over axes "
             f"{shown(self.axes)}, and axis {empty} has size 0 ({self.op} of no values is "
@@ -523,7 +523,8 @@ class EinsumError(TensorError):
 
     ``operand`` (an index or ``None``), ``label`` (a letter, ``"..."`` or ``None``) and ``position``
     (a character index in the expression, or ``None``) point at the offending part; the message
-    repeats the expression with a caret under ``position`` when there is one.
+    repeats the expression with a caret under ``position`` (when it lies inside the expression or
+    just past its end).
     """
 
     condition = "einsum rule"
@@ -535,7 +536,7 @@ class EinsumError(TensorError):
 
     def explain(self) -> str:
         caret = ""
-        if self.position is not None:
+        if self.position is not None and 0 <= self.position <= len(self.expression):
             # The caret sits under the character, after "  '" (the repr's opening quote).
             caret = f"\n  {self.expression!r}\n  {' ' * (self.position + 1)}^"
         return f"einsum {self.expression!r}: {self.detail}{caret}"

@@ -9,6 +9,8 @@ import pkgutil
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import llmfs
 import llmfs.tensor as lt
@@ -129,6 +131,50 @@ def test_every_error_builds_its_message_from_its_fields(cls: type[TensorError]) 
     assert list(error.details())[: len(cls.fields)] == list(cls.fields)
     copy = pickle.loads(pickle.dumps(error))
     assert type(copy) is cls and str(copy) == str(error) and copy.details() == error.details()
+
+
+def _values(annotation: str) -> st.SearchStrategy[object]:
+    """Any value of a field's annotation (sequences as lists, so storing them as tuples counts)."""
+    if annotation.startswith("list[tuple"):
+        return st.lists(st.tuples(st.integers(), st.text(max_size=8)), max_size=4)
+    if annotation.startswith("tuple[str"):
+        return st.lists(st.text(max_size=8), max_size=20)
+    if annotation.startswith("tuple["):
+        return st.lists(st.integers(), max_size=70)
+    simple: dict[str, st.SearchStrategy[object]] = {
+        "int": st.integers(),
+        "str": st.text(max_size=30),
+        "bool": st.booleans(),
+        "int | None": st.none() | st.integers(),
+        "str | None": st.none() | st.text(max_size=3),
+        "int | str": st.integers() | st.text(max_size=5),
+    }
+    anything = (
+        st.none() | st.integers() | st.text(max_size=8) | st.lists(st.integers(), max_size=70)
+    )
+    return simple.get(annotation, anything)
+
+
+@pytest.mark.parametrize("cls", library_errors(), ids=lambda c: c.__name__)
+@settings(max_examples=15, deadline=None)
+@given(data=st.data())
+def test_any_field_values_make_a_message_that_survives_pickling(
+    cls: type[TensorError], data: st.DataObject
+) -> None:
+    values = {f: data.draw(_values(str(_annotation(cls, f))), label=f) for f in cls.fields}
+    error = cls(**values)
+    assert str(error) == error.message
+    for field, value in values.items():
+        kept = getattr(error, field)
+        assert kept == (
+            tuple(value) if str(_annotation(cls, field)).startswith("tuple[") else value
+        )
+    copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is cls and str(copy) == str(error) and copy.details() == error.details()
+    # A long sequence is never spelled out in full: the message stays readable.
+    for value in values.values():
+        if isinstance(value, list) and len(value) > 12 and all(isinstance(v, int) for v in value):
+            assert str(value)[1:-1] not in error.message
 
 
 def test_a_field_error_refuses_wrong_arguments() -> None:
