@@ -50,7 +50,8 @@ a list or an error name the exercise's expression itself contains (``causal.expa
 3])`` states its shape). Statements in words only ("merging them needs a copy") are beyond a
 search: the chapters' authors keep those below the check.
 
-Every implement exercise's stub hints (``# HINT:`` lines of the student cell) are compared with
+Every implement exercise's hints, the stub's (``# HINT:`` lines of the student cell) and those
+``hint(id)`` gives one at a time (the manifest's), are compared with
 the solution's code lines between ``# BEGIN SOLUTION`` and ``# END SOLUTION`` (comments left out,
 lines of at least :data:`MIN_LINE_TOKENS` tokens, MSL source lines included): a hint gives the
 solution away when runs of at least three tokens it shares with one solution line cover at least
@@ -696,12 +697,21 @@ IMPLEMENTS = [
 @pytest.mark.parametrize(
     ("chapter", "exercise"), IMPLEMENTS, ids=[exercise.id for _, exercise in IMPLEMENTS]
 )
-def test_no_stub_hint_holds_a_line_of_the_solution(chapter: Chapter, exercise: Exercise) -> None:
+def test_no_hint_holds_a_line_of_the_solution(chapter: Chapter, exercise: Exercise) -> None:
+    """Neither the stub's ``# HINT:`` lines nor the hints ``hint(id)`` gives one at a time (the
+    manifest's) hold a line of the solution, or most of one."""
     solution = read_notebook(REPO / chapter.solution, chapter.solution)
     student = read_notebook(REPO / chapter.notebook, chapter.notebook)
     solved = solution["cells"][exercise_cells(solution, chapter.solution)[exercise.id] - 1]
     stub = student["cells"][exercise_cells(student, chapter.notebook)[exercise.id] - 1]
-    found = hint_leaks(stub_hints(cell_source(stub)), cell_source(solved))
+    found = [
+        f"{where} {leak}"
+        for where, hints in (
+            ("stub", stub_hints(cell_source(stub))),
+            ("hint(id)", list(exercise.hints)),
+        )
+        for leak in hint_leaks(hints, cell_source(solved))
+    ]
     assert not found, f"{exercise.id}:\n" + "\n".join(found)
 
 
