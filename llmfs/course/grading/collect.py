@@ -54,6 +54,8 @@ MAX_DEPTH = 8
 MAX_ENTRIES = 10_000
 #: Notebooks of one folder read to tell their chapter, at most (shallowest first).
 MAX_READ = 20
+#: Larger notebooks are not read to tell their chapter (the grader still reads them).
+MAX_CHAPTER_READ = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -156,11 +158,15 @@ def notebook_chapters(path: Path) -> set[str] | None:
     """The chapter ids of a notebook's exercise tags (``exercise:ch03.q1`` -> ``ch03``).
 
     None when the file cannot be read as a notebook (the grader then reports it as unreadable
-    with the reason): telling the chapter is a courtesy, never a second parser to trust.
+    with the reason) or is larger than :data:`MAX_CHAPTER_READ`: telling the chapter is a
+    courtesy, never a second parser to trust.
     """
     try:
+        if path.stat().st_size > MAX_CHAPTER_READ:
+            return None
         notebook = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        # RecursionError: JSON nested deeper than the parser's stack, a hostile file
         return None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
@@ -171,7 +177,10 @@ def notebook_chapters(path: Path) -> set[str] | None:
         tags = metadata.get("tags") if isinstance(metadata, dict) else None
         for tag in tags if isinstance(tags, list) else ():
             if isinstance(tag, str) and tag.startswith(EXERCISE_TAG_PREFIX):
-                found.add(tag[len(EXERCISE_TAG_PREFIX) :].partition(".")[0])
+                # an exercise id is "<chapter>.<name>"; anything else names no chapter
+                chapter_id, dot, name = tag[len(EXERCISE_TAG_PREFIX) :].partition(".")
+                if chapter_id and dot and name:
+                    found.add(chapter_id)
     return found
 
 
