@@ -159,6 +159,20 @@ def test_a_notebook_of_another_chapter_is_named_as_such(tmp_path: Path) -> None:
     assert f"the notebook of {OTHER.id}" in found["dee"].problem
 
 
+def test_telling_the_chapter_never_fails_on_a_hostile_file(tmp_path: Path) -> None:
+    hostile = {
+        "deep": "[" * 200_000 + "]" * 200_000,
+        "binary": "\udcff",
+        "list": "[1, 2]",
+        "cells": '{"cells": [1, {"metadata": {"tags": [7, "exercise:"]}}]}',
+    }
+    for name, text in hostile.items():
+        path = tmp_path / f"{name}.ipynb"
+        path.write_bytes(text.encode("utf-8", "surrogateescape"))
+        assert collect.wrong_chapter(path, CHAPTER) in ("",), name
+        assert collect_submissions([path], CHAPTER)[0].problem == ""  # the grader says why
+
+
 def test_id_collisions_are_reported_not_fatal(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     (subs / "ada").mkdir(parents=True)
@@ -265,3 +279,9 @@ def test_grading_a_hostile_class_gives_every_student_a_row_and_their_own_feedbac
     for student in ids:
         text = (out / "feedback" / index[student]).read_bytes().decode("utf-8")
         assert text.startswith(f"# Feedback for {student}\n")
+    arch_feedback = (out / "feedback" / index["arch"]).read_text(encoding="utf-8")
+    assert f"Collected: {CHAPTER.id}: graded {NAME}; also found Archive/{NAME}" in arch_feedback
+    arch_row = next(r for r in table if r["student_id"] == "arch")
+    assert (
+        arch_row["notes"] == f"{CHAPTER.id}: graded {NAME}; also found Archive/{NAME} (not graded)"
+    )

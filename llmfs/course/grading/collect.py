@@ -54,6 +54,8 @@ MAX_DEPTH = 8
 MAX_ENTRIES = 10_000
 #: Notebooks of one folder read to tell their chapter, at most (shallowest first).
 MAX_READ = 20
+#: Larger notebooks are not read to tell their chapter (the grader still reads them).
+MAX_CHAPTER_READ = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -156,11 +158,15 @@ def notebook_chapters(path: Path) -> set[str] | None:
     """The chapter ids of a notebook's exercise tags (``exercise:ch03.q1`` -> ``ch03``).
 
     None when the file cannot be read as a notebook (the grader then reports it as unreadable
-    with the reason): telling the chapter is a courtesy, never a second parser to trust.
+    with the reason) or is larger than :data:`MAX_CHAPTER_READ`: telling the chapter is a
+    courtesy, never a second parser to trust.
     """
     try:
+        if path.stat().st_size > MAX_CHAPTER_READ:
+            return None
         notebook = json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        # RecursionError: JSON nested deeper than the parser's stack, a hostile file
         return None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list):
@@ -171,7 +177,10 @@ def notebook_chapters(path: Path) -> set[str] | None:
         tags = metadata.get("tags") if isinstance(metadata, dict) else None
         for tag in tags if isinstance(tags, list) else ():
             if isinstance(tag, str) and tag.startswith(EXERCISE_TAG_PREFIX):
-                found.add(tag[len(EXERCISE_TAG_PREFIX) :].partition(".")[0])
+                # an exercise id is "<chapter>.<name>"; anything else names no chapter
+                chapter_id, dot, name = tag[len(EXERCISE_TAG_PREFIX) :].partition(".")
+                if chapter_id and dot and name:
+                    found.add(chapter_id)
     return found
 
 
@@ -225,8 +234,12 @@ def _walk(folder: Path) -> _Walk:
                 if seen > MAX_ENTRIES:
                     return _Walk(notebooks, refused, near, f"stopped after {MAX_ENTRIES} entries")
                 path = Path(entry.path)
-                mode = entry.stat(follow_symlinks=False).st_mode
                 shown = path.relative_to(folder).as_posix()
+                try:
+                    mode = entry.stat(follow_symlinks=False).st_mode
+                except OSError as error:  # removed since it was listed
+                    refused.append(f"{shown} cannot be read ({error.strerror})")
+                    continue
                 if stat.S_ISDIR(mode):
                     below.append(path)
                 elif stat.S_ISREG(mode):
@@ -321,7 +334,11 @@ def _from_folder(folder: Path, chapter: Chapter) -> list[Submission]:
         if entry.name.startswith("."):
             continue
         path = Path(entry.path)
-        mode = entry.stat(follow_symlinks=False).st_mode
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError as error:  # removed since it was listed
+            found.append(Submission(_id_of_file(entry.name), path, f"cannot be read ({error})"))
+            continue
         if stat.S_ISDIR(mode):
             found.append(choose_notebook(path, chapter))
         elif stat.S_ISREG(mode):
