@@ -11,6 +11,10 @@ the suffix, or ``--student`` for a single file) or a folder per student (the id 
 name; the notebook inside is the one named like the chapter's, else its only notebook). A
 SUBMISSIONS folder holds one file or folder per student.
 
+Every student's code (the notebook run and the implement functions) runs in the bubblewrap
+sandbox (:mod:`~llmfs.course.grading.isolation`): the command refuses to start when no sandbox
+can, unless ``--no-sandbox`` is given, and then every row of the run says so.
+
 Everything is written under ``--out`` (default ``./grading``): ``gradebook.sqlite``,
 ``gradebook.csv``, ``feedback/<student>.md`` and, with ``--explain``, ``review/``. A re-run skips
 every submission already graded from the same bytes with the same seed and checks, so an
