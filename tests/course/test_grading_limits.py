@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +165,46 @@ def test_a_frame_announcing_more_than_the_limit_is_refused_before_reading_it() -
 )
 def test_only_one_value_or_one_error_is_an_outcome(reply: Any, problem: str) -> None:
     assert outcome_problem(reply).startswith(problem) if problem else outcome_problem(reply) == ""
+
+
+def _as_nobody() -> list[str] | None:
+    """The command prefix that runs this Python as user 65534, when this test runs as root and
+    that user may execute it (else None)."""
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None:
+        return None
+    prefix = [setpriv, "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    # The user must reach the Python installation and the package (root's home is often closed).
+    for folder in (Path(sys.base_prefix).resolve() / "bin", Path(sys.prefix), package_dir()):
+        if subprocess.run([*prefix, "/usr/bin/test", "-x", str(folder)]).returncode != 0:
+            return None
+    return prefix
+
+
+@needs_bwrap
+@pytest.mark.skipif(
+    _as_nobody() is None,
+    reason="needs root, setpriv and a Python installation user 65534 can reach",
+)
+def test_the_sandbox_works_for_a_normal_user_too() -> None:
+    prefix = _as_nobody()
+    assert prefix is not None
+    folder = Path(tempfile.mkdtemp(prefix="llmfs-normal-user-", dir="/tmp"))
+    try:
+        folder.chmod(0o777)
+        code = (
+            "from llmfs.course.grading.sandbox import run_function\n"
+            "from llmfs.course.grading.isolation import find_bwrap\n"
+            "from llmfs.course.grading.limits import Limits\n"
+            "run = run_function('def f(x):\\n    return x + 1\\n', 'f', [(1,), (2,)],\n"
+            "                   Limits(implement_timeout=30), isolation=find_bwrap())\n"
+            "print(run.outcomes)\n"
+        )
+        env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(kit.REPO), "TMPDIR": str(folder)}
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", code], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "({'value': 2}, {'value': 3})"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
