@@ -8,10 +8,12 @@ checks and a seed, so the same inputs always give the same gradebook rows):
    the source of an implement function and the definitions it needs). Nothing the learner's code
    prints or computes can change an answer.
 2. :mod:`~llmfs.course.grading.key` reads the expected answers from the *solution* notebooks.
-3. :mod:`~llmfs.course.grading.sandbox` runs the whole notebook in a fresh kernel (separate
-   process, per-cell and total timeouts, memory limit, temporary folder), only to report whether
-   it runs, and runs each implement function on hidden random cases in a separate limited
-   process that sends back plain JSON outcomes.
+3. :mod:`~llmfs.course.grading.sandbox` runs the whole notebook in a fresh kernel (per-cell and
+   total timeouts, memory and output limits, a scratch folder), only to report whether it runs,
+   and runs each implement function on hidden random cases in a separate limited process that
+   answers each case with one plain JSON outcome (:mod:`~llmfs.course.grading.channel`); both
+   inside the bubblewrap sandbox of :mod:`~llmfs.course.grading.isolation` (no network, nothing
+   of the grader's files, nothing left running).
 4. :mod:`~llmfs.course.grading.score` compares everything in the grader's own process and
    :mod:`~llmfs.course.grading.gradebook` stores one row per student and exercise in SQLite.
 

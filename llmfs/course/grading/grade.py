@@ -12,6 +12,10 @@ name; the top-most notebook inside is graded). A SUBMISSIONS folder holds one fi
 student; links, special files, near-miss names, extra notebooks, id clashes and notebooks of
 another chapter are refused or noted as :mod:`~llmfs.course.grading.collect` says.
 
+Every student's code (the notebook run and the implement functions) runs in the bubblewrap
+sandbox (:mod:`~llmfs.course.grading.isolation`): the command refuses to start when no sandbox
+can, unless ``--no-sandbox`` is given, and then every row of the run says so.
+
 Everything is written under ``--out`` (default ``./grading``): ``gradebook.sqlite``,
 ``gradebook.csv``, ``feedback/<name>-<hash>.md`` (listed in ``feedback/index.csv``) and, with
 ``--explain``, ``review/``. ``--merge`` takes the newest submission and review whatever the

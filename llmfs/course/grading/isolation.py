@@ -147,6 +147,22 @@ class Isolation:
         found.extend(("ro", path) for path in kept)
         return found
 
+    def python_path(self) -> list[str]:
+        """``PYTHONPATH`` inside: the folder above the package (where only the package is
+        mounted), then this process's own ``PYTHONPATH`` entries that are mounted."""
+        package = package_dir()
+        mounted = [path for kind, path in self.mounts() if kind == "ro"]
+        entries = [str(package.parent)]
+        for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+            if not entry:
+                continue
+            path = Path(entry).resolve()
+            if _inside(package, path) or str(path) in entries:
+                continue
+            if any(_inside(path, folder) for folder in mounted):
+                entries.append(str(path))
+        return entries
+
     def command(
         self,
         argv: Sequence[str],
@@ -187,7 +203,7 @@ class Isolation:
         ]
         inside = dict(env)
         inside.update(dict(self.extra_env))
-        inside["PYTHONPATH"] = str(package_dir().parent)
+        inside["PYTHONPATH"] = os.pathsep.join(self.python_path())
         for name, value in sorted(inside.items()):
             command += ["--setenv", name, value]
         return [*command, "--", *argv]

@@ -173,9 +173,9 @@ def main() -> None:
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     first = read_frame(requests)
-    setup = first.get("setup") if isinstance(first, dict) else None
-    if not isinstance(setup, dict):
+    if not isinstance(first, dict) or not isinstance(first.get("setup"), dict):
         os._exit(2)
+    setup = first["setup"]
     apply_limits(int(setup["memory_mb"]), float(setup["cpu_seconds"]), int(setup["file_mb"]))
     signal.signal(signal.SIGALRM, _on_alarm)
     # Imported before any learner code is defined, so redefining it there changes nothing here.
