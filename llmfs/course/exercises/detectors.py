@@ -94,10 +94,14 @@ def _field_of(view: TensorView, field: str) -> Any:
     return None
 
 
+def _nesting(value: Any) -> Any:
+    return [_nesting(v) for v in value] if isinstance(value, (list, tuple)) else None
+
+
 def _same(field: str, value: Any, other: Any) -> bool:
-    if field == "values":
+    if field == "values":  # the same numbers in the same nesting (keepdims changes only that)
         got, want = flat(value), flat(other)
-        return len(got) == len(want) and all(
+        return _nesting(value) == _nesting(other) and all(
             math.isclose(float(g), float(w), rel_tol=1e-6, abs_tol=1e-9) for g, w in zip(got, want)
         )
     return tuple(value) == tuple(other) if isinstance(value, (list, tuple)) else value == other
@@ -192,6 +196,20 @@ def kept_source_layout(value: Any, truth: Any, context: Context) -> str | None:
                 "Those are the source's own entries, in the source's order: a transpose or "
                 "permute moves each axis, with its size and its stride, to its new position."
             )
+    return None
+
+
+def dims_for_strides(value: Any, truth: Any, context: Context) -> str | None:
+    """The permutation's axis numbers given as the strides or the shape."""
+    dims = _permutation(context)
+    call = context.outcome.call
+    if dims is None or call is None or call.method != "permute" or not _ints(value):
+        return None
+    if tuple(value) == tuple(call.args[0]) != tuple(truth):
+        return (
+            "Those are the permutation's axis numbers: permute says WHICH source axis goes "
+            "where, and each new axis brings along that source axis's own size and stride."
+        )
     return None
 
 
@@ -597,7 +615,8 @@ def broadcast_from_left(value: Any, truth: Any, context: Context) -> str | None:
     if len(a.shape) == len(b.shape):
         return None
     left = _left_aligned(a.shape, b.shape)
-    raises = isinstance(value, str) and value not in ("none", "")
+    named = error_class(value) if isinstance(value, str) and value != "raises" else None
+    raises = value == "raises" or (named is not None and named.__name__ == "BroadcastError")
     thought = (left is None and raises) or (
         left is not None and _ints(value) and tuple(value) == left != tuple(truth or ())
     )
@@ -628,36 +647,37 @@ def _rows(value: Any) -> list[list[float]] | None:
 
 
 def uniform_attention(value: Any, truth: Any, context: Context) -> str | None:
-    """Attention weights as equal shares: over every key (the mask forgotten), or over the keys a
-    query may see (the scores forgotten)."""
+    """Causal attention weights predicted as equal shares: over every key (the mask forgotten),
+    or over the keys a query may see (the scores forgotten). The truth must be causal weights:
+    rows of [queries, keys] matrices that sum to 1 and give every later key (column j > row i)
+    weight 0."""
     got, want = _rows(value), _rows(truth)
     if got is None or want is None or len(got) != len(want) or not want:
         return None
-    if any(
-        len(g) != len(w) or not math.isclose(sum(w), 1.0, abs_tol=1e-6) for g, w in zip(got, want)
-    ):
-        return None
-    if not any(x == 0.0 for w in want for x in w):  # weights with no mask
-        return None
     width = len(want[0])
+    if width < 2 or len(want) % width or any(len(g) != width for g in got):
+        return None
 
     def close(a: float, b: float) -> bool:
         return math.isclose(a, b, abs_tol=1e-3)
 
-    everywhere = all(close(x, 1 / width) for g in got for x in g)
-    allowed = all(
-        all(
-            close(x, 1 / sum(1 for y in w if y > 0)) if y > 0 else close(x, 0.0)
-            for x, y in zip(g, w)
-        )
-        for g, w in zip(got, want)
+    causal = all(
+        close(sum(w), 1.0) and all(w[j] == 0.0 for j in range(r % width + 1, width))
+        for r, w in enumerate(want)
     )
-    if everywhere:
+    if not causal:
+        return None
+    if all(close(x, 1 / width) for g in got for x in g):
         return (
             "The causal mask adds -inf to the scores of later keys, so softmax gives them "
             "weight 0: a query never averages over keys after its own position."
         )
-    if allowed and not all(all(close(x, y) for x, y in zip(g, w)) for g, w in zip(got, want)):
+    shares = [
+        [1 / (r % width + 1) if j <= r % width else 0.0 for j in range(width)]
+        for r in range(len(got))
+    ]
+    equal = all(close(x, y) for g, row in zip(got, shares) for x, y in zip(g, row))
+    if equal and not all(close(x, y) for g, w in zip(got, want) for x, y in zip(g, w)):
         return (
             "The mask only removes the later keys; among the keys a query may see, softmax "
             "weights each by exp(score), so different scores get different weights, not equal "
@@ -776,6 +796,7 @@ __all__ = [
     "column_major",
     "contiguity",
     "copy_keeps_source",
+    "dims_for_strides",
     "error_class",
     "expand_zero_stride",
     "flip_keeps_direction",

@@ -238,6 +238,7 @@ MISCONCEPTIONS: tuple[Misconception, ...] = (
     *_named("column-major strides", "strides", d.column_major),
     *_named("inverse permutation", "shape strides", d.inverse_permutation),
     *_named("source layout kept by a transpose or permute", "shape strides", d.kept_source_layout),
+    *_named("axis numbers given for the layout", "shape strides", d.dims_for_strides),
     *_named(
         "the transpose's answer for a reshape", "strides offsets values", d.transpose_for_reshape
     ),

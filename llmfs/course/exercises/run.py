@@ -159,15 +159,18 @@ def _evaluate_plain(expression: str, scope: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_call(expression: str, scope: Mapping[str, Any]) -> Call | None:
-    """The method and literal arguments of ``receiver.method(...)`` or ``receiver[i, ...]``;
-    the receiver is evaluated (a name or an attribute chain without calls only, so nothing
-    runs twice)."""
+    """The method and literal arguments of ``receiver.method(...)``, ``function(...)`` or
+    ``receiver[i, ...]``; the receiver and the tensor arguments are evaluated only when they are
+    plain references (:func:`_is_plain_reference`), so nothing with an effect runs twice."""
     try:
         node = ast.parse(expression.strip(), mode="eval").body
     except SyntaxError:
         return None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method, receiver, raw = node.func.attr, node.func.value, list(node.args)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        # A function of the namespace (``reduce(a, "ij", "i")``): no receiver.
+        method, receiver, raw = node.func.id, None, list(node.args)
     elif isinstance(node, ast.Subscript):
         method, receiver = "getitem", node.value
         index = node.slice
@@ -179,7 +182,8 @@ def _read_call(expression: str, scope: Mapping[str, Any]) -> Call | None:
     if isinstance(node, ast.Call):
         keywords = {k.arg: _literal_or_none(k.value) for k in node.keywords if k.arg is not None}
     operands = tuple(_tensor_view(arg, scope) for arg in raw) if isinstance(node, ast.Call) else ()
-    return Call(method, tuple(args), _tensor_view(receiver, scope), operands, keywords)
+    source = _tensor_view(receiver, scope) if receiver is not None else None
+    return Call(method, tuple(args), source, operands, keywords)
 
 
 def _literal_or_none(node: ast.expr) -> Any:

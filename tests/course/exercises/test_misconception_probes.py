@@ -203,7 +203,8 @@ PROBES: tuple[Probe, ...] = (
     Probe("ch08.q3", "shape", [1, 6, 4, 16], "head-axis order"),
     Probe("ch08.q4", "error", "none", "permuted heads always merge"),
     Probe("ch02.q3", "strides", [2, 0, 1], "the permutation's own numbers given as strides"),
-    Probe("ch04.q8", "values", [11, 21, 31], "the first column read as the sum"),
+    Probe("ch04.q8", "values", [[30, 32, 34]], "keepdims added"),
+    Probe("ch06.q1", "shape", [2, 3], "a product keeps its first operand's shape"),
 )
 
 #: The share of probes that must get a named explanation.
