@@ -8,18 +8,20 @@ answer (no number, shape or class name of the truth): the learner is to find the
 rule. :mod:`llmfs.course.exercises.misconceptions` lists them in its catalogue. A detector that
 redoes the request the way the learner thought of it (another axis, the permutation backwards,
 shapes aligned from the left) catches a ``TensorError`` of that redo and then stays silent.
+
+This module reads the request and holds the detectors of layouts (order, strides, views and
+copies) and of indexing and slicing; :mod:`llmfs.course.exercises.op_detectors` those of ops
+(reductions, broadcasting, attention weights) and of errors.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
-import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from llmfs.course.exercises.entries import flat
-from llmfs.tensor import Tensor, TensorError, TensorView, layout, ops
+from llmfs.tensor import Tensor, TensorError, TensorView, layout
 
 if TYPE_CHECKING:
     from llmfs.course.exercises.misconceptions import Context
@@ -55,7 +57,7 @@ def row_major(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(layout.row_major_strides(tuple(shape)))
 
 
-def _ints(values: Any) -> bool:
+def ints(values: Any) -> bool:
     return isinstance(values, (list, tuple)) and all(
         isinstance(v, int) and not isinstance(v, bool) for v in values
     )
@@ -71,7 +73,7 @@ def _new_owner(context: Context) -> bool:
     return row is not None and not row.rejected and row.new_owner
 
 
-def _redo(make: Callable[[], Any]) -> TensorView | None:
+def redo(make: Callable[[], Any]) -> TensorView | None:
     """The view another request gives, or ``None`` when that request is refused."""
     try:
         result = make()
@@ -107,7 +109,7 @@ def _same(field: str, value: Any, other: Any) -> bool:
     return tuple(value) == tuple(other) if isinstance(value, (list, tuple)) else value == other
 
 
-def _shows(field: str, value: Any, truth: Any, other: TensorView | None) -> bool:
+def shows(field: str, value: Any, truth: Any, other: TensorView | None) -> bool:
     """Whether ``value`` is what ``other`` gives for ``field`` while the truth is not."""
     if other is None or value is None or truth is None:
         return False
@@ -120,7 +122,7 @@ def _shows(field: str, value: Any, truth: Any, other: TensorView | None) -> bool
 
 def reversed_order(value: Any, truth: Any, context: Context) -> str | None:
     """The right entries listed from the last axis to the first."""
-    if not _ints(value) or not _ints(truth) or len(truth) < 2:
+    if not ints(value) or not ints(truth) or len(truth) < 2:
         return None
     if tuple(value) == tuple(reversed(truth)) != tuple(truth):
         return (
@@ -133,7 +135,7 @@ def reversed_order(value: Any, truth: Any, context: Context) -> str | None:
 def column_major(value: Any, truth: Any, context: Context) -> str | None:
     """Strides that step by one value along the FIRST axis (Fortran order)."""
     view = context.outcome.view
-    if view is None or not _ints(value) or len(view.shape) < 2:
+    if view is None or not ints(value) or len(view.shape) < 2:
         return None
     sizes = [max(size, 1) for size in view.shape]
     strides, running = [], 1
@@ -154,9 +156,9 @@ def _permutation(context: Context) -> tuple[int, ...] | None:
     if call is None or call.source is None:
         return None
     rank = len(call.source.shape)
-    if call.method == "permute" and call.args and _ints(call.args[0]):
+    if call.method == "permute" and call.args and ints(call.args[0]):
         dims = tuple(d % rank for d in call.args[0]) if rank else ()
-    elif call.method == "transpose" and len(call.args) == 2 and _ints(call.args):
+    elif call.method == "transpose" and len(call.args) == 2 and ints(call.args):
         a, b = (d % rank for d in call.args)
         order = list(range(rank))
         order[a], order[b] = order[b], order[a]
@@ -169,14 +171,14 @@ def _permutation(context: Context) -> tuple[int, ...] | None:
 def inverse_permutation(value: Any, truth: Any, context: Context) -> str | None:
     """``permute(dims)`` read backwards: old axis k sent to position dims[k]."""
     dims, view = _permutation(context), source(context)
-    if dims is None or view is None or not _ints(value):
+    if dims is None or view is None or not ints(value):
         return None
     inverse = [0] * len(dims)
     for position, axis in enumerate(dims):
         inverse[axis] = position
-    redone = _redo(lambda: view.permute(inverse))
+    redone = redo(lambda: view.permute(inverse))
     field = "shape" if tuple(truth) == tuple(context.outcome.truth("shape")) else "strides"
-    if _shows(field, value, truth, redone):
+    if shows(field, value, truth, redone):
         return (
             "That applies the permutation backwards: permute(dims) puts source axis dims[k] at "
             "position k (new axis k IS old axis dims[k]); it does not send old axis k to "
@@ -188,7 +190,7 @@ def inverse_permutation(value: Any, truth: Any, context: Context) -> str | None:
 def kept_source_layout(value: Any, truth: Any, context: Context) -> str | None:
     """A transpose or permute predicted with the source's sizes or strides unchanged."""
     view = source(context)
-    if _permutation(context) is None or view is None or not _ints(value):
+    if _permutation(context) is None or view is None or not ints(value):
         return None
     for own in (tuple(view.shape), tuple(view.strides)):
         if tuple(value) == own != tuple(truth):
@@ -203,7 +205,7 @@ def dims_for_strides(value: Any, truth: Any, context: Context) -> str | None:
     """The permutation's axis numbers given as the strides or the shape."""
     dims = _permutation(context)
     call = context.outcome.call
-    if dims is None or call is None or call.method != "permute" or not _ints(value):
+    if dims is None or call is None or call.method != "permute" or not ints(value):
         return None
     if tuple(value) == tuple(call.args[0]) != tuple(truth):
         return (
@@ -218,9 +220,9 @@ def transpose_for_reshape(value: Any, truth: Any, context: Context) -> str | Non
     view = source(context)
     if method(context) != "reshape" or view is None or len(view.shape) < 2:
         return None
-    transposed = _redo(lambda: view.permute(list(reversed(range(len(view.shape))))))
+    transposed = redo(lambda: view.permute(list(reversed(range(len(view.shape))))))
     for field in ("strides", "offsets", "values"):
-        if _shows(field, value, truth, transposed) and _is_field(field, truth, context):
+        if shows(field, value, truth, transposed) and is_field(field, truth, context):
             return (
                 "That is what a transpose gives: a reshape keeps the order in which the values "
                 "are walked and only regroups them into the new sizes, so row 0 of the result "
@@ -229,7 +231,7 @@ def transpose_for_reshape(value: Any, truth: Any, context: Context) -> str | Non
     return None
 
 
-def _is_field(field: str, truth: Any, context: Context) -> bool:
+def is_field(field: str, truth: Any, context: Context) -> bool:
     try:
         mine = context.outcome.truth(field)
     except Exception:  # a plain outcome has no tensor fields
@@ -241,7 +243,7 @@ def view_as_new_owner(value: Any, truth: Any, context: Context) -> str | None:
     """Row-major strides for a view that shares its source's storage (not a transpose, permute
     or slice: those have their own wording)."""
     view = context.outcome.view
-    if view is None or not _shared(context) or not _ints(value):
+    if view is None or not _shared(context) or not ints(value):
         return None
     if method(context) in ("transpose", "permute", "slice", "getitem"):
         return None
@@ -261,7 +263,7 @@ def copy_keeps_source(value: Any, truth: Any, context: Context) -> str | None:
     if not _new_owner(context) or view is None:
         return None
     for field in ("strides", "offsets"):
-        if _shows(field, value, truth, view) and _is_field(field, truth, context):
+        if shows(field, value, truth, view) and is_field(field, truth, context):
             return (
                 "Those describe the source: a new owner has storage of its own, laid out "
                 "row-major for its shape, so it walks its own cells in order from offset 0."
@@ -271,7 +273,7 @@ def copy_keeps_source(value: Any, truth: Any, context: Context) -> str | None:
 
 def new_owner_walk(value: Any, truth: Any, context: Context) -> str | None:
     """A new owner's offsets in any order other than 0, 1, 2, ... (a view's walk)."""
-    if not _new_owner(context) or not _ints(value) or not _ints(truth):
+    if not _new_owner(context) or not ints(value) or not ints(truth):
         return None
     if sorted(value) == sorted(truth) and tuple(value) != tuple(truth):
         return (
@@ -315,7 +317,7 @@ def contiguity(value: Any, truth: Any, context: Context) -> str | None:
 
 def scalar_axes(value: Any, truth: Any, context: Context) -> str | None:
     """A size-1 axis (or a stride of 1) given for a result with no axes."""
-    if _ints(truth) and len(truth) == 0 and _ints(value) and tuple(value) in ((1,), (0,)):
+    if ints(truth) and len(truth) == 0 and ints(value) and tuple(value) in ((1,), (0,)):
         return (
             "A scalar has no axes at all: its shape and its strides list nothing (the product "
             "of no sizes is 1, so it still holds one value)."
@@ -326,7 +328,7 @@ def scalar_axes(value: Any, truth: Any, context: Context) -> str | None:
 def zero_size_products(value: Any, truth: Any, context: Context) -> str | None:
     """Row-major strides computed with a size-0 axis multiplied in as 0."""
     view = context.outcome.view
-    if view is None or 0 not in view.shape or not _ints(value):
+    if view is None or 0 not in view.shape or not ints(value):
         return None
     strides, running = [], 1
     for size in reversed(view.shape):
@@ -342,7 +344,7 @@ def zero_size_products(value: Any, truth: Any, context: Context) -> str | None:
 
 def expand_zero_stride(value: Any, truth: Any, context: Context) -> str | None:
     """A nonzero stride for an axis that ``expand`` adds or stretches."""
-    if method(context) != "expand" or not _ints(value) or not _ints(truth):
+    if method(context) != "expand" or not ints(value) or not ints(truth):
         return None
     if len(value) != len(truth):
         return None
@@ -360,7 +362,7 @@ def expand_zero_stride(value: Any, truth: Any, context: Context) -> str | None:
 def head_axis_order(value: Any, truth: Any, context: Context) -> str | None:
     """Axes 1 and 2 of a 4-axis result swapped: [batch, heads, seq, head] against
     [batch, seq, heads, head]."""
-    if not _ints(value) or not _ints(truth) or len(truth) != 4:
+    if not ints(value) or not ints(truth) or len(truth) != 4:
         return None
     swapped = (truth[0], truth[2], truth[1], truth[3])
     if tuple(value) == swapped != tuple(truth):
@@ -375,9 +377,9 @@ def head_axis_order(value: Any, truth: Any, context: Context) -> str | None:
 def merge_outer_stride(value: Any, truth: Any, context: Context) -> str | None:
     """A merged axis given the stride of its OUTER axis."""
     call, view = context.outcome.call, source(context)
-    if call is None or call.method != "merge" or view is None or not _ints(value):
+    if call is None or call.method != "merge" or view is None or not ints(value):
         return None
-    if len(call.args) < 2 or not _ints(call.args[:2]) or not _ints(truth):
+    if len(call.args) < 2 or not ints(call.args[:2]) or not ints(truth):
         return None
     start = call.args[0] % len(view.shape)
     wrong = list(truth)
@@ -397,7 +399,7 @@ def split_column_major(value: Any, truth: Any, context: Context) -> str | None:
     if call is None or call.method != "split" or view is None or len(call.args) < 2:
         return None
     axis, sizes = call.args[0], call.args[1]
-    if not isinstance(axis, int) or not _ints(sizes) or not _ints(value) or not _ints(truth):
+    if not isinstance(axis, int) or not ints(sizes) or not ints(value) or not ints(truth):
         return None
     axis %= len(view.shape)
     wrong, running = list(truth), view.strides[axis]
@@ -418,7 +420,7 @@ def flip_keeps_direction(value: Any, truth: Any, context: Context) -> str | None
     view = source(context)
     if method(context) != "flip" or view is None:
         return None
-    if _ints(value) and tuple(value) == tuple(view.strides) != tuple(truth):
+    if ints(value) and tuple(value) == tuple(view.strides) != tuple(truth):
         return "A flip walks its axis backwards: that axis's stride becomes negative."
     if value == view.base_offset != truth:
         return (
@@ -433,7 +435,7 @@ def flip_keeps_direction(value: Any, truth: Any, context: Context) -> str | None
 
 def _int_index(context: Context) -> tuple[int, ...] | None:
     call = context.outcome.call
-    if call is None or call.method != "getitem" or not call.args or not _ints(call.args):
+    if call is None or call.method != "getitem" or not call.args or not ints(call.args):
         return None
     return tuple(call.args)
 
@@ -469,7 +471,7 @@ def _slice_request(context: Context) -> tuple[int, int, int, int] | None:
     if call is None or call.method != "slice" or call.source is None or len(call.args) < 3:
         return None
     args = tuple(call.args[:4]) if len(call.args) >= 4 else (*call.args[:3], 1)
-    if not _ints(args) or not call.source.shape:
+    if not ints(args) or not call.source.shape:
         return None
     axis, start, stop, step = args
     return axis % len(call.source.shape), start, stop, step
@@ -478,7 +480,7 @@ def _slice_request(context: Context) -> tuple[int, int, int, int] | None:
 def slice_end_off_by_one(value: Any, truth: Any, context: Context) -> str | None:
     """The stop index kept (or one index too few): the length off by one."""
     request = _slice_request(context)
-    if request is None or not _ints(value) or not _ints(truth):
+    if request is None or not ints(value) or not ints(truth):
         return None
     axis, start, stop, step = request
     if context.outcome.truth("shape") == tuple(truth):  # the shape field
@@ -494,9 +496,9 @@ def slice_end_off_by_one(value: Any, truth: Any, context: Context) -> str | None
         assert view is not None
 
         def cut(end: int) -> TensorView | None:
-            return _redo(lambda: view.slice(axis, start, end, step))
+            return redo(lambda: view.slice(axis, start, end, step))
 
-        if not any(_shows("offsets", value, truth, cut(end)) for end in (stop - step, stop + 1)):
+        if not any(shows("offsets", value, truth, cut(end)) for end in (stop - step, stop + 1)):
             return None
     else:
         return None
@@ -506,325 +508,35 @@ def slice_end_off_by_one(value: Any, truth: Any, context: Context) -> str | None
     )
 
 
-# -- reductions and broadcasting --------------------------------------------------------------
-
-_REDUCTIONS = ("sum", "max", "min", "mean", "prod")
-
-
-def _reduction(context: Context) -> tuple[str, TensorView, int, bool] | None:
-    call, x = context.outcome.call, operand(context, 0)
-    if call is None or call.method not in _REDUCTIONS or x is None or not x.shape:
-        return None
-    axis = call.keywords.get("axis", call.args[1] if len(call.args) > 1 else None)
-    keepdims = call.keywords.get("keepdims", call.args[2] if len(call.args) > 2 else False)
-    if not isinstance(axis, int) or not isinstance(keepdims, bool):
-        return None
-    return call.method, x, axis % len(x.shape), keepdims
-
-
-def _reduced(name: str, x: TensorView, axis: int, keepdims: bool) -> TensorView | None:
-    return _redo(lambda: getattr(ops, name)(x, axis=axis, keepdims=keepdims))
-
-
-def wrong_axis(value: Any, truth: Any, context: Context) -> str | None:
-    """A reduction over another axis than the one asked for."""
-    found = _reduction(context)
-    if found is None:
-        return None
-    name, x, axis, keepdims = found
-    for other in range(len(x.shape)):
-        if other == axis:
-            continue
-        redone = _reduced(name, x, other, keepdims)
-        if any(
-            _shows(f, value, truth, redone) and _is_field(f, truth, context)
-            for f in ("shape", "values")
-        ):
-            return (
-                f"That is the {name} over another axis: axis=k names the axis that disappears "
-                "(every line of values along it folds into one value), and the other axes stay, "
-                "in order."
-            )
-    return None
-
-
-def keepdims_flipped(value: Any, truth: Any, context: Context) -> str | None:
-    """The reduced axis kept when ``keepdims`` is off, or dropped when it is on."""
-    found = _reduction(context)
-    if found is None:
-        return None
-    name, x, axis, keepdims = found
-    redone = _reduced(name, x, axis, not keepdims)
-    if not any(
-        _shows(f, value, truth, redone) and _is_field(f, truth, context)
-        for f in ("shape", "values")
-    ):
-        return None
-    if keepdims:
-        return (
-            "keepdims=True keeps the reduced axis, with size 1, so the result still lines up "
-            "with its operand for broadcasting."
-        )
-    return "Without keepdims=True the reduced axis disappears from the result's shape."
-
-
-def reduce_kept_labels(value: Any, truth: Any, context: Context) -> str | None:
-    """``reduce(x, modes_in, modes_out)`` read as "reduce OVER modes_out"."""
-    call, x = context.outcome.call, operand(context, 0)
-    if call is None or call.method != "reduce" or x is None or len(call.args) < 3:
-        return None
-    modes_in, modes_out = call.args[1], call.args[2]
-    if not isinstance(modes_in, str) or not isinstance(modes_out, str):
-        return None
-    others = "".join(m for m in modes_in if m not in modes_out)
-    redone = _redo(lambda: ops.reduce(x, modes_in, others)) if others else None
-    if any(
-        _shows(f, value, truth, redone) and _is_field(f, truth, context)
-        for f in ("shape", "values")
-    ):
-        return (
-            "reduce keeps the labels of modes_out, in that order, and sums over the labels it "
-            "leaves out: the output labels name what stays, not what is summed."
-        )
-    return None
-
-
-_BINARY = frozenset(
-    {"add", "sub", "mul", "div", "maximum", "minimum", "power", "equal", "less", "greater"}
-)
-
-
-def _left_aligned(a: Sequence[int], b: Sequence[int]) -> tuple[int, ...] | None:
-    """The broadcast shape if shapes were aligned on the LEFT (``None``: they would clash)."""
-    rank = max(len(a), len(b))
-    a, b = (*a, *[1] * (rank - len(a))), (*b, *[1] * (rank - len(b)))
-    out = []
-    for x, y in zip(a, b):
-        if x != y and 1 not in (x, y):
-            return None
-        out.append(max(x, y) if 0 not in (x, y) else 0)
-    return tuple(out)
-
-
-def broadcast_from_left(value: Any, truth: Any, context: Context) -> str | None:
-    """Shapes aligned from the left (padded with size-1 axes at the end)."""
-    call = context.outcome.call
-    a, b = operand(context, 0), operand(context, 1)
-    if call is None or call.method not in _BINARY or a is None or b is None:
-        return None
-    if len(a.shape) == len(b.shape):
-        return None
-    left = _left_aligned(a.shape, b.shape)
-    named = error_class(value) if isinstance(value, str) and value != "raises" else None
-    raises = value == "raises" or (named is not None and named.__name__ == "BroadcastError")
-    thought = (left is None and raises) or (
-        left is not None and _ints(value) and tuple(value) == left != tuple(truth or ())
-    )
-    if not thought:
-        return None
-    return (
-        "Broadcasting compares shapes from the RIGHT: the last axes pair first, and the "
-        "shorter shape gets size-1 axes at the front, never at the end."
-    )
-
-
-# -- values -----------------------------------------------------------------------------------
-
-
-def _rows(value: Any) -> list[list[float]] | None:
-    """The last-axis rows of a nested list of numbers."""
-    if not isinstance(value, list) or not value:
-        return None
-    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
-        return [[float(v) for v in value]]
-    rows: list[list[float]] = []
-    for item in value:
-        found = _rows(item)
-        if found is None:
-            return None
-        rows.extend(found)
-    return rows
-
-
-def uniform_attention(value: Any, truth: Any, context: Context) -> str | None:
-    """Causal attention weights predicted as equal shares: over every key (the mask forgotten),
-    or over the keys a query may see (the scores forgotten). The truth must be causal weights:
-    rows of [queries, keys] matrices that sum to 1 and give every later key (column j > row i)
-    weight 0."""
-    got, want = _rows(value), _rows(truth)
-    if got is None or want is None or len(got) != len(want) or not want:
-        return None
-    width = len(want[0])
-    if width < 2 or len(want) % width or any(len(g) != width for g in got):
-        return None
-
-    def close(a: float, b: float) -> bool:
-        return math.isclose(a, b, abs_tol=1e-3)
-
-    causal = all(
-        close(sum(w), 1.0) and all(w[j] == 0.0 for j in range(r % width + 1, width))
-        for r, w in enumerate(want)
-    )
-    if not causal:
-        return None
-    if all(close(x, 1 / width) for g in got for x in g):
-        return (
-            "The causal mask adds -inf to the scores of later keys, so softmax gives them "
-            "weight 0: a query never averages over keys after its own position."
-        )
-    shares = [
-        [1 / (r % width + 1) if j <= r % width else 0.0 for j in range(width)]
-        for r in range(len(got))
-    ]
-    equal = all(close(x, y) for g, row in zip(got, shares) for x, y in zip(g, row))
-    if equal and not all(close(x, y) for g, w in zip(got, want) for x, y in zip(g, w)):
-        return (
-            "The mask only removes the later keys; among the keys a query may see, softmax "
-            "weights each by exp(score), so different scores get different weights, not equal "
-            "shares."
-        )
-    return None
-
-
-# -- errors -----------------------------------------------------------------------------------
-
-
-def error_class(name: str) -> type[BaseException] | None:
-    """The llmfs error class ``name`` names (in any case, by a unique prefix), or the Python
-    built-in exception of that name; ``None`` for neither."""
-    from llmfs.course.exercises.judge import _error_classes, resolve_error_name
-
-    full = resolve_error_name(name)
-    if full is not None:
-        return _error_classes()[full]
-    import builtins
-
-    found = getattr(builtins, name, None)
-    return found if isinstance(found, type) and issubclass(found, BaseException) else None
-
-
-def _truth_error(truth: Any, context: Context) -> type[BaseException] | None:
-    exception = context.outcome.exception
-    if exception is not None:
-        return type(exception)
-    if isinstance(truth, str) and truth != "none":  # a plain key holding an error class name
-        return error_class(truth)
-    return None
-
-
-def rule_of(cls: type[BaseException]) -> str:
-    """The rule an error class stands for, from the first paragraph of its docstring."""
-    doc = inspect.getdoc(cls) or ""
-    first = doc.split("\n\n")[0].replace("\n", " ")
-    first = re.sub(r":\w+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], first)
-    first = first.replace("``", "")
-    return first[:1].lower() + first[1:].rstrip(".")
-
-
-def base_class(value: Any, truth: Any, context: Context) -> str | None:
-    """The base class of the true error named instead of the error itself."""
-    wanted = _truth_error(truth, context)
-    named = error_class(value) if isinstance(value, str) and value != "none" else None
-    if wanted is None or named is None or named is wanted or not issubclass(wanted, named):
-        return None
-    if named.__module__ == "builtins":
-        return f"{named.__name__} is its base class: name the llmfs class."
-    return f"{named.__name__} is a base class of the error: name the class itself."
-
-
-def foreign_error(value: Any, truth: Any, context: Context) -> str | None:
-    """A Python built-in exception that the true error does not derive from."""
-    wanted = _truth_error(truth, context)
-    named = error_class(value) if isinstance(value, str) and value != "none" else None
-    if named is None or named.__module__ != "builtins" or wanted is None:
-        return None
-    if issubclass(wanted, named):
-        return None
-    return (
-        "The library raises its own errors (each a TensorError, itself a ValueError), and "
-        "this request breaks a rule of the library: name the llmfs class."
-    )
-
-
-def refused_request(value: Any, truth: Any, context: Context) -> str | None:
-    """ "none" (it succeeds) for a request the library refuses."""
-    wanted = _truth_error(truth, context)
-    if value != "none" or wanted is None:
-        return None
-    if wanted.__name__ == "StaleViewError":
-        return (
-            "A view made before its owner was written to is stale: the library checks the "
-            "owner's version on every use and refuses the old view, so nothing reads values "
-            "that changed under it."
-        )
-    return f"The library refuses this request because {rule_of(wanted)}."
-
-
-def wrong_refusal(value: Any, truth: Any, context: Context) -> str | None:
-    """An llmfs error named for a request that succeeds or that breaks another rule."""
-    named = error_class(value) if isinstance(value, str) and value != "none" else None
-    if named is None or named.__module__ == "builtins":
-        return None
-    wanted = _truth_error(truth, context)
-    if wanted is not None and issubclass(wanted, named):
-        return None  # a base class: base_class says so
-    if wanted is None and named.__name__ == "NonContiguousReshapeError":
-        view = source(context)
-        if method(context) == "reshape" and view is not None and not view.is_contiguous():
-            return (
-                "A view that is not contiguous can still be reshaped without a copy when the "
-                "reshape only splits an axis or merges axes whose strides chain (stride[k] == "
-                "size[k + 1] × stride[k + 1]): check the axes the reshape touches, not the whole "
-                "view's contiguity."
-            )
-    if (
-        wanted is None
-        and named.__name__ == "BroadcastError"
-        and broadcast_from_left(value, truth, context)
-    ):
-        return None  # broadcast_from_left says why
-    return (
-        f"{named.__name__} is raised when {rule_of(named)}. Check whether this request breaks "
-        "that rule."
-    )
-
-
 __all__ = [
     "Detector",
-    "base_class",
-    "broadcast_from_left",
     "column_major",
     "contiguity",
     "copy_keeps_source",
     "dims_for_strides",
-    "error_class",
     "expand_zero_stride",
     "flip_keeps_direction",
-    "foreign_error",
     "head_axis_order",
     "index_without_strides",
+    "ints",
     "inverse_permutation",
-    "keepdims_flipped",
+    "is_field",
     "kept_source_layout",
     "merge_outer_stride",
     "method",
     "new_owner_walk",
     "operand",
     "owner_kind",
-    "reduce_kept_labels",
-    "refused_request",
+    "redo",
     "reversed_order",
     "row_major",
-    "rule_of",
     "scalar_axes",
+    "shows",
     "slice_base_offset_zero",
     "slice_end_off_by_one",
     "source",
     "split_column_major",
     "transpose_for_reshape",
-    "uniform_attention",
     "view_as_new_owner",
-    "wrong_axis",
-    "wrong_refusal",
     "zero_size_products",
 ]

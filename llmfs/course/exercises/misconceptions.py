@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmfs.course.exercises import detectors as d
+from llmfs.course.exercises import op_detectors as od
 from llmfs.course.exercises.entries import (
     PredictionError,
     UnreadableEntry,
@@ -257,15 +258,15 @@ MISCONCEPTIONS: tuple[Misconception, ...] = (
     *_named("index sum without strides", "base_offset", d.index_without_strides),
     *_named("a slice's base offset is 0", "base_offset", d.slice_base_offset_zero),
     *_named("off-by-one slice end", "shape offsets", d.slice_end_off_by_one),
-    *_named("reduced over the wrong axis", "shape values", d.wrong_axis),
-    *_named("keepdims forgotten or added", "shape values", d.keepdims_flipped),
-    *_named("reduce over the kept labels", "shape values", d.reduce_kept_labels),
-    *_named("broadcast aligned from the left", "shape error", d.broadcast_from_left),
-    *_named("uniform attention weights", "values", d.uniform_attention),
-    *_named("base class named for the error", "error", d.base_class),
-    *_named("a Python error for an llmfs refusal", "error", d.foreign_error),
-    *_named("success predicted for a refused request", "error", d.refused_request),
-    *_named("an error whose rule the request keeps", "error", d.wrong_refusal),
+    *_named("reduced over the wrong axis", "shape values", od.wrong_axis),
+    *_named("keepdims forgotten or added", "shape values", od.keepdims_flipped),
+    *_named("reduce over the kept labels", "shape values", od.reduce_kept_labels),
+    *_named("broadcast aligned from the left", "shape error", od.broadcast_from_left),
+    *_named("uniform attention weights", "values", od.uniform_attention),
+    *_named("base class named for the error", "error", od.base_class),
+    *_named("a Python error for an llmfs refusal", "error", od.foreign_error),
+    *_named("success predicted for a refused request", "error", od.refused_request),
+    *_named("an error whose rule the request keeps", "error", od.wrong_refusal),
 )
 
 

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmfs.course.exercises import detectors as d
+from llmfs.course.exercises import op_detectors as od
 from llmfs.course.exercises.entries import normalize
 from llmfs.course.exercises.judge import compare
 from llmfs.course.exercises.misconceptions import MISCONCEPTIONS, Context, predicted_raise
@@ -208,13 +209,17 @@ CASES = (
 )
 
 
+def _detector(name: str) -> Any:
+    return getattr(d, name, None) or getattr(od, name)
+
+
 def _case_id(case: Case) -> str:
     return f"{case.detector}-{case.field}-{case.wrong!r}"[:70]
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_each_detector_fires_on_its_misconception_only(case: Case) -> None:
-    detect = getattr(d, case.detector)
+    detect = _detector(case.detector)
     outcome = run(case.expression, _names())
     truth = outcome.truth(case.field)
     context = Context(outcome, {})
@@ -233,7 +238,8 @@ def test_each_detector_fires_on_its_misconception_only(case: Case) -> None:
 
 
 def test_every_general_detector_of_the_catalogue_has_a_case() -> None:
-    general = {m.detect.__name__ for m in MISCONCEPTIONS if m.detect.__module__ == d.__name__}
+    modules = {d.__name__, od.__name__}
+    general = {m.detect.__name__ for m in MISCONCEPTIONS if m.detect.__module__ in modules}
     assert general == {case.detector for case in CASES}
 
 
@@ -243,7 +249,7 @@ def test_no_detector_message_states_a_number_of_the_truth() -> None:
     for case in CASES:
         outcome = run(case.expression, _names())
         truth = outcome.truth(case.field)
-        message = getattr(d, case.detector)(
+        message = _detector(case.detector)(
             normalize(case.field, case.wrong), truth, Context(outcome, {})
         )
         numbers = {
