@@ -85,7 +85,7 @@ def test_empty_run_wrong_hint_retry_right(open_lab_notebook, lab_server) -> None
     assert result.locator('tr[data-field="shape"]').get_attribute("data-status") == "right"
     cells = [text.strip() for text in strides_row.locator("td").all_inner_texts()]
     assert cells[:3] == ["strides", "[2, 1]", "hidden"]
-    assert "row-major strides of shape [3, 2], what a reshape would give" in cells[3]
+    assert "row-major strides of the result's shape, what a reshape would give" in cells[3]
     assert "2 more wrong tries" in cells[3]
     assert "[1, 3]" not in result.inner_text()
     assert result.locator("table.llmfs-offsets").count() == 0

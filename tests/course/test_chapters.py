@@ -676,22 +676,71 @@ def test_a_short_answer_already_on_screen_before_its_exercise_is_not_telling() -
     assert long is not None and not long.novel
 
 
+FORMULA = re.compile(
+    r"(?:(?:ceil|floor)\s*)?[(\s]*-?\d+(?:\s*[-+×*/·]\s*(?:(?:ceil|floor)\s*)?[(\s]*-?\d+[)\s]*)+"
+)
+
+
+def formula_values(text: str) -> list[float]:
+    """The values of the arithmetic written in ``text`` (``100 + 23``, ``1 × 12``,
+    ``ceil((10 - 0) / 3)``): arithmetic a learner can work out states its result as plainly as
+    the number itself."""
+    values = []
+    for match in FORMULA.finditer(text):
+        written = match.group().strip().replace("×", "*").replace("·", "*")
+        while written.count("(") > written.count(")") and written.startswith("("):
+            written = written[1:]
+        while written.count(")") > written.count("(") and written.endswith(")"):
+            written = written[:-1]
+        written = re.sub(r"(ceil|floor)", r"math.\1", written)
+        try:
+            values.append(float(eval(written, {"__builtins__": {}, "math": __import__("math")})))
+        except (SyntaxError, ZeroDivisionError, TypeError, NameError):
+            continue
+    return values
+
+
+def states_answer(name: str, answer: Any, question: str, text: str) -> str | None:
+    """How ``text`` states the answer ``answer`` to the field ``name`` of an exercise asking
+    ``question`` (a short description), or None. The output search's renderings
+    (:func:`needle`), made stricter because the text (a hint, an explanation of a wrong answer)
+    speaks of this exercise alone: every list answer of two or more numbers counts, and so do a
+    number answer of two digits or more standing on its own (``12``), a short list next to its
+    field's name (``shape []``, ``shape [4]``) and arithmetic whose result is a number answer or
+    a one-entry list's entry (``100 + 23``, ``ceil((10 - 0) / 3)``)."""
+    found = needle(name, answer, question)
+    if found is not None and (how := shows(text, found)):
+        return how
+    if is_number(answer) and abs(answer) >= 10:
+        lone = re.compile(rf"(?<![\w.]){re.escape(canonical_number(str(answer)))}(?!\w|\.\d)")
+        if match := lone.search(text):
+            return f"as {match.group()!r}"
+    numbers = leaves(answer) if isinstance(answer, list) else []
+    if isinstance(answer, list) and len(numbers) < 2 and all(is_number(n) for n in numbers):
+        label = re.escape(LABELS.get(name, name.replace("_", " ")))
+        rendering = (
+            r"\[\s*" + "".join(re.escape(canonical_number(str(n))) for n in numbers) + r"\s*\]"
+        )
+        if (match := re.search(rf"\b{label}\s*[:=]?\s*{rendering}", text)) and (
+            match.group() not in question
+        ):
+            return f"as {match.group()!r}"
+    targets = [answer] if is_number(answer) else numbers if len(numbers) == 1 else []
+    for value in formula_values(text):
+        if any(is_number(t) and abs(value - t) < 1e-9 for t in targets):
+            return f"as arithmetic giving {canonical_number(str(value))}"
+    return None
+
+
 @pytest.mark.parametrize(("chapter", "exercise"), PREDICTS, ids=_exercise_ids(PREDICTS))
 def test_no_hint_states_its_exercises_answer(chapter: Chapter, exercise: Exercise) -> None:
     """``hint(id)`` can be asked for before any attempt, so a hint points at the rule and never
-    states a field's answer. The search is the output search's (:func:`needle`), made stricter
-    because a hint speaks of this exercise alone: every list answer of two or more numbers counts,
-    and so does a number answer of two digits or more standing on its own (``1 × 12``)."""
+    states a field's answer (:func:`states_answer`)."""
     stated = []
     for name, answer in solution_answers(chapter, exercise).items():
-        found = needle(name, answer, exercise.expression)
-        lone = (
-            re.compile(rf"(?<![\w.]){re.escape(canonical_number(str(answer)))}(?!\w|\.\d)")
-            if is_number(answer) and abs(answer) >= 10
-            else None
-        )
         for number, text in enumerate(exercise.hints, start=1):
-            how = (found is not None and shows(text, found)) or (lone and lone.search(text))
-            if how:
-                stated.append(f"hint {number} of {exercise.id} states {name} = {answer!r}: {text}")
+            if how := states_answer(name, answer, exercise.expression, text):
+                stated.append(
+                    f"hint {number} of {exercise.id} states {name} = {answer!r} {how}: {text}"
+                )
     assert not stated, "\n".join(stated)

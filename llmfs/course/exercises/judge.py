@@ -10,7 +10,7 @@ place that decides verdicts, for the notebook's ``check``, the widgets and the s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from llmfs.course.exercises.compare import same_answer
@@ -27,7 +27,7 @@ from llmfs.course.exercises.entries import (
     normalize,
     plain_value,
 )
-from llmfs.course.exercises.misconceptions import Context, diagnose
+from llmfs.course.exercises.misconceptions import Context, diagnose, predicted_raise
 from llmfs.course.exercises.run import Outcome
 from llmfs.tensor import TensorError
 
@@ -133,6 +133,11 @@ def judge(
     plain = outcome.plain is not None
     if not plain:
         field = field_name(field)
+        raised = (
+            None if field == "error" else predicted_raise(predicted, (given or {}).get("error"))
+        )
+        if raised is not None:
+            return _judge_raise(field, predicted, raised, outcome, given, mistakes)
     truth = outcome.truth(field)
     if plain:
         truth_text = display(field, truth)
@@ -181,6 +186,30 @@ def judge(
         differs=_differs(field, value, truth),
         mistakes=tuple(dict.fromkeys(found)),
         value=value,
+    )
+
+
+def _judge_raise(
+    field: str,
+    predicted: Any,
+    raised: str,
+    outcome: Outcome,
+    given: Mapping[str, Any] | None,
+    mistakes: Any,
+) -> Verdict:
+    """A tensor field predicted as an error ("raises X", see :func:`predicted_raise`): right when
+    the request raises (the error X, when one is named), judged and explained as a prediction of
+    the ``error`` field."""
+    truth = outcome.truth(field)
+    truth_text = display(field, truth) if truth is not None else "— (rejected)"
+    shown = f"raises {raised}" if raised else "raises"
+    if not raised and outcome.exception is not None:
+        return Verdict(field, shown, truth_text, "right", value=shown)
+    as_error = judge("error", raised or "raises", outcome, given=given, mistakes=mistakes)
+    # A blank field stands for the error field's prediction, whose verdict explains it once.
+    explained = as_error.mistakes if isinstance(predicted, str) and predicted.strip() else ()
+    return replace(
+        as_error, field=field, predicted=shown, truth=truth_text, mistakes=explained, value=shown
     )
 
 

@@ -3,17 +3,34 @@
 Each :class:`Misconception` of the catalogue :data:`MISCONCEPTIONS` applies to one kind of field
 and returns a one-sentence explanation when a wrong answer shows it; :func:`diagnose` asks every
 detector of a field. A detector sees the wrong value, the truth and a :class:`Context` (the
-outcome, with the request that was made, and the learner's other fields). The exercise's own
-mistakes (the manifest's ``mistakes``) are matched by :func:`llmfs.course.exercises.judge.judge`.
+outcome, with the request that was made, and the learner's other fields), so it applies to every
+exercise of its kind; the general ones live in :mod:`llmfs.course.exercises.detectors`. The
+exercise's own mistakes (the manifest's ``mistakes``) are matched by
+:func:`llmfs.course.exercises.judge.judge`.
+
+An explanation names the rule the answer broke, never a value of the answer: it is shown on the
+first wrong try, long before the answer is revealed.
+
+A tensor field may also be predicted as an error (``raises BroadcastError``, or left blank while
+the ``error`` field names an error): :func:`predicted_raise` reads that, and the judge decides it
+as a prediction of the error.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llmfs.course.exercises.entries import UnreadableEntry, display_list, flat, normalize
+from llmfs.course.exercises import detectors as d
+from llmfs.course.exercises import op_detectors as od
+from llmfs.course.exercises.entries import (
+    PredictionError,
+    UnreadableEntry,
+    flat,
+    normalize,
+)
 from llmfs.course.exercises.run import Outcome
 from llmfs.tensor import layout
 
@@ -53,9 +70,8 @@ def _permute_row_major(value: Any, truth: Any, context: Context) -> str | None:
         return None
     if value == _row_major(view.shape) != truth:
         return (
-            f"{display_list([str(v) for v in value])} are the row-major strides of shape "
-            f"{display_list([str(v) for v in view.shape])}, what a reshape would give: a "
-            "transpose or permute keeps each axis's own stride and only moves it with its axis."
+            "Those are the row-major strides of the result's shape, what a reshape would give: "
+            "a transpose or permute keeps each axis's own stride and only moves it with its axis."
         )
     return None
 
@@ -90,7 +106,7 @@ def _slice_start_only(value: Any, truth: Any, context: Context) -> str | None:
     stride = source.strides[axis] if axis < len(source.strides) else 1
     if value in (start, source.base_offset + start) and value != truth and stride != 1:
         return (
-            f"The base offset moves by start × stride = {start} × {stride}, not by the start "
+            "The base offset moves by start × stride along the sliced axis, not by the start "
             "index alone: each step along that axis skips a whole stride of storage."
         )
     return None
@@ -146,8 +162,8 @@ def _step_floor(value: Any, truth: Any, context: Context) -> str | None:
         and all(v == t for k, (v, t) in enumerate(zip(value, truth)) if k != axis)
     ):
         return (
-            f"({stop} - {start}) / {step} rounded down counts only the whole steps: the size is "
-            f"ceil(({stop} - {start}) / {step}), because index {start} itself is kept too."
+            "(stop - start) / step rounded down counts only the whole steps: the size is "
+            "ceil((stop - start) / step), because index start itself is kept too."
         )
     return None
 
@@ -170,18 +186,18 @@ def _count_mismatch(value: Any, truth: Any, context: Context) -> str | None:
         shape = normalize("shape", shape)
     except UnreadableEntry:
         shape = None
-    source = "you predicted"
+    source = "the shape you predicted"
     if shape is None:
         view = context.outcome.view
         if view is None:
             return None
-        shape, source = tuple(view.shape), "the result has"
+        shape, source = tuple(view.shape), "the result's shape"
     expected = layout.element_count(shape)
     if count != expected:
+        # The shape itself is not repeated: it may be an answer still to find.
         return (
-            f"{count} entr{'y' if count == 1 else 'ies'} for {source} shape "
-            f"{display_list([str(v) for v in shape])}, which holds {expected} value"
-            f"{'' if expected == 1 else 's'}: one offset and one value per coordinate."
+            f"{count} entr{'y' if count == 1 else 'ies'} for {source}, which holds {expected} "
+            f"value{'' if expected == 1 else 's'}: one offset and one value per coordinate."
         )
     return None
 
@@ -199,6 +215,12 @@ def _offsets_for_values(value: Any, truth: Any, context: Context) -> str | None:
     return None
 
 
+def _named(
+    name: str, fields: str, detect: Callable[[Any, Any, Context], str | None]
+) -> list[Misconception]:
+    return [Misconception(name, field, detect) for field in fields.split()]
+
+
 #: The catalogue: every named misconception, per kind of field (each has a test).
 MISCONCEPTIONS: tuple[Misconception, ...] = (
     Misconception("row-major strides for a transpose or permute", "strides", _permute_row_major),
@@ -212,19 +234,96 @@ MISCONCEPTIONS: tuple[Misconception, ...] = (
     Misconception("count mismatch across fields", "offsets", _count_mismatch),
     Misconception("count mismatch across fields", "values", _count_mismatch),
     Misconception("offsets given for values", "values", _offsets_for_values),
+    # The general detectors (llmfs.course.exercises.detectors).
+    *_named("reversed order", "shape strides", d.reversed_order),
+    *_named("column-major strides", "strides", d.column_major),
+    *_named("inverse permutation", "shape strides", d.inverse_permutation),
+    *_named("source layout kept by a transpose or permute", "shape strides", d.kept_source_layout),
+    *_named("axis numbers given for the layout", "shape strides", d.dims_for_strides),
+    *_named(
+        "the transpose's answer for a reshape", "strides offsets values", d.transpose_for_reshape
+    ),
+    *_named("row-major strides for a view", "strides", d.view_as_new_owner),
+    *_named("a copy keeps its source's layout", "strides offsets", d.copy_keeps_source),
+    *_named("a new owner walked out of order", "offsets", d.new_owner_walk),
+    *_named("view or new owner confused", "owner", d.owner_kind),
+    *_named("a view is always contiguous, a copy never", "contiguous", d.contiguity),
+    *_named("axes given to a scalar", "shape strides", d.scalar_axes),
+    *_named("a size-0 axis multiplied in", "strides", d.zero_size_products),
+    *_named("expand without stride 0", "strides", d.expand_zero_stride),
+    *_named("head-axis order", "shape strides", d.head_axis_order),
+    *_named("merged axis with its outer stride", "strides", d.merge_outer_stride),
+    *_named("split axes column-major", "strides", d.split_column_major),
+    *_named("flip keeps its direction", "strides base_offset", d.flip_keeps_direction),
+    *_named("index sum without strides", "base_offset", d.index_without_strides),
+    *_named("a slice's base offset is 0", "base_offset", d.slice_base_offset_zero),
+    *_named("off-by-one slice end", "shape offsets", d.slice_end_off_by_one),
+    *_named("reduced over the wrong axis", "shape values", od.wrong_axis),
+    *_named("keepdims forgotten or added", "shape values", od.keepdims_flipped),
+    *_named("reduce over the kept labels", "shape values", od.reduce_kept_labels),
+    *_named("broadcast aligned from the left", "shape error", od.broadcast_from_left),
+    *_named("uniform attention weights", "values", od.uniform_attention),
+    *_named("base class named for the error", "error", od.base_class),
+    *_named("a Python error for an llmfs refusal", "error", od.foreign_error),
+    *_named("success predicted for a refused request", "error", od.refused_request),
+    *_named("an error whose rule the request keeps", "error", od.wrong_refusal),
 )
 
 
 def diagnose(field: str, value: Any, truth: Any, context: Context) -> list[str]:
-    """The messages of every catalogued misconception that a wrong ``value`` shows."""
+    """The messages of every catalogued misconception that a wrong ``value`` shows.
+
+    A plain outcome's key named ``error`` (an error class name, or ``none``) is diagnosed as an
+    ``error`` field. A detector that cannot read this kind of request stays silent (one that
+    raises counts as silent: a learner's check never fails on an explanation; the probe tests
+    call every detector directly, so a raising detector fails there).
+    """
+    if context.outcome.plain is not None:
+        if field != "error" or not isinstance(value, str):
+            return []
     messages = []
     for misconception in MISCONCEPTIONS:
         if misconception.field != field:
             continue
-        message = misconception.detect(value, truth, context)
+        try:
+            message = misconception.detect(value, truth, context)
+        except Exception:  # a detector that cannot read this request has nothing to say
+            message = None
         if message:
             messages.append(message)
-    return messages
+    return list(dict.fromkeys(messages))
 
 
-__all__ = ["MISCONCEPTIONS", "Context", "Misconception", "diagnose"]
+#: "raises X", "error: X", "refused" ...: a tensor field predicted as an error.
+_RAISES = re.compile(
+    r"\s*(?:it\s+)?(?:raises|raise|error|refused|rejected|fails)\b[\s:]*([A-Za-z_][\w.]*)?\s*",
+    re.IGNORECASE,
+)
+
+
+def predicted_raise(predicted: Any, error: Any = None) -> str | None:
+    """The error class a tensor field's entry predicts (``""`` when it says only that the
+    request raises), or ``None`` when it predicts a value.
+
+    ``raises BroadcastError``, ``error: BroadcastError``, ``refused`` and a bare error class name
+    (``BroadcastError``) predict an error; so does a blank entry when the exercise's ``error``
+    field (``error``, as the learner typed it) names an error: a request that raises has no
+    shape or strides to predict."""
+    if predicted is None or (isinstance(predicted, str) and not predicted.strip()):
+        try:
+            named = normalize("error", error)
+        except (UnreadableEntry, PredictionError):
+            return None
+        return named if named not in (None, "none") else None
+    if not isinstance(predicted, str):
+        return None
+    text = predicted.strip()
+    match = _RAISES.fullmatch(text)
+    if match:
+        return (match.group(1) or "").rsplit(".", 1)[-1]
+    if re.fullmatch(r"[A-Za-z_][\w.]*Error", text):
+        return text.rsplit(".", 1)[-1]
+    return None
+
+
+__all__ = ["MISCONCEPTIONS", "Context", "Misconception", "diagnose", "predicted_raise"]

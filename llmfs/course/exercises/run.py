@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llmfs.course.exercises.describe import (
@@ -33,11 +33,19 @@ from llmfs.tensor import Tensor, TensorError, TensorView
 class Call:
     """What a string expression asked for, read from its syntax: the method (``slice``,
     ``transpose``, ``getitem`` for ``x[i]``...), its literal arguments (``None`` where an argument
-    is not a literal) and the receiver's view (``None`` when it is not a tensor)."""
+    is not a literal) and the receiver's view (``None`` when it is not a tensor).
+
+    ``operands`` holds each positional argument's view (``None`` where the argument is not a
+    tensor reached without side effects: a name, an attribute, a chain of view methods or a
+    ``Tensor`` constructor with literal arguments) and ``keywords`` the literal keyword
+    arguments (``axis=0``), so a detector can redo the request the other way a learner
+    thought of (``ops.sum`` over another axis, shapes broadcast from the left)."""
 
     method: str
     args: tuple[Any, ...]
     source: TensorView | None
+    operands: tuple[TensorView | None, ...] = ()
+    keywords: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,38 +159,61 @@ def _evaluate_plain(expression: str, scope: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read_call(expression: str, scope: Mapping[str, Any]) -> Call | None:
-    """The method and literal arguments of ``receiver.method(...)`` or ``receiver[i, ...]``;
-    the receiver is evaluated (a name or an attribute chain without calls only, so nothing
-    runs twice)."""
+    """The method and literal arguments of ``receiver.method(...)``, ``function(...)`` or
+    ``receiver[i, ...]``; the receiver and the tensor arguments are evaluated only when they are
+    plain references (:func:`_is_plain_reference`), so nothing with an effect runs twice."""
     try:
         node = ast.parse(expression.strip(), mode="eval").body
     except SyntaxError:
         return None
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
         method, receiver, raw = node.func.attr, node.func.value, list(node.args)
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        # A function of the namespace (``reduce(a, "ij", "i")``): no receiver.
+        method, receiver, raw = node.func.id, None, list(node.args)
     elif isinstance(node, ast.Subscript):
         method, receiver = "getitem", node.value
         index = node.slice
         raw = list(index.elts) if isinstance(index, ast.Tuple) else [index]
     else:
         return None
-    args = []
-    for arg in raw:
-        try:
-            args.append(ast.literal_eval(arg))
-        except (ValueError, SyntaxError, TypeError):
-            args.append(None)
-    source = None
-    if _is_plain_reference(receiver):
-        try:
-            found = eval(compile(ast.Expression(receiver), "<receiver>", "eval"), dict(scope))
-        except Exception:
-            found = None
-        if isinstance(found, Tensor):
-            source = found.view()
-        elif isinstance(found, TensorView):
-            source = found
-    return Call(method, tuple(args), source)
+    args = [_literal_or_none(arg) for arg in raw]
+    keywords: dict[str, Any] = {}
+    if isinstance(node, ast.Call):
+        keywords = {k.arg: _literal_or_none(k.value) for k in node.keywords if k.arg is not None}
+    operands = tuple(_tensor_view(arg, scope) for arg in raw) if isinstance(node, ast.Call) else ()
+    source = _tensor_view(receiver, scope) if receiver is not None else None
+    return Call(method, tuple(args), source, operands, keywords)
+
+
+def _literal_or_none(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return None
+
+
+def _tensor_view(node: ast.expr, scope: Mapping[str, Any]) -> TensorView | None:
+    """The view ``node`` evaluates to when it is a plain reference (so evaluating it again runs
+    nothing with an effect), else ``None``."""
+    if not _is_plain_reference(node):
+        return None
+    try:
+        found = eval(compile(ast.Expression(node), "<operand>", "eval"), dict(scope))
+    except Exception:
+        return None
+    if isinstance(found, Tensor):
+        return found.view()
+    return found if isinstance(found, TensorView) else None
+
+
+#: Methods that make a view (or a new owner) and change nothing else: an expression built of
+#: them may be evaluated again to read its layout.
+_PURE_METHODS = frozenset(
+    {"view", "transpose", "permute", "reshape", "slice", "split", "merge", "expand", "flip"}
+)
+#: ``Tensor`` constructors that allocate a new owner and change nothing else.
+_PURE_CONSTRUCTORS = frozenset({"zeros", "ones", "from_vec", "arange", "full"})
 
 
 def _is_plain_reference(node: ast.expr) -> bool:
@@ -190,10 +221,21 @@ def _is_plain_reference(node: ast.expr) -> bool:
         return True
     if isinstance(node, ast.Attribute):
         return _is_plain_reference(node.value)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        # ``t.view()`` makes a view without side effects.
-        return node.func.attr == "view" and not node.args and _is_plain_reference(node.func.value)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
+        literal = all(_is_literal(arg) for arg in node.args)
+        if isinstance(node.func.value, ast.Name) and node.func.value.id == "Tensor":
+            return node.func.attr in _PURE_CONSTRUCTORS and literal
+        # ``t.view()``, ``t.transpose(0, 1)``...: views made without side effects.
+        return node.func.attr in _PURE_METHODS and literal and _is_plain_reference(node.func.value)
     return False
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        return False
+    return True
 
 
 __all__ = ["Call", "Outcome", "run"]

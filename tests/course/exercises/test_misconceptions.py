@@ -25,7 +25,7 @@ def _says(messages: tuple[str, ...], text: str) -> bool:
 def test_row_major_strides_for_a_transpose_or_permute() -> None:
     scope = {"base": seed_fixture()}
     found = _wrong("base.transpose(0, 1)", scope, strides=[2, 1])
-    assert _says(found["strides"], "row-major strides of shape [3, 2], what a reshape would give")
+    assert _says(found["strides"], "row-major strides of the result's shape, what a reshape")
     from llmfs.tensor import Tensor
 
     cube = {"cube": Tensor.from_vec([2, 3, 4], list(range(24)))}
@@ -41,11 +41,11 @@ def test_the_reshape_offsets_given_for_a_transpose() -> None:
 def test_the_base_offset_without_start_times_stride() -> None:
     scope = {"base": seed_fixture()}
     found = _wrong("base.slice(0, 1, 2)", scope, base_offset=1)
-    assert _says(found["base_offset"], "moves by start × stride = 1 × 3")
+    assert _says(found["base_offset"], "moves by start × stride along the sliced axis")
     from llmfs.tensor import Tensor
 
     x = {"x": Tensor.from_vec([2, 3, 4], list(range(24)))}
-    assert _says(_wrong("x[1]", x, base_offset=1)["base_offset"], "1 × 12")
+    assert _says(_wrong("x[1]", x, base_offset=1)["base_offset"], "not by the start index alone")
 
 
 def test_a_slice_treated_as_contiguous() -> None:
@@ -63,7 +63,7 @@ def test_floor_instead_of_ceil_for_a_step() -> None:
 
     row = {"row": Tensor.arange(10)}
     found = _wrong("row.slice(0, 0, 10, 3)", row, shape=[3])
-    assert _says(found["shape"], "the size is ceil((10 - 0) / 3)")
+    assert _says(found["shape"], "the size is ceil((stop - start) / step)")
 
 
 def test_the_shape_given_where_strides_are_asked() -> None:
@@ -74,9 +74,9 @@ def test_the_shape_given_where_strides_are_asked() -> None:
 def test_a_count_mismatch_across_fields() -> None:
     scope = {"base": seed_fixture()}
     found = _wrong("base.reshape([3, 2])", scope, shape=[2, 2], offsets=[0, 1, 2, 3, 4])
-    assert _says(found["offsets"], "5 entries for you predicted shape [2, 2], which holds 4")
+    assert _says(found["offsets"], "5 entries for the shape you predicted, which holds 4")
     found = _wrong("base.view()", scope, offsets=[0, 1, 2, 3])
-    assert _says(found["offsets"], "4 entries for the result has shape [2, 3], which holds 6")
+    assert _says(found["offsets"], "4 entries for the result's shape, which holds 6")
 
 
 def test_offsets_given_for_values() -> None:
@@ -86,7 +86,8 @@ def test_offsets_given_for_values() -> None:
     assert _says(_wrong("x.view()", x, values=[0, 1, 2, 3])["values"], "the storage offsets")
 
 
-def test_every_catalogued_misconception_is_tested_above() -> None:
+def test_every_misconception_of_the_per_request_wording_is_tested_above() -> None:
+    # The general detectors are tested one by one in test_detectors.py.
     tested = {
         "row-major strides for a transpose or permute",
         "reshape offsets for a transpose",
@@ -99,7 +100,7 @@ def test_every_catalogued_misconception_is_tested_above() -> None:
         "count mismatch across fields",
         "offsets given for values",
     }
-    assert {m.name for m in MISCONCEPTIONS} == tested
+    assert tested <= {m.name for m in MISCONCEPTIONS}
 
 
 def test_an_exercise_can_declare_its_own_expected_mistakes(attempts_log: Path) -> None:
