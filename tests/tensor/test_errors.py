@@ -384,3 +384,11 @@ def test_constructors_refuse_non_numbers() -> None:
     assert "one real number" in str(raised(lambda: Tensor.full([2], [1.0, 2.0])))
     assert "could not be read as numbers" in str(raised(lambda: Tensor.from_numpy([[1, 2], [3]])))
     assert "flat sequence" in str(raised(lambda: Tensor.from_vec([2], 5.0)))
+
+
+def test_a_metal_dtype_error_keeps_its_reason_as_a_field_the_message_is_built_from() -> None:
+    from llmfs.tensor.backends.metal.errors import MetalDTypeError
+
+    for dtype, words in (("float64", "64-bit floating point"), ("int64", "32-bit integers")):
+        error = MetalDTypeError(dtype, where="the metal backend")
+        assert words in error.reason and str(error).endswith(error.reason)

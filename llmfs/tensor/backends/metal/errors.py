@@ -129,22 +129,25 @@ class MetalDTypeError(DTypeError):
     def __post_init__(self) -> None:
         self.allowed = tuple(self.supported)
 
-    def explain(self) -> str:
+    @property
+    def reason(self) -> str:
+        """Why the dtype is refused and what to do instead."""
         name = str(self.dtype)
         if name == "float64":
-            why = (
+            return (
                 "Metal has no 64-bit floating point type, and llmfs never downcasts silently. "
                 "Convert first (for example Tensor.from_numpy(t.to_numpy(), dtype='float32')), "
                 "or use the numpy backend for float64"
             )
-        elif name == "int64":
-            why = (
+        if name == "int64":
+            return (
                 "the Metal kernels take 32-bit integers, and llmfs never narrows silently. "
                 "Convert to int32 first, or use the numpy backend for int64"
             )
-        else:
-            why = f"it takes {', '.join(self.supported)}. Convert first, or use the numpy backend"
-        return f"{self.where} does not take {shown(self.dtype)!s}: {why}"
+        return f"it takes {', '.join(self.supported)}. Convert first, or use the numpy backend"
+
+    def explain(self) -> str:
+        return f"{self.where} does not take {shown(self.dtype)!s}: {self.reason}"
 
 
 __all__ = [
