@@ -492,6 +492,13 @@ ROWS: list[tuple[str, Callable[[], Any], type[TensorError], str]] = [
     ),
     ("mul-by-a-complex", lambda: ops.mul(Tensor.zeros([2]), 2j), TensorError, r"got complex 2j"),
     (
+        "equal-to-a-fraction",
+        lambda: Tensor.zeros([2]) == Fraction(1, 2),
+        TensorError,
+        r"equal's operand .* got Fraction Fraction\(1, 2\)",
+    ),
+    ("equal-to-a-complex", lambda: Tensor.zeros([2]) != 1j, TensorError, r"got complex 1j"),
+    (
         "einsum-with-a-fraction",
         lambda: ops.einsum("i,->i", Tensor.zeros([2]), Fraction(1, 2)),
         TensorError,
