@@ -603,6 +603,21 @@ def test_bad_input_is_a_clear_tensor_error(
     assert re.search(pattern, str(info.value)), f"{str(info.value)!r} does not match {pattern!r}"
 
 
+@pytest.mark.parametrize("coordinate", [None, "0", 1.0, [0.5], {0}, [True], (), [0, 0]], ids=repr)
+@pytest.mark.parametrize("reader", ["get", "item", "storage_offset-of-a-view"])
+def test_a_value_is_read_only_at_a_coordinate_of_integers(coordinate: object, reader: str) -> None:
+    # The rule behind get(None): every component is an exact integer and there is one per axis
+    # (storage_offset() with no argument is PyTorch's first offset; None is not a coordinate).
+    view = Tensor.arange(3).view()
+    read = {
+        "get": lambda: view.get(coordinate),  # type: ignore[arg-type]
+        "item": lambda: view.item(coordinate),  # type: ignore[arg-type]
+        "storage_offset-of-a-view": lambda: view.layout.storage_offset(coordinate),
+    }[reader]
+    with pytest.raises((lt.InvalidArgumentError, lt.RankMismatchError)):
+        read()
+
+
 def _pickled_in_a_window() -> Tensor:
     tensor = Tensor.arange(3)
     with tensor.mutate() as buffer:
