@@ -242,11 +242,11 @@ def storage_values(
     operands of ops, ``copyto``): a value converts only when the storage dtype holds it:
 
     * a float going to an integer dtype must be finite and in range (:func:`check_integer_cast`);
-    * an integer written as a Python int (or a list of them) must lie in an integer dtype's
-      range (:func:`check_integer_range`, NumPy 2's rule); NumPy arrays and NumPy scalars of
-      integers convert as NumPy converts them (a narrower integer dtype wraps around, as
-      ``astype`` does);
-    * a Python int beyond 64 bits converts to a float dtype only, and only when asked for.
+    * an integer given as Python data (a Python int, or any sequence of numbers) must lie in an
+      integer dtype's range (:func:`check_integer_range`, NumPy 2's rule for Python ints); a
+      NumPy array or a NumPy scalar converts as NumPy converts it (a narrower integer dtype
+      wraps around, as ``astype`` does);
+    * a Python int beyond 64 bits converts to a float or bool dtype only, and only when asked.
 
     Floats round to a float dtype (to +-inf past its largest value, as NumPy does); anything
     non-zero becomes True. Raises :class:`TensorError` for what is not a real number (complex,
@@ -274,12 +274,15 @@ def storage_values(
 def _wide_integers(
     values: object, array: np.ndarray, dtype: object | None, where: str
 ) -> np.ndarray:
-    """An object array NumPy made of Python ints beyond 64 bits: floats when a float dtype is
-    asked for; otherwise refused, naming the first such int. An object array of anything else
-    is returned as it is (the caller refuses it as not numbers)."""
+    """An object array NumPy made of Python ints beyond 64 bits: floats (or bools) when a float
+    (or bool) dtype is asked for; otherwise refused, naming the first such int. An object array
+    of anything else is returned as it is (the caller refuses it as not numbers)."""
     if not all(type(value) in (int, bool) for value in array.flat):
         return array
-    if dtype is not None and resolve_dtype(dtype).kind == "f":
+    target = None if dtype is None else resolve_dtype(dtype)
+    if target is not None and target.kind == "b":
+        return array.astype(np.bool_)  # anything non-zero is True
+    if target is not None and target.kind == "f":
         try:
             return np.asarray(values, dtype=np.float64)
         except OverflowError:

@@ -32,10 +32,11 @@ def _ops() -> Any:
 
 
 def _comparable(other: object) -> bool:
-    """Whether ``==``/``!=`` should compare with ``other`` value by value (tensors, views, real
-    numbers, and NumPy arrays, which ops refuses with advice). For anything else (``None``, a
-    string) Python's default applies: not equal."""
-    return isinstance(other, (OperatorMixin, np.ndarray, numbers.Real))
+    """Whether ``==``/``!=`` should compare with ``other`` value by value (tensors, views,
+    numbers, and NumPy arrays, which ops refuses with advice; a number llmfs does not take, such
+    as a complex or a ``Fraction``, is refused by ops too rather than found silently unequal).
+    For anything else (``None``, a string) Python's default applies: not equal."""
+    return isinstance(other, (OperatorMixin, np.ndarray, numbers.Number, np.bool_))
 
 
 def _logical(op: str, a: object, b: object) -> Any:

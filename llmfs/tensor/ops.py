@@ -896,6 +896,7 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
         )
     batch = broadcast_shapes(left.shape[:-2], right.shape[:-2])
     rows, cols = left.shape[-2], right.shape[-1]
+    given = (left, right)  # the work limit applies to these, not to the batch broadcast
     left = left.expand((*batch, rows, inner_a))
     right = right.expand((*batch, inner_b, cols))
     final = (*batch, *(() if drop_rows else (rows,)), *(() if drop_cols else (cols,)))
@@ -905,7 +906,7 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
         return empty_result(final, out)  # no values, or each one a sum of nothing (0)
     backend = backend_for("matmul", None, widest_dtype(dtypes))
     with allocating(element_count(final), out):
-        for operand in (left, right):
+        for operand in given:
             check_reads(operand.size, operand.dtype, "matmul")
         result = backend.matmul(left, right, dtype=out, compute=compute_dtype(dtypes))
     check_unchanged(left, right)

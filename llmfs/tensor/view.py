@@ -68,6 +68,9 @@ class ViewMethods(OperatorMixin):
 
     #: True for the class that owns storage (``Tensor``), False for views of it.
     _owns_storage: ClassVar[bool] = False
+    #: The version reads are checked against (a slot of each subclass): a view's is its owner's
+    #: version when the view was made, a tensor's is its own, now.
+    _version: int
 
     @property
     def layout(self) -> Layout:
@@ -246,7 +249,7 @@ class ViewMethods(OperatorMixin):
         stale = "<stale: the owner was written to after this view was made, or is being written>"
         if self._is_stale():
             return stale
-        version = self.owner._version
+        version = self._version  # a view's: its owner's when made; a tensor's: its own now
         try:
             shown = str(show(numpy_view(self.owner._storage, self.layout)))
         except ViewTooLargeError as error:
@@ -338,7 +341,7 @@ class ViewMethods(OperatorMixin):
     def to_numpy(self) -> np.ndarray:
         """A new NumPy array (a copy) with this shape and these values."""
         self._check_fresh()
-        version = self.owner._version
+        version = self._version  # a view's: its owner's when made; a tensor's: its own now
         array = gather(self.owner._storage, self.layout)
         self._end_read(version)
         return array

@@ -64,7 +64,8 @@ def copyto(dst: Tensor | TensorView, src: Operand | Scalar) -> None:
     else:
         source = as_view(src, what="copyto's source", numbers=True)
         _check_same_kind(source.dtype, dtype, "")
-    values = source.expand(target.shape).to_numpy().astype(dtype, copy=False).reshape(-1)
+    with np.errstate(over="ignore"):  # floats past a float dtype's range round to +-inf
+        values = source.expand(target.shape).to_numpy().astype(dtype, copy=False).reshape(-1)
     if target.is_empty:
         return
     offsets = np.fromiter(target.logical_offsets(), dtype=np.int64, count=values.size)

@@ -492,6 +492,13 @@ ROWS: list[tuple[str, Callable[[], Any], type[TensorError], str]] = [
     ),
     ("mul-by-a-complex", lambda: ops.mul(Tensor.zeros([2]), 2j), TensorError, r"got complex 2j"),
     (
+        "equal-to-a-fraction",
+        lambda: Tensor.zeros([2]) == Fraction(1, 2),
+        TensorError,
+        r"equal's operand .* got Fraction Fraction\(1, 2\)",
+    ),
+    ("equal-to-a-complex", lambda: Tensor.zeros([2]) != 1j, TensorError, r"got complex 1j"),
+    (
         "einsum-with-a-fraction",
         lambda: ops.einsum("i,->i", Tensor.zeros([2]), Fraction(1, 2)),
         TensorError,
@@ -594,6 +601,21 @@ def test_bad_input_is_a_clear_tensor_error(
     with pytest.raises(error) as info:
         call()
     assert re.search(pattern, str(info.value)), f"{str(info.value)!r} does not match {pattern!r}"
+
+
+@pytest.mark.parametrize("coordinate", [None, "0", 1.0, [0.5], {0}, [True], (), [0, 0]], ids=repr)
+@pytest.mark.parametrize("reader", ["get", "item", "storage_offset-of-a-view"])
+def test_a_value_is_read_only_at_a_coordinate_of_integers(coordinate: object, reader: str) -> None:
+    # The rule behind get(None): every component is an exact integer and there is one per axis
+    # (storage_offset() with no argument is PyTorch's first offset; None is not a coordinate).
+    view = Tensor.arange(3).view()
+    read = {
+        "get": lambda: view.get(coordinate),  # type: ignore[arg-type]
+        "item": lambda: view.item(coordinate),  # type: ignore[arg-type]
+        "storage_offset-of-a-view": lambda: view.layout.storage_offset(coordinate),
+    }[reader]
+    with pytest.raises((lt.InvalidArgumentError, lt.RankMismatchError)):
+        read()
 
 
 def _pickled_in_a_window() -> Tensor:

@@ -225,9 +225,11 @@ class EinsumPlan:
             if desc.is_scalar:
                 if not ops.is_scalar(value):
                     raise PlanMismatchError(index, "kind", "a number", type(value).__name__)
-                if number_kind(value) != desc.number:
+                kind = number_kind(value)
+                # np.dtype("int64") == int is True in NumPy, so the kinds' types are compared too.
+                if type(kind) is not type(desc.number) or kind != desc.number:
                     raise PlanMismatchError(
-                        index, "kind", _kind_name(desc.number), _kind_name(number_kind(value))
+                        index, "kind", _kind_name(desc.number), _kind_name(kind)
                     )
                 views.append(ops.scalar_view(value, self._scalar_dtype))  # type: ignore[arg-type]
                 continue
@@ -294,8 +296,10 @@ class EinsumPlan:
             )
             for view, operand in zip(views, self._operands)
         ]
-        for term in terms:  # the work limit: no term may hold more values than memory
-            check_reads(term.size, term.dtype, f"einsum {self._expression!r}")
+        for view, term in zip(views, terms):
+            # The work limit, on what is read: the operand as given, or less (a diagonal); the
+            # broadcast of a size-1 axis against another operand is bounded by that operand.
+            check_reads(min(view.size, term.size), term.dtype, f"einsum {self._expression!r}")
         if not self._steps:
             return self._single(terms[0], target)
         acc = self._reduced(terms[0], self._pre_reduce[0])
