@@ -171,3 +171,48 @@ def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: 
     for value in item.answers.values():
         if len(json.dumps(value)) >= 6 and json.dumps(value) not in item.exercise.title:
             assert json.dumps(value) not in text
+
+
+def _json_check(folder: Path) -> dict[str, Any]:
+    code, text = _check(folder, "--json")
+    assert code == 0, text
+    (chapter,) = json.loads(text)["chapters"]
+    return {e["id"]: e for e in chapter["exercises"]}
+
+
+def test_a_predict_exercise_counts_by_its_record_never_by_the_attempts_log(tmp_path: Path) -> None:
+    """The cell's literals are the answer: a right record counts although its check cell was
+    deleted and a wrong check was logged; an unanswered record stays unanswered although a
+    cell logged a right attempt for it; a wrong record stays wrong although a cell replaced
+    ``check`` by one that prints "right"."""
+    chapter = CHAPTERS[0]
+    key = kit.key_of(chapter)
+    first, second, third = [i for i in key.exercises if i.exercise.kind == "predict"][:3]
+    notebook = kit.student_notebook(chapter)
+    notebook = kit.set_source(
+        notebook, first.exercise.id, kit.fill_fields(first.blank_source, first.answers)
+    )
+    wrong = {name: kit.wrong_value(value) for name, value in third.answers.items()}
+    notebook = kit.set_source(
+        notebook, third.exercise.id, kit.fill_fields(third.blank_source, wrong)
+    )
+    position = kit.extract.tagged_cells(notebook)[first.exercise.id][0]
+    del notebook["cells"][position]  # the check cell of the first exercise
+    forged = {name: True for name in second.answers}
+    notebook = kit.with_cell_first(
+        notebook,
+        "from llmfs.course.attempts import record_attempt\n"
+        f"record_attempt({second.exercise.id!r}, {forged!r})\n"
+        f"record_attempt({first.exercise.id!r}, {dict.fromkeys(first.answers, False)!r})\n"
+        "import llmfs.course.exercises.api as _api, llmfs.widgets as _w\n"
+        "_api.check = _w.check = lambda *a, **k: print('right')",
+    )
+    path = tmp_path / Path(chapter.notebook).name
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    found = _json_check(tmp_path)
+    assert (found[first.exercise.id]["answered"], found[first.exercise.id]["right"]) == (True, True)
+    assert (found[second.exercise.id]["answered"], found[second.exercise.id]["right"]) == (
+        False,
+        None,
+    )
+    assert found[third.exercise.id]["right"] is False
