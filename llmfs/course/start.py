@@ -14,14 +14,14 @@ What was shipped is remembered in ``.llmfs/course-state.json`` in the folder, so
 exercises alone never produces an ``.updated`` file. The folder itself may be created, but not its
 parent: a mistyped ``--dir`` must not build a whole tree of folders.
 
-JupyterLab then starts in the folder on ``--ip`` (an IPv4 or IPv6 address, or ``localhost``;
-default 127.0.0.1) and ``--port`` (1 to 65535), with the announcements extension disabled and no
-update check, so nothing is downloaded; exercise attempts are logged in ``.llmfs/attempts.jsonl``
-of the folder. A port given with ``--port`` must be free (it is an error otherwise); without
-``--port``, 8888 is used when free and another free port, announced, when not. ``llmfs start``
-owns JupyterLab's lifetime: SIGINT (Ctrl+C), SIGTERM or SIGHUP stop JupyterLab too (SIGTERM,
-then SIGKILL if it has not exited within :data:`STOP_TIMEOUT` seconds or on a second signal).
-"""
+JupyterLab then starts in the folder, saving widget state in notebooks (:func:`lab_settings`), on
+``--ip`` (an IPv4 or IPv6 address, or ``localhost``; default 127.0.0.1) and ``--port`` (1 to
+65535), with the announcements extension disabled and no update check, so nothing is downloaded;
+exercise attempts are logged in ``.llmfs/attempts.jsonl`` of the folder. A port given with
+``--port`` must be free (it is an error otherwise); without ``--port``, 8888 is used when free and
+another free port, announced, when not. ``llmfs start`` owns JupyterLab's lifetime: SIGINT
+(Ctrl+C), SIGTERM or SIGHUP stop JupyterLab too (SIGTERM, then SIGKILL if it has not exited within
+:data:`STOP_TIMEOUT` seconds or on a second signal)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ import hashlib
 import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,6 +49,13 @@ DEFAULT_FOLDER = Path("~/llmfs-course")
 STATE_FILE = Path(".llmfs") / "course-state.json"
 ATTEMPTS_FILE = Path(".llmfs") / "attempts.jsonl"
 LAB_CONFIG = Path(".llmfs") / "jupyter-config"
+LAB_SETTINGS = Path(".llmfs") / "jupyterlab-settings"
+#: JupyterLab settings the course overrides. Widget state is saved in the notebook file, so a
+#: storage diagram reopened without its kernel (after a restart, or with the kernel closed)
+#: draws from the saved state instead of "Error displaying widget: model not found".
+SETTINGS_OVERRIDES: dict[str, dict[str, object]] = {
+    "@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True},
+}
 GUIDE = Path("course") / "learner_guide.md"
 ANNOUNCEMENTS_PLUGIN = "@jupyterlab/apputils-extension:announcements"
 # TCP ports are 16-bit. 0 ("any free port") is refused: jupyter_server releases older than its
@@ -328,13 +336,49 @@ def choose_port(ip: str, requested: int | None) -> tuple[int, str | None]:
     return port, f"port {DEFAULT_PORT} is in use, so JupyterLab uses port {port}"
 
 
+def _environment_lab_settings() -> Path:
+    # JupyterLab's application settings folder of this environment (where it looks for
+    # overrides.json when not told otherwise).
+    lab = os.environ.get("JUPYTERLAB_DIR") or str(Path(sys.prefix) / "share" / "jupyter" / "lab")
+    return Path(lab) / "settings"
+
+
+def lab_settings(folder: Path, environment: Path | None = None) -> Path:
+    """Writes the application settings folder JupyterLab runs with and returns it.
+
+    It is ``.llmfs/jupyterlab-settings`` in the course folder: a copy of the environment's own
+    application settings (``environment``, default this environment's; its ``overrides.json``,
+    ``overrides.d`` and the rest) plus ``overrides.d/llmfs-course.json`` holding
+    :data:`SETTINGS_OVERRIDES`, so the course's defaults apply while a learner's own user
+    settings still win. Rewritten on every start."""
+    target = folder / LAB_SETTINGS
+    source = environment if environment is not None else _environment_lab_settings()
+    if target.exists():
+        shutil.rmtree(target)
+    if source.is_dir():
+        shutil.copytree(source, target)
+    (target / "overrides.d").mkdir(parents=True, exist_ok=True)
+    (target / "overrides.d" / "llmfs-course.json").write_text(
+        json.dumps(SETTINGS_OVERRIDES, indent=1) + "\n", encoding="utf-8"
+    )
+    return target
+
+
 def lab_command(
-    folder: Path, *, ip: str, port: int | None, open_browser: bool, exact_port: bool = True
+    folder: Path,
+    *,
+    ip: str,
+    port: int | None,
+    open_browser: bool,
+    exact_port: bool = True,
+    settings: Path | None = None,
 ) -> list[str]:
     """The JupyterLab command line for ``folder`` (this interpreter, so kernels import llmfs).
 
-    ``port=None`` leaves JupyterLab's default. With ``exact_port`` JupyterLab is told not to move
-    to another port when ``port`` is taken (it exits with an error instead). Raises
+    ``settings`` is the application settings folder (:func:`lab_settings`); ``None`` leaves
+    JupyterLab's own. ``port=None`` leaves JupyterLab's default. With ``exact_port`` JupyterLab
+    is told not to move to another port when ``port`` is taken (it exits with an error
+    instead). Raises
     :class:`CourseError` for a port outside 1..65535 (see :func:`check_port`).
     """
     if port is not None:
@@ -348,6 +392,8 @@ def lab_command(
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         "--LabApp.news_url=None",
     ]
+    if settings is not None:
+        command.append(f"--LabApp.app_settings_dir={settings}")
     if port is not None:
         command.append(f"--ServerApp.port={port}")
         if exact_port:
@@ -427,6 +473,7 @@ def main(args: argparse.Namespace) -> int:
             port=port,
             open_browser=not args.no_browser,
             exact_port=args.port is not None,
+            settings=lab_settings(folder),
         )
     except CourseError as error:
         print(f"llmfs start: {error}", file=sys.stderr)

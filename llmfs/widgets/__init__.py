@@ -1,17 +1,20 @@
 """``llmfs.widgets``: see where each logical value lives.
 
-One pure table model (:mod:`llmfs.widgets.model`) and its renderers: fixed-width text (the
+The drawing of the exercise engine's rows and verdicts (:mod:`llmfs.course.exercises`, which
+decides everything and imports no widget): one table model (:mod:`llmfs.widgets.model`) and its
+renderers: fixed-width text (the
 ``repr`` that notebook validation compares), HTML, matplotlib figures, and thin ipywidgets.
 
 Notebook API (all importable from ``llmfs.widgets``):
 
 * ``trace(base, ["view = base.view()", "view.reshape([3, 2])", ...])`` -> :class:`Trace`, seed
   002's trace table (refused requests become ``×`` rows);
-* ``offset_table(view)`` -> text; ``OffsetTable(view)``, ``TraceTable(trace_or_steps)``,
-  ``PredictThenRun(exercise_id=...)`` (or ``PredictThenRun(expression, fields=[...])``): live
+* ``offset_table(view)`` -> text; ``OffsetTable(view)``, ``TraceTable(trace_or_steps)``: live
   widgets;
-* ``predict(expression, exercise_id=..., shape=..., ...)`` then ``check(prediction)``: the same
-  exercise as text; ``hint(exercise_id)`` shows its hints one at a time;
+* ``predict(expression, exercise_id=..., shape=..., ...)`` then ``check(prediction)``: a predict
+  exercise, answered in the text of the ``predict(...)`` cell (the one record, saved with the
+  notebook; :mod:`llmfs.course.exercises.record`); ``hint(exercise_id)`` shows its hints one at
+  a time;
   ``model_answer(exercise_id)`` shows an explain exercise's model answer and rubric once written.
 * ``StorageDiagram(view)`` or ``StorageDiagram(base, ["sliced = base.slice(1, 1, 3)",
   "sliced.materialize()"])``: the drawn storage diagram (logical cells, one strip per owner, a
@@ -31,7 +34,11 @@ from llmfs.course.exercises.entries import FIELDS, PredictionError, normalize
 from llmfs.course.exercises.hints import hint, model_answer
 from llmfs.course.exercises.judge import Verdict, compare
 from llmfs.course.exercises.run import Outcome, run
-from llmfs.widgets.comparison import render_comparison_html, render_comparison_text
+from llmfs.widgets.comparison import (
+    PredictThenRun,
+    render_comparison_html,
+    render_comparison_text,
+)
 from llmfs.widgets.diagram import Diagram, build
 from llmfs.widgets.diagram import diagram as storage_diagram
 from llmfs.widgets.model import (
@@ -47,7 +54,7 @@ from llmfs.widgets.model import (
 )
 from llmfs.widgets.text import render_offsets as offset_table
 
-_LIVE = ("OffsetTable", "PredictThenRun", "TraceTable")
+_LIVE = ("OffsetTable", "TraceTable")
 
 
 def __getattr__(name: str) -> Any:

@@ -1,40 +1,46 @@
-"""Drawing a comparison: the verdict table of ``check(...)`` as fixed-width text and as HTML,
-with the result's offset table once every field is right or revealed.
+"""Drawing a comparison: what ``check(...)`` shows, as text and as HTML, verdict first.
 
 The exercise engine (:mod:`llmfs.course.exercises`) decides every verdict and writes every
-teaching line; this module only lays them out. Importing it installs the drawing into
-:class:`~llmfs.course.exercises.api.Comparison` (:func:`~llmfs.course.exercises.api.draw_with`),
-which :mod:`llmfs.widgets` does on import, so a notebook's ``check(q1)`` shows the tables.
+teaching line (:mod:`~llmfs.course.exercises.feedback`); this module lays them out and adds the
+result's offset table (or the refusal) once every field is right or revealed. Importing it
+installs the drawing into :class:`~llmfs.course.exercises.api.Comparison`
+(:func:`~llmfs.course.exercises.api.draw_with`), which :mod:`llmfs.widgets` does on import.
+
+The output is a plain mime bundle (``text/plain`` and ``text/html``, no ipywidget), so it is
+saved in the notebook and reads the same after a kernel restart, with the kernel closed and in
+a static export. The HTML reads at 900 px: the headline and each field's line come first, every
+line wraps, and only the result's offset table (narrow, under the verdicts) is a table.
 """
 
 from __future__ import annotations
 
+from html import escape
+
 from llmfs.course.exercises.api import Comparison, draw_with
-from llmfs.course.exercises.feedback import feedback_lines, missing_lines, question, verdict_rows
+from llmfs.course.exercises.feedback import (
+    feedback_lines,
+    field_line,
+    headline,
+    missing_lines,
+    plain_text,
+    question,
+)
+from llmfs.course.exercises.state import exercise_state
 from llmfs.widgets.html import mark, render_mapping_html, render_offsets_html, wrap
-from llmfs.widgets.text import REJECTED_MARK, render_mapping, render_offsets, table, tally
+from llmfs.widgets.text import REJECTED_MARK, render_mapping, render_offsets
+
+
+def _status(comparison: Comparison) -> str:
+    if not comparison.complete:
+        return "unanswered"
+    return "right" if comparison.all_right else "wrong"
 
 
 def render_comparison_text(comparison: Comparison) -> str:
-    """A comparison as text. Incomplete: the question and the missing fields only. Complete:
-    one row per field, the feedback of each wrong field, and, when every field is right or
-    revealed, the offset table of the result (or the refusal)."""
-    parts = [question(comparison)]
-    if not comparison.complete:
-        parts.append("still to answer:")
-        parts += missing_lines(comparison)
-        if any(v.revealed for v in comparison.verdicts):
-            parts += [
-                f"  {v.label} (revealed): {v.truth}" for v in comparison.verdicts if v.revealed
-            ]
-        parts.append("(nothing is checked until every field has an answer)")
-        return "\n".join(parts)
-    parts.append(table(("field", "your prediction", "answer", "verdict"), verdict_rows(comparison)))
-    left = comparison.tries_left or {}
-    for v in comparison.verdicts:
-        for line in feedback_lines(v, left.get(v.field)):
-            parts.append(f"  {v.label}: {line}")
-    parts.append(tally(comparison.verdicts))
+    """A comparison as text: :func:`~llmfs.course.exercises.feedback.plain_text` (headline,
+    question, a line per field with its teaching lines), then, once every field is right or
+    revealed, the result's offset table (or the refusal)."""
+    parts = [plain_text(comparison)]
     outcome = comparison.outcome
     if not comparison.finished or outcome.row is None:
         return "\n".join(parts)
@@ -52,14 +58,19 @@ def render_comparison_text(comparison: Comparison) -> str:
 
 
 def render_comparison_html(comparison: Comparison) -> str:
-    """The same content as :func:`render_comparison_text`, as HTML."""
-    from html import escape
-
-    parts = [f"<p>{escape(question(comparison))}</p>"]
+    """The same content as :func:`render_comparison_text`, as wrapped HTML: a headline marked
+    with the overall status, the question, one list item per field (``data-field`` and
+    ``data-status``) with its teaching lines, then the result once finished."""
+    status = _status(comparison)
+    parts = [
+        f'<p class="llmfs-verdict llmfs-headline" data-status="{status}">'
+        f"<strong>{escape(headline(comparison))}</strong></p>",
+        f'<p class="llmfs-question">{escape(question(comparison))}</p>',
+    ]
     if not comparison.complete:
         items = "".join(f"<li>{escape(line.strip())}</li>" for line in missing_lines(comparison))
         items += "".join(
-            f"<li>{escape(v.label)} (revealed): {escape(v.truth)}</li>"
+            f"<li>{escape(v.label)} (revealed): <code>{escape(v.truth)}</code></li>"
             for v in comparison.verdicts
             if v.revealed
         )
@@ -69,22 +80,14 @@ def render_comparison_html(comparison: Comparison) -> str:
         )
         return wrap("llmfs-comparison", "".join(parts))
     left = comparison.tries_left or {}
-    rows = []
+    fields = []
     for v in comparison.verdicts:
-        notes = "".join(
-            f"<br><small>{escape(line)}</small>" for line in feedback_lines(v, left.get(v.field))
+        notes = "".join(f"<li>{escape(line)}</li>" for line in feedback_lines(v, left.get(v.field)))
+        fields.append(
+            f'<li data-field="{escape(v.field)}" data-status="{v.status}">'
+            f"{escape(field_line(v))}{f'<ul>{notes}</ul>' if notes else ''}</li>"
         )
-        rows.append(
-            f'<tr data-field="{escape(v.field)}" data-status="{v.status}">'
-            f"<td>{escape(v.label)}</td><td><code>{escape(v.predicted)}</code></td>"
-            f"<td><code>{escape(v.shown_truth)}</code></td>"
-            f"<td>{escape(v.verdict_text)}{notes}</td></tr>"
-        )
-    parts.append(
-        '<table class="llmfs-verdicts"><thead><tr><th>field</th><th>your prediction</th>'
-        f"<th>answer</th><th>verdict</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
-        f"<p>{escape(tally(comparison.verdicts))}</p>"
-    )
+    parts.append(f'<ul class="llmfs-fields">{"".join(fields)}</ul>')
     outcome = comparison.outcome
     if comparison.finished and outcome.row is not None:
         row = outcome.row
@@ -101,6 +104,41 @@ def render_comparison_html(comparison: Comparison) -> str:
     return wrap("llmfs-comparison", "".join(parts))
 
 
+class PredictThenRun:
+    """What an exercise's latest ``check`` in this kernel showed, for notebooks saved with the
+    earlier answer widget: it has no input of its own (the answer is the exercise's
+    ``predict(...)`` cell, the one record), so it only points there, or repeats that check.
+
+    Static output (text and HTML, no ipywidget). Accepts the old widget's arguments and ignores
+    all but ``exercise_id``.
+    """
+
+    def __init__(self, expression: object = None, fields: object = None, **options: object) -> None:
+        exercise_id = options.get("exercise_id")
+        self.exercise_id = exercise_id if isinstance(exercise_id, str) else None
+
+    def _last(self) -> Comparison | None:
+        if self.exercise_id is None:
+            return None
+        return exercise_state(self.exercise_id).last
+
+    def __repr__(self) -> str:
+        last = self._last()
+        if last is not None:
+            return render_comparison_text(last)
+        which = f"{self.exercise_id}: " if self.exercise_id else ""
+        return (
+            f"{which}answer in the exercise's predict(...) cell (replace each None), then run "
+            "its check(...) cell: the cell's text is your answer, saved with the notebook"
+        )
+
+    def _repr_html_(self) -> str:
+        last = self._last()
+        if last is not None:
+            return render_comparison_html(last)
+        return wrap("llmfs-comparison", f'<p class="llmfs-question">{escape(repr(self))}</p>')
+
+
 draw_with(render_comparison_text, render_comparison_html)
 
-__all__ = ["render_comparison_html", "render_comparison_text"]
+__all__ = ["PredictThenRun", "render_comparison_html", "render_comparison_text"]

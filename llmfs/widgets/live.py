@@ -6,34 +6,22 @@
   and an outline, not only a colour), and the offset table underneath follows the selection.
 * :class:`TraceTable`: the trace table with clickable rows; the chosen row's storage
   diagram (or a rejected row's explanation) opens right under the table.
-* :class:`PredictThenRun`: one input box per predicted field, Run, Hint and Show answer buttons;
-  Run judges a complete prediction field by field (nothing of the truth before that), a wrong
-  field can be typed again, and the offset table appears once every field is right or revealed.
 
-All three compute nothing themselves: rows, offsets and verdicts come from
-:mod:`~llmfs.widgets.model` and :func:`~llmfs.course.exercises.judge.compare`, and the markup from
-:mod:`~llmfs.widgets.html`. Their ``repr`` is the text renderer's output, so notebook
+Both compute nothing themselves: rows and offsets come from :mod:`~llmfs.widgets.model`, and the
+markup from :mod:`~llmfs.widgets.html`. Their ``repr`` is the text renderer's output, so notebook
 validation compares deterministic text, never widget model ids.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
 import ipywidgets as widgets
 
 from llmfs.course import CourseError
-from llmfs.course.exercises.api import Comparison, _same_source, attempt
-from llmfs.course.exercises.entries import HINTS, LABELS, field_name, is_plain, predict_exercise
-from llmfs.course.exercises.hints import Hint, hint
-from llmfs.course.exercises.run import run
-from llmfs.course.exercises.state import ExerciseState, exercise_state
-from llmfs.course.manifest import load_manifest
 from llmfs.tensor import Tensor, TensorError, TensorView
-from llmfs.widgets.comparison import render_comparison_html, render_comparison_text
 from llmfs.widgets.html import (
     MARK_WORDS,
     mark,
@@ -292,183 +280,4 @@ class TraceTable(_TextRepr, widgets.VBox):
         return render_trace(self.trace)
 
 
-class PredictThenRun(_TextRepr, widgets.VBox):
-    """The predict-then-run exercise: type predictions, press Run, compare field by field.
-
-    ``PredictThenRun(exercise_id="ch02.q1")`` takes the expression and the fields from the
-    manifest; ``PredictThenRun("base.reshape([3, 2])", fields=["shape", "strides"])`` works
-    without an exercise. Names come from ``namespace``, or the notebook's globals when omitted.
-    Entries are read forgivingly (``[3, 2]``, ``(3,2)``, ``3,2``, ``yes``, ``shared``).
-
-    The rules are those of :func:`~llmfs.course.exercises.api.check` (one
-    :func:`~llmfs.course.exercises.api.attempt` behind both): Run with a field still empty lists the
-    missing fields and shows nothing of the truth; a complete attempt is judged and recorded;
-    wrong fields can be typed again; **Hint** shows the exercise's hints one at a time; **Show
-    answer** reveals the fields not yet right. The widget and the text form share the exercise's
-    :class:`~llmfs.course.exercises.state.ExerciseState`: a ``check(...)`` of the same exercise fills
-    the boxes and the result here. Raises :class:`~llmfs.course.CourseError` when the expression
-    or a field is not the exercise's, :class:`~llmfs.course.exercises.entries.PredictionError` for an
-    unknown field.
-    """
-
-    def __init__(
-        self,
-        expression: str | Callable[[], Any] | None = None,
-        fields: Sequence[str] | None = None,
-        *,
-        namespace: Mapping[str, Any] | None = None,
-        exercise_id: str | None = None,
-        label: str | None = None,
-        max_tries: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        self.mistakes: Sequence[Any] = ()
-        if exercise_id is not None:
-            exercise = predict_exercise(exercise_id)
-            if expression is not None and not (
-                isinstance(expression, str) and _same_source(expression, exercise.expression)
-            ):
-                raise CourseError(
-                    f"{exercise_id} asks about {exercise.expression!r}, not {expression!r}"
-                )
-            if fields is not None and set(fields) - set(exercise.fields):
-                raise CourseError(
-                    f"{exercise_id} does not ask for {sorted(set(fields) - set(exercise.fields))}: "
-                    f"its fields are {', '.join(exercise.fields)}"
-                )
-            expression = exercise.expression
-            fields = exercise.fields
-            self.mistakes = exercise.mistakes
-        if expression is None:
-            raise CourseError("PredictThenRun needs an expression or an exercise_id")
-        chosen = tuple(fields) if fields is not None else ("shape", "strides", "offsets")
-        # Keys of a dict result are fields only for a manifest exercise; otherwise a field
-        # name must be a known tensor field.
-        self.plain = exercise_id is not None and is_plain(chosen)
-        self.expression = expression
-        self.fields = chosen if self.plain else tuple(field_name(f) for f in chosen)
-        if namespace is None and isinstance(expression, str):
-            namespace = sys._getframe(1).f_globals
-        self.namespace = namespace
-        self.exercise_id = exercise_id
-        self.max_tries = max_tries
-        self.label = label or (expression.strip() if isinstance(expression, str) else None)
-        self.comparison: Comparison | None = None
-        self.inputs = {
-            f: widgets.Text(
-                description=LABELS.get(f, f),
-                placeholder=HINTS.get(f, "e.g. True or 42"),
-                style={"description_width": "120px"},
-                layout=widgets.Layout(width="420px"),
-            )
-            for f in self.fields
-        }
-        for f, box in self.inputs.items():
-            box.add_class(f"llmfs-input-{f}")
-        self.button = widgets.Button(description="Run", button_style="primary", icon="play")
-        self.button.add_class("llmfs-run")
-        self.button.on_click(lambda _b: self.run())
-        self.hint_button = widgets.Button(description="Hint", icon="lightbulb-o")
-        self.hint_button.add_class("llmfs-hint")
-        self.hint_button.on_click(lambda _b: self.show_hint())
-        self.reveal_button = widgets.Button(description="Show answer", icon="eye")
-        self.reveal_button.add_class("llmfs-reveal")
-        self.reveal_button.on_click(lambda _b: self.run(reveal=True))
-        buttons = [self.button]
-        if exercise_id is not None:
-            buttons += [self.hint_button, self.reveal_button]
-        self.hints = widgets.HTML()
-        self.hints.add_class("llmfs-hints")
-        self.result = widgets.HTML()
-        self.result.add_class("llmfs-result")
-        title = escape(self.label or "expression")
-        header = widgets.HTML(f"<b>Predict, then run:</b> <code>{title}</code>")
-        super().__init__(
-            [header, *self.inputs.values(), widgets.HBox(buttons), self.hints, self.result],
-            **kwargs,
-        )
-        self.add_class("llmfs-predict-then-run")
-        self.state = exercise_state(exercise_id) if exercise_id is not None else None
-        if self.state is not None:
-            assert self.state.listeners is not None
-            self.state.listeners.append(self._follow)
-            self._show_hints(self.state.hints_seen)
-
-    def entries(self) -> dict[str, str]:
-        """What the learner typed, per field."""
-        return {f: box.value for f, box in self.inputs.items()}
-
-    def run(self, *, reveal: bool = False) -> Comparison | None:
-        """Evaluates the expression, judges the entries (recording a complete attempt) and shows
-        the result; ``reveal`` shows the answers of the fields not yet right.
-
-        Returns the comparison, or ``None`` when the expression itself is broken (the message is
-        shown instead of a traceback).
-        """
-        try:
-            outcome = run(self.expression, self.namespace, label=self.label, plain=self.plain)
-        except CourseError as error:
-            self.comparison = None
-            self.result.value = f'<p class="llmfs-error">cannot run: {escape(str(error))}</p>'
-            return None
-        try:
-            comparison = attempt(
-                self.exercise_id,
-                self.entries(),
-                outcome,
-                self.fields,
-                reveal=reveal,
-                max_tries=self.max_tries,
-                typed=self.entries(),
-                mistakes=self.mistakes,
-            )
-        except CourseError as error:
-            self.comparison = None
-            self.result.value = (
-                f'<p class="llmfs-error">attempt not recorded: {escape(str(error))}</p>'
-            )
-            return None
-        self.comparison = comparison
-        self.result.value = render_comparison_html(comparison)
-        return comparison
-
-    def show_hint(self) -> Hint | None:
-        """Shows the exercise's next hint (recorded in the attempts log)."""
-        if self.exercise_id is None:
-            return None
-        shown = hint(self.exercise_id)
-        self._show_hints(shown.number)
-        return shown
-
-    def _show_hints(self, count: int) -> None:
-        if self.exercise_id is None or not count:
-            return
-
-        texts = load_manifest().exercise(self.exercise_id).hints[:count]
-        total = len(load_manifest().exercise(self.exercise_id).hints)
-        items = "".join(
-            f"<li>hint {k} of {total}: {escape(text)}</li>" for k, text in enumerate(texts, 1)
-        )
-        self.hints.value = f'<ul class="llmfs-hint-list">{items}</ul>'
-
-    def _follow(self, state: ExerciseState) -> None:
-        # The text form (or another widget) changed this exercise: show its answers and result.
-        for f, box in self.inputs.items():
-            value = state.answers.get(f)
-            text = "" if value is None else value if isinstance(value, str) else repr(value)
-            if box.value != text:
-                box.value = text
-        if state.last is not None:
-            self.comparison = state.last
-            self.result.value = render_comparison_html(state.last)
-        self._show_hints(state.hints_seen)
-
-    def _text(self) -> str:
-        fields = ", ".join(LABELS.get(f, f) for f in self.fields)
-        head = f"predict, then run: {self.label or 'expression'} (fields: {fields})"
-        if self.comparison is None:
-            return head + "\n(type your predictions, then press Run)"
-        return head + "\n" + render_comparison_text(self.comparison)
-
-
-__all__ = ["OffsetTable", "PredictThenRun", "TraceTable"]
+__all__ = ["OffsetTable", "TraceTable"]

@@ -111,6 +111,14 @@ svg.llmfs-diagram .llmfs-on text{font-weight:bold}
 svg.llmfs-diagram .llmfs-line.llmfs-on{stroke:var(--llmfs-accent);stroke-width:3;opacity:1}
 svg.llmfs-diagram .llmfs-mark{visibility:hidden}
 svg.llmfs-diagram .llmfs-on .llmfs-mark{visibility:visible}
+.llmfs-comparison p,.llmfs-comparison li{white-space:normal;overflow-wrap:anywhere;
+max-width:60em;margin:2px 0}
+.llmfs-comparison .llmfs-headline{padding:2px 6px}
+.llmfs-comparison ul{margin:2px 0;padding-left:1.4em}
+.llmfs-comparison li>ul{list-style:disc}
+.llmfs-comparison li[data-status=wrong]{list-style:none}
+.llmfs-comparison .llmfs-fields>li{list-style:none;margin-left:-1.2em}
+.llmfs-comparison code{white-space:normal;overflow-wrap:anywhere}
 .jp-OutputArea-output .llmfs,.widget-html-content .llmfs{line-height:1.4}
 """.replace("\n", "")
 

@@ -1,11 +1,11 @@
 """Chapter 4's student notebook in a real browser, as a learner meets it.
 
 JupyterLab (the harness's isolated server) opens the committed student notebook; Run All must
-finish with no error; the unanswered check of the first exercise (ch04.q1, a broadcast view)
-shows none of its answers and its storage diagram stays a sentence; then the learner answers it
-correctly in the predict-then-run widget, sees every field marked right, and the diagram draws
-itself: six coordinates, six lines, two of them into each storage cell of ``b`` (a click on
-offset 0 lights both). The screenshots land in ``test-output/browser/``.
+finish with no error; the unanswered check of the first exercise (ch04.q1, a broadcast view) shows
+none of its answers and its storage diagram stays a sentence; then the learner answers it correctly
+in its prediction cell, runs it and its check, sees every field marked right, and the diagram draws
+itself: six coordinates, six lines, two of them into each storage cell of ``b`` (a click on offset
+0 lights both). The screenshots land in ``test-output/browser/``.
 """
 
 from __future__ import annotations
@@ -25,13 +25,15 @@ CHECK_TAG = "check:ch04.q1"  # added to this test's copy only, so the harness ca
 DIAGRAM_ID = "ch04-q1-diagram"
 DIAGRAM_TAG = "diagram:ch04.q1"  # likewise
 
-ANSWERS = {
-    "strides": "[0, 1]",
-    "offsets": "[0, 1, 2, 0, 1, 2]",
-    "values": "[[1, 2, 3], [1, 2, 3]]",
-    "contiguous": "no",
-    "owner": "shared",
-}
+ANSWERED_CELL = """q1 = predict(
+    "b.view().expand([2, 3])",
+    exercise_id="ch04.q1",
+    strides=[0, 1],  # PREDICTION
+    offsets=[0, 1, 2, 0, 1, 2],  # PREDICTION
+    values=[[1, 2, 3], [1, 2, 3]],  # PREDICTION
+    contiguous="no",  # PREDICTION
+    owner="shared",  # PREDICTION
+)"""
 
 
 def student_notebook() -> dict[str, Any]:
@@ -50,7 +52,7 @@ def student_notebook() -> dict[str, Any]:
     return notebook
 
 
-def test_chapter_4_runs_top_to_bottom_and_the_broadcast_exercise_is_answered_in_the_widget(
+def test_chapter_4_runs_top_to_bottom_and_the_broadcast_exercise_is_answered_in_its_cell(
     open_lab_notebook,
 ) -> None:
     notebook = open_lab_notebook("ch04_broadcasting_reductions.ipynb", student_notebook())
@@ -68,19 +70,18 @@ def test_chapter_4_runs_top_to_bottom_and_the_broadcast_exercise_is_answered_in_
     locked.get_by_text("This diagram shows the answer to ch04.q1").wait_for(timeout=20_000)
     assert locked.locator("line.llmfs-read").count() == 0
 
-    # The widget of ch04.q1: type the five predictions, press Run, read the verdicts.
-    widget = page.locator(".llmfs-predict-then-run").first
-    widget.wait_for(timeout=20_000)
-    for field, answer in ANSWERS.items():
-        widget.locator(f".llmfs-input-{field} input").fill(answer)
-    widget.locator(".llmfs-run").click()
-    result = widget.locator(".llmfs-result")
-    result.get_by_text("5 of 5 answered fields right").wait_for(timeout=20_000)
+    # The prediction cell of ch04.q1: replace the Nones, run it and its check.
+    notebook.set_cell_source(EXERCISE_TAG, ANSWERED_CELL)
+    for tag in (EXERCISE_TAG, CHECK_TAG):
+        state = notebook.run_cell(tag)
+        assert state["errors"] == [] and state["kernel"] == "idle"
+    result = notebook.cell_output(CHECK_TAG)
+    result.get_by_text("ch04.q1: ✓ all 5 fields right").wait_for(timeout=20_000)
     text = result.inner_text()
-    assert text.count("✓ right") == 5 and "✗ wrong" not in text
-    # Once right, the widget shows where each value lives: two coordinates per storage cell.
+    assert text.count("✓") == 6 and "✗" not in text  # the headline and five fields
+    # Once right, the check shows where each value lives: two coordinates per storage cell.
     assert "0,3" in text.replace(" ", "")
-    shot = notebook.screenshot("chapter4_q1_widget")
+    shot = notebook.screenshot("chapter4_q1_check")
     assert shot.stat().st_size > 10_000
 
     # The exercise is finished, so its storage diagram draws: one line per coordinate, and the

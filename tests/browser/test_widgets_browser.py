@@ -1,7 +1,7 @@
 """The llmfs widgets in a real browser: JupyterLab in headless Chromium renders ``OffsetTable``,
-``TraceTable`` and ``PredictThenRun``; a learner types one right and one wrong prediction, clicks
-Run, and the DOM shows a check and a cross in the right places (the wrong field's answer hidden),
-then fixes the wrong one and sees the result's offsets.
+``TraceTable`` and a ``check(predict(...))``; a learner writes one right and one wrong prediction
+in the cell, runs it, and the DOM shows a check and a cross in the right places (the wrong field's
+answer hidden), then fixes the wrong one and sees the result's offsets.
 
 Uses the harness beside this file (JupyterLab on 127.0.0.1, Debian Chromium via playwright); the
 screenshot is saved as ``test-output/browser/llmfs_widgets.png``.
@@ -14,6 +14,10 @@ import pytest
 pytestmark = pytest.mark.browser
 
 SEED_TRANSPOSE_OFFSETS = ["0", "3", "1", "4", "2", "5"]
+
+
+WRONG = 'check(predict("base.transpose(0, 1)", shape="(3,2)", strides="2, 1"))'
+RIGHT = 'check(predict("base.transpose(0, 1)", shape="(3,2)", strides="1, 3"))'
 
 
 def _code(cell_id: str, source: str) -> dict:
@@ -31,16 +35,13 @@ NOTEBOOK = {
     "cells": [
         _code(
             "setup",
-            "from llmfs.widgets import OffsetTable, PredictThenRun, TraceTable, trace\n"
+            "from llmfs.widgets import OffsetTable, TraceTable, check, predict, trace\n"
             "from llmfs.widgets.examples import SEED_OPERATIONS, seed_fixture\n"
             "base = seed_fixture()",
         ),
         _code("offsets", "OffsetTable(base.transpose(0, 1))"),
         _code("trace", "TraceTable(trace(base, SEED_OPERATIONS))"),
-        _code(
-            "exercise",
-            'exercise = PredictThenRun("base.transpose(0, 1)", ["shape", "strides"])\nexercise',
-        ),
+        {**_code("exercise", WRONG), "metadata": {"tags": ["exercise"]}},
     ],
     "metadata": {
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -54,7 +55,7 @@ def texts(locator) -> list[str]:
     return [text.strip() for text in locator.all_inner_texts()]
 
 
-def test_widgets_render_and_predict_then_run_marks_right_and_wrong(open_lab_notebook) -> None:
+def test_widgets_render_and_a_check_marks_right_and_wrong(open_lab_notebook) -> None:
     notebook = open_lab_notebook("llmfs_widgets.ipynb", NOTEBOOK)
     page = notebook.page
     page.set_viewport_size({"width": 1400, "height": 2600})
@@ -117,25 +118,21 @@ def test_widgets_render_and_predict_then_run_marks_right_and_wrong(open_lab_note
     assert [new_cells.nth(k).get_attribute("data-new") for k in range(4)] == ["0", "1", "2", "3"]
     assert texts(mapping.locator("td[data-source]")) == ["1", "2", "4", "5"]
 
-    # PredictThenRun: one right field (shape), one wrong field (strides), then Run: the wrong
-    # field's answer stays hidden and the result's offset table waits until both are right.
-    exercise = page.locator(".llmfs-predict-then-run")
-    exercise.locator(".llmfs-input-shape input").fill("(3,2)")
-    exercise.locator(".llmfs-input-strides input").fill("2, 1")
-    exercise.locator(".llmfs-run").click()
-    result = exercise.locator(".llmfs-result")
-    shape_row = result.locator('tr[data-field="shape"]')
-    shape_row.wait_for(timeout=20_000)
-    assert shape_row.get_attribute("data-status") == "right"
-    assert shape_row.locator("td").last.inner_text().strip() == "✓ right"
-    strides_row = result.locator('tr[data-field="strides"]')
-    assert strides_row.get_attribute("data-status") == "wrong"
-    assert strides_row.locator("td").last.inner_text().strip().startswith("✗ wrong")
-    assert texts(strides_row.locator("td"))[:3] == ["strides", "[2, 1]", "hidden"]
+    # The text form: one right field (shape), one wrong field (strides): the wrong field's
+    # answer stays hidden and the result's offset table waits until both are right.
+    result = notebook.cell_output("exercise")
+    shape_line = result.locator('li[data-field="shape"]')
+    shape_line.wait_for(timeout=20_000)
+    assert shape_line.get_attribute("data-status") == "right"
+    assert shape_line.inner_text().strip() == "✓ shape: [3, 2]"
+    strides_line = result.locator('li[data-field="strides"]')
+    assert strides_line.get_attribute("data-status") == "wrong"
+    assert strides_line.inner_text().strip().startswith("✗ strides: [2, 1]")
+    assert "[1, 3]" not in result.inner_text()
     assert result.locator("table.llmfs-offsets").count() == 0
-    exercise.locator(".llmfs-input-strides input").fill("1, 3")
-    exercise.locator(".llmfs-run").click()
-    result.get_by_text("2 of 2 answered fields right").wait_for(timeout=20_000)
+    notebook.set_cell_source("exercise", RIGHT)
+    notebook.run_cell("exercise")
+    result.get_by_text("✓ all 2 fields right").wait_for(timeout=20_000)
     result_rows = result.locator("table.llmfs-offsets tbody tr")
     assert [
         result_rows.nth(k).get_attribute("data-offset") for k in range(6)

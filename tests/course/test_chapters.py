@@ -46,6 +46,9 @@ from IPython.core.formatters import PlainTextFormatter
 from llmfs.course.attempts import load_attempts
 from llmfs.course.build import stale_notebooks
 from llmfs.course.exercise_checks import CHECKS, CheckReport
+from llmfs.course.exercises.api import Comparison, check, predict
+from llmfs.course.exercises.entries import LABELS, display, is_plain, normalize
+from llmfs.course.exercises.hints import ModelAnswer, model_answer
 from llmfs.course.manifest import Chapter, Exercise, Manifest, load_manifest
 from llmfs.course.notebooks import (
     cell_source,
@@ -53,9 +56,6 @@ from llmfs.course.notebooks import (
     exercise_cells,
     read_notebook,
 )
-from llmfs.course.exercises.api import Comparison, check, predict
-from llmfs.course.exercises.entries import LABELS, display, is_plain, normalize
-from llmfs.course.exercises.hints import ModelAnswer, model_answer
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = load_manifest(REPO / "course" / "manifest.toml")
@@ -243,7 +243,8 @@ def test_the_unanswered_student_notebook_answers_nothing(
         assert result.verdicts and all(v.status == "unanswered" for v in result.verdicts)
         assert not result.complete and not result.recorded
         text, html = repr(result), result._repr_html_()
-        question, *rest = text.splitlines()
+        headline, question, *rest = text.splitlines()
+        assert re.fullmatch(r"\S+: not checked yet: \d+ of \d+ fields? still to answer", headline)
         labels = "|".join(re.escape(v.label) for v in result.verdicts)
         allowed = re.compile(
             rf"still to answer:|  ({labels}): not answered yet|"
@@ -256,6 +257,19 @@ def test_the_unanswered_student_notebook_answers_nothing(
     else:
         assert result.status in ("not implemented", "not answered"), repr(result)
         assert "yet" in repr(result).splitlines()[0]
+
+
+def field_block(text: str, label: str) -> list[str]:
+    """The lines a check shows for one field: its ``✓``/``✗`` line and the teaching lines
+    indented under it."""
+    lines = text.splitlines()
+    start = next(
+        k for k, line in enumerate(lines) if re.match(rf"  [✓✗] {re.escape(label)}:", line)
+    )
+    end = next(
+        (k for k in range(start + 1, len(lines)) if not lines[k].startswith("      ")), len(lines)
+    )
+    return lines[start:end]
 
 
 def solution_truths(chapter: Chapter, exercise: Exercise) -> dict[str, str]:
@@ -315,7 +329,7 @@ def test_each_predict_exercise_answered_wrong_then_right_retries_reveals_and_log
             assert "coordinate  offset  value" not in text  # no offset table of the result yet
             for v in comparison.verdicts:
                 truth = truths.get(v.field)
-                feedback = [line for line in text.splitlines() if line.startswith(f"  {v.label}:")]
+                feedback = field_block(text, v.label)
                 if truth and truth not in exercise.expression:
                     assert all(truth not in line for line in feedback), (truth, feedback)
         else:

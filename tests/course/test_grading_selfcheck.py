@@ -4,6 +4,7 @@ notebooks (nothing right, and not one solution in what it prints)."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import shutil
@@ -171,3 +172,103 @@ def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: 
     for value in item.answers.values():
         if len(json.dumps(value)) >= 6 and json.dumps(value) not in item.exercise.title:
             assert json.dumps(value) not in text
+
+
+def _json_check(folder: Path) -> dict[str, Any]:
+    code, text = _check(folder, "--json")
+    assert code == 0, text
+    (chapter,) = json.loads(text)["chapters"]
+    return {e["id"]: e for e in chapter["exercises"]}
+
+
+def test_a_predict_exercise_counts_by_its_record_never_by_the_attempts_log(tmp_path: Path) -> None:
+    """The cell's literals are the answer: a right record counts although its check cell was
+    deleted and a wrong check was logged; an unanswered record stays unanswered although a
+    cell logged a right attempt for it; a wrong record stays wrong although a cell replaced
+    ``check`` by one that prints "right"."""
+    chapter = CHAPTERS[0]
+    key = kit.key_of(chapter)
+    first, second, third = [i for i in key.exercises if i.exercise.kind == "predict"][:3]
+    notebook = kit.student_notebook(chapter)
+    notebook = kit.set_source(
+        notebook, first.exercise.id, kit.fill_fields(first.blank_source, first.answers)
+    )
+    wrong = {name: kit.wrong_value(value) for name, value in third.answers.items()}
+    notebook = kit.set_source(
+        notebook, third.exercise.id, kit.fill_fields(third.blank_source, wrong)
+    )
+    position = kit.extract.tagged_cells(notebook)[first.exercise.id][0]
+    del notebook["cells"][position]  # the check cell of the first exercise
+    forged = {name: True for name in second.answers}
+    notebook = kit.with_cell_first(
+        notebook,
+        "from llmfs.course.attempts import record_attempt\n"
+        f"record_attempt({second.exercise.id!r}, {forged!r})\n"
+        f"record_attempt({first.exercise.id!r}, {dict.fromkeys(first.answers, False)!r})\n"
+        "import llmfs.course.exercises.api as _api, llmfs.widgets as _w\n"
+        "_api.check = _w.check = lambda *a, **k: print('right')",
+    )
+    path = tmp_path / Path(chapter.notebook).name
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    found = _json_check(tmp_path)
+    assert (found[first.exercise.id]["answered"], found[first.exercise.id]["right"]) == (True, True)
+    assert (found[second.exercise.id]["answered"], found[second.exercise.id]["right"]) == (
+        False,
+        None,
+    )
+    assert found[third.exercise.id]["right"] is False
+
+
+HEADLESS_Q1 = """q1 = predict(
+    "view.reshape([3, 2])",
+    exercise_id="ch02.q1",
+    shape=[3, 2],  # PREDICTION
+    strides=[2, 1],  # PREDICTION
+    offsets=[0, 1, 2, 3, 4, 5],  # PREDICTION
+    values=[[10, 11], [12, 20], [21, 22]],  # PREDICTION
+)"""
+HEADLESS_Q2 = HEADLESS_Q1.replace("q1", "q2").replace("reshape([3, 2])", "transpose(0, 1)")
+HEADLESS_Q2 = HEADLESS_Q2.replace(
+    "[[10, 11], [12, 20], [21, 22]]", "[[10, 20], [11, 21], [12, 22]]"
+)
+
+
+def test_a_notebook_run_headless_and_never_rendered_counts_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answered in the text, executed by nbclient (no front end ever drew it): the saved
+    checks are text and HTML verdicts, and llmfs check and llmfs grade count both answers."""
+    nbclient = pytest.importorskip("nbclient", reason="needs nbclient")
+    nbformat = pytest.importorskip("nbformat", reason="needs nbformat")
+    chapter = next(c for c in CHAPTERS if c.id == "ch02")
+    notebook = kit.set_source(kit.student_notebook(chapter), "ch02.q1", HEADLESS_Q1)
+    notebook = kit.set_source(notebook, "ch02.q2", HEADLESS_Q2)
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(tmp_path / "attempts.jsonl"))
+    executed = nbformat.reads(json.dumps(notebook), as_version=4)
+    nbclient.NotebookClient(
+        executed, timeout=120, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    path = tmp_path / Path(chapter.notebook).name
+    nbformat.write(executed, str(path))
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    positions = kit.extract.tagged_cells(saved)
+    for exercise_id, headline in (
+        ("ch02.q1", "ch02.q1: ✓ all 4 fields right"),
+        ("ch02.q2", "ch02.q2: 2 of 4 fields right: try the ✗ fields again"),
+    ):
+        (output,) = saved["cells"][positions[exercise_id][0]]["outputs"]
+        assert set(output["data"]) == {"text/plain", "text/html"}
+        assert "".join(output["data"]["text/plain"]).startswith(headline)
+    found = _json_check(tmp_path)
+    assert (found["ch02.q1"]["answered"], found["ch02.q1"]["right"]) == (True, True)
+    assert (found["ch02.q2"]["answered"], found["ch02.q2"]["right"]) == (True, False)
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    (submissions / "learner.ipynb").write_bytes(path.read_bytes())
+    out = tmp_path / "grading"
+    argv = ["grade", str(submissions), "--chapter", "ch02", "--seed", "1", "--no-execute"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert llmfs_main([*argv, "--out", str(out)]) == 0
+    (row,) = csv.DictReader((out / "gradebook.csv").read_text(encoding="utf-8").splitlines())
+    assert float(row["ch02.q1"]) == float(kit.MANIFEST.exercise("ch02.q1").points)
+    assert 0 < float(row["ch02.q2"]) < float(kit.MANIFEST.exercise("ch02.q2").points)

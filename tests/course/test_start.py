@@ -27,6 +27,7 @@ from llmfs.course.start import (
     choose_port,
     copy_course,
     lab_command,
+    lab_settings,
     port_is_free,
 )
 
@@ -527,3 +528,26 @@ def test_a_folder_already_served_is_said_instead_of_starting_a_second_server(
         free = probe.getsockname()[1]
     assert cli.main(["start", "--dir", str(other), "--no-browser", "--port", str(free)]) == 0
     assert len(started) == 1  # another folder starts its own server
+
+
+def test_jupyterlab_saves_widget_state_and_keeps_the_environments_settings(
+    tmp_path: Path,
+) -> None:
+    # Saved widget state lets a storage diagram draw after a restart or with the kernel closed.
+    environment = tmp_path / "env-settings"
+    (environment / "overrides.d").mkdir(parents=True)
+    (environment / "overrides.json").write_text('{"@jupyterlab/x:plugin": {"a": 1}}')
+    (environment / "overrides.d" / "other.json").write_text("{}")
+    folder = tmp_path / "course"
+    folder.mkdir()
+    settings = lab_settings(folder, environment)
+    assert settings == folder / ".llmfs" / "jupyterlab-settings"
+    ours = json.loads((settings / "overrides.d" / "llmfs-course.json").read_text())
+    assert ours == {"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": True}}
+    assert (settings / "overrides.json").read_text() == '{"@jupyterlab/x:plugin": {"a": 1}}'
+    assert (settings / "overrides.d" / "other.json").is_file()
+    (environment / "overrides.d" / "other.json").unlink()
+    assert not (lab_settings(folder, environment) / "overrides.d" / "other.json").exists()
+    assert lab_settings(folder, tmp_path / "none").is_dir()  # an environment without settings
+    command = lab_command(folder, ip="127.0.0.1", port=8899, open_browser=False, settings=settings)
+    assert f"--LabApp.app_settings_dir={settings}" in command

@@ -119,10 +119,10 @@ def test_verdicts_say_right_and_wrong_in_words() -> None:
     verdicts = {
         a["data-field"]: (a["data-status"], text)
         for a, text in elements
-        if a.get("data-status") and a["tag"] == "tr"
+        if a.get("data-status") and a["tag"] == "li"
     }
-    assert verdicts["shape"][0] == "right" and "✓ right" in verdicts["shape"][1]
-    assert verdicts["strides"][0] == "wrong" and "✗ wrong" in verdicts["strides"][1]
+    assert verdicts["shape"][0] == "right" and "✓ shape: [3, 2]" in verdicts["shape"][1]
+    assert verdicts["strides"][0] == "wrong" and "✗ strides: [2, 1]" in verdicts["strides"][1]
 
 
 def test_html_is_deterministic() -> None:

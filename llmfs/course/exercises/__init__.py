@@ -12,6 +12,7 @@ One idea per module, imports running down this list:
 * :mod:`~llmfs.course.exercises.judge`: :class:`Verdict`, :func:`judge`, :func:`compare`;
 * :mod:`~llmfs.course.exercises.state`: tries, reveals and hints per exercise (the attempts log);
 * :mod:`~llmfs.course.exercises.feedback`: the text of a comparison;
+* :mod:`~llmfs.course.exercises.record`: the answer, which is the text of the exercise's cell;
 * :mod:`~llmfs.course.exercises.api`: ``predict``, ``check``, ``after``;
 * :mod:`~llmfs.course.exercises.hints`: ``hint`` and ``model_answer``.
 

@@ -1,24 +1,62 @@
-"""The words of a comparison: the question, what is still missing, and the teaching lines under
-a wrong field. The widgets lay these out as text and HTML (with the result's offset table); the
-engine's own plain text (:func:`plain_text`) uses them without any drawing.
+"""The words of a comparison, verdict first: the headline, the question, one line per field and
+the teaching lines under a wrong one (or, before a complete attempt, what is still missing).
+
+:func:`plain_text` is the whole comparison as wrapped lines (the ``text/plain`` of a ``check``);
+the widgets lay the same words out as HTML and add the result's offset table once the exercise
+is finished.
 """
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING
 
-from llmfs.course.exercises.entries import NOT_ANSWERED
+from llmfs.course.exercises.entries import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
 from llmfs.course.exercises.judge import Verdict
 
 if TYPE_CHECKING:
     from llmfs.course.exercises.api import Comparison
 
 
-def question(comparison: Comparison) -> str:
-    """``ch02.q1: predict shape, strides of view.reshape([3, 2])``."""
-    fields = ", ".join(v.label for v in comparison.verdicts)
+#: Width of the plain-text form: a long teaching line wraps here, indented under its field.
+TEXT_WIDTH = 88
+
+
+def headline(comparison: Comparison) -> str:
+    """The verdict first, in one line: ``ch02.q1: 2 of 3 fields right: try the ✗ fields
+    again``, ``... ✓ all 3 fields right``, or, before a complete attempt, how many fields are
+    still to answer (nothing of the truth)."""
     head = f"{comparison.exercise_id}: " if comparison.exercise_id else ""
-    return f"{head}predict {fields} of {comparison.outcome.label}"
+    verdicts = comparison.verdicts
+    count = len(verdicts)
+    plural = "" if count == 1 else "s"
+    if not comparison.complete:
+        missing = sum(1 for v in verdicts if not v.answered)
+        return f"{head}not checked yet: {missing} of {count} field{plural} still to answer"
+    right = sum(1 for v in verdicts if v.status == "right")
+    if right == count:
+        return (
+            f"{head}{RIGHT_MARK} all {count} field{plural} right"
+            if count > 1
+            else (f"{head}{RIGHT_MARK} right")
+        )
+    if comparison.finished:
+        return f"{head}{right} of {count} fields right; the answers of the others are shown"
+    return f"{head}{right} of {count} field{plural} right: try the {WRONG_MARK} fields again"
+
+
+def question(comparison: Comparison) -> str:
+    """``predict shape, strides of view.reshape([3, 2])``."""
+    fields = ", ".join(v.label for v in comparison.verdicts)
+    return f"predict {fields} of {comparison.outcome.label}"
+
+
+def field_line(verdict: Verdict) -> str:
+    """``✓ shape: [3, 2]`` or ``✗ strides: [2, 1]``: the field and what the learner gave (the
+    truth of a wrong field is never here; :func:`feedback_lines` shows it once revealed)."""
+    mark = RIGHT_MARK if verdict.status == "right" else WRONG_MARK
+    note = f" ({verdict.note})" if verdict.note else ""
+    return f"{mark} {verdict.label}: {verdict.predicted}{note}"
 
 
 def missing_lines(comparison: Comparison) -> list[str]:
@@ -58,9 +96,11 @@ def verdict_rows(comparison: Comparison) -> list[list[str]]:
 
 
 def plain_text(comparison: Comparison) -> str:
-    """A comparison as plain lines, without tables or the result's drawing: the question, then
-    the missing fields (incomplete) or one line per field with its feedback (complete)."""
-    lines = [question(comparison)]
+    """A comparison as plain lines, verdict first: the :func:`headline`, the :func:`question`,
+    then the missing fields (incomplete) or one :func:`field_line` per field with its teaching
+    lines under it, wrapped at :data:`TEXT_WIDTH` (complete). No table, nothing of the result:
+    the widgets add the result's offset table once the exercise is finished."""
+    lines = [headline(comparison), question(comparison)]
     if not comparison.complete:
         lines.append("still to answer:")
         lines += missing_lines(comparison)
@@ -69,9 +109,23 @@ def plain_text(comparison: Comparison) -> str:
         return "\n".join(lines)
     left = comparison.tries_left or {}
     for v in comparison.verdicts:
-        lines.append(f"  {v.label}: {v.predicted} ({v.verdict_text}; answer: {v.shown_truth})")
-        lines += [f"    {line}" for line in feedback_lines(v, left.get(v.field))]
+        lines += textwrap.wrap(
+            field_line(v), TEXT_WIDTH, initial_indent="  ", subsequent_indent="      "
+        )
+        for line in feedback_lines(v, left.get(v.field)):
+            lines += textwrap.wrap(
+                line, TEXT_WIDTH, initial_indent="      ", subsequent_indent="      "
+            )
     return "\n".join(lines)
 
 
-__all__ = ["feedback_lines", "missing_lines", "plain_text", "question", "verdict_rows"]
+__all__ = [
+    "TEXT_WIDTH",
+    "feedback_lines",
+    "field_line",
+    "headline",
+    "missing_lines",
+    "plain_text",
+    "question",
+    "verdict_rows",
+]

@@ -5,9 +5,11 @@ a predict exercise whose tag was removed is still found by the ``exercise_id="<i
 its ``predict(...)`` call. What a cell holds becomes:
 
 * **predict**: ``{field: value}`` from the keyword literals of the cell's ``predict(...)`` call
-  (or the ``dict(...)`` call of a several-values exercise), read with ``ast.literal_eval``. A
-  field left as ``None`` is unanswered; a field that is not a literal (``shape=view.shape``) is
-  :class:`Unreadable`: the grader scores written answers, never computed ones.
+  (or the ``dict(...)`` call of a several-values exercise), read with ``ast.literal_eval``: the
+  exercise's record (:mod:`llmfs.course.exercises.record`, which reads it here, in
+  ``llmfs check`` and in the notebook's ``check``). A field left as ``None`` is unanswered; a
+  field that is not a literal (``shape=view.shape``) is :class:`Unreadable`: the grader scores
+  written answers, never computed ones.
 * **explain**: the cell's markdown minus every line of the blank student cell (the question, the
   hint, the ``_Your answer here._`` placeholder); empty means unanswered.
 * **implement**: a small module with the function the manifest names, as defined in the exercise
@@ -24,12 +26,20 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.record import (
+    NotPython,
+    Unreadable,
+    call_fields,
+    calls_named,
+    keyword_text,
+    parse_source,
+    predict_call,
+)
 from llmfs.course.manifest import EXERCISE_TAG_PREFIX, Exercise
 
 Notebook = dict[str, Any]
@@ -37,17 +47,6 @@ Notebook = dict[str, Any]
 ANSWER_PLACEHOLDER = "_Your answer here._"
 #: An implement function may use the tensor library, not the course's checks and their answers.
 COURSE_PACKAGE = "llmfs.course"
-_IGNORED_KEYWORDS = frozenset({"exercise_id", "label"})
-
-
-@dataclass(frozen=True)
-class Unreadable:
-    """A field whose entry is not a Python literal; ``text`` is the entry as written."""
-
-    text: str
-
-    def __repr__(self) -> str:
-        return f"<not a literal: {self.text}>"
 
 
 @dataclass(frozen=True)
@@ -134,93 +133,9 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-#: ``--jobs`` grades submissions in threads, and CPython 3.11's parser is not safe to run in two
-#: threads at once (it can fail with "AST constructor recursion depth mismatch"), so every parse
-#: here takes this lock.
-_PARSE_LOCK = threading.Lock()
-
-
-class NotPython(Exception):
-    """A cell's source that Python cannot parse; the message says where and why."""
-
-
-def parse_source(source: str) -> ast.Module:
-    """The cell's source parsed by Python; :class:`NotPython` (with the line) when it cannot be:
-    a syntax error, a null byte, or nesting too deep for the parser."""
-    try:
-        with _PARSE_LOCK:
-            return ast.parse(source)
-    except SyntaxError as error:
-        where = f"line {error.lineno}: " if error.lineno else ""
-        raise NotPython(f"{where}{error.msg}") from None
-    except (ValueError, RecursionError, MemoryError) as error:
-        raise NotPython(f"{type(error).__name__}: {error}") from None
-
-
 # --------------------------------------------------------------------------------------------
 # predict
 # --------------------------------------------------------------------------------------------
-
-
-def _calls(tree: ast.AST, name: str) -> list[ast.Call]:
-    calls = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            called = (
-                func.id
-                if isinstance(func, ast.Name)
-                else func.attr
-                if isinstance(func, ast.Attribute)
-                else None
-            )
-            if called == name:
-                calls.append(node)
-    calls.sort(key=lambda call: (call.lineno, call.col_offset))
-    return calls
-
-
-def _keyword_text(call: ast.Call, keyword: str) -> str | None:
-    for item in call.keywords:
-        if item.arg == keyword and isinstance(item.value, ast.Constant):
-            value = item.value.value
-            return value if isinstance(value, str) else None
-    return None
-
-
-def predict_call(source: str, exercise_id: str) -> tuple[ast.Call | None, str]:
-    """The ``predict(...)`` (else ``dict(...)``) call of an exercise cell, or None and why not.
-
-    With several ``predict`` calls, the one whose ``exercise_id`` keyword is this exercise wins.
-    """
-    try:
-        tree = parse_source(source)
-    except NotPython as error:
-        return None, f"the exercise cell is not valid Python ({error})"
-    calls = _calls(tree, "predict")
-    for call in calls:
-        if _keyword_text(call, "exercise_id") == exercise_id:
-            return call, ""
-    if calls:
-        return calls[0], ""
-    dict_calls = _calls(tree, "dict")
-    if dict_calls:
-        return dict_calls[0], ""
-    return None, "the exercise cell has no predict(...) call"
-
-
-def call_fields(call: ast.Call, source: str) -> dict[str, Any]:
-    """Field -> literal value (None: unanswered; :class:`Unreadable`: not a literal)."""
-    fields: dict[str, Any] = {}
-    for item in call.keywords:
-        if item.arg is None or item.arg in _IGNORED_KEYWORDS:
-            continue
-        try:
-            fields[item.arg] = ast.literal_eval(item.value)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            text = ast.get_source_segment(source, item.value) or ast.dump(item.value)
-            fields[item.arg] = Unreadable(text.strip())
-    return fields
 
 
 def _untagged_predict_cell(notebook: Notebook, exercise_id: str) -> int | None:
@@ -235,7 +150,7 @@ def _untagged_predict_cell(notebook: Notebook, exercise_id: str) -> int | None:
             tree = parse_source(source)
         except NotPython:
             continue
-        if any(_keyword_text(c, "exercise_id") == exercise_id for c in _calls(tree, "predict")):
+        if any(keyword_text(c, "exercise_id") == exercise_id for c in calls_named(tree, "predict")):
             return position
     return None
 

@@ -1,12 +1,18 @@
 """``llmfs check``: a learner's own progress, from their notebooks, without any solution.
 
 ``llmfs check [NOTEBOOK ...]`` (default: the course notebooks in ``--dir``, the current folder)
-runs each notebook headless in a fresh limited kernel, exactly as "Run All" would, with the
-attempts log pointed at a temporary file: every check the notebook runs records whether each
-field was right. It reads the answers statically from the exercise cells (which are answered)
-and prints one table per chapter: answered, right, points and hints used (from the learner's own
+runs each notebook headless in a fresh limited kernel, exactly as "Run All" would, and prints one
+table per chapter: answered, right, points and hints used (from the learner's own
 ``.llmfs/attempts.jsonl`` when present), then the next hint for each wrong answer. ``--json``
 prints the same as JSON.
+
+A predict exercise is judged on its record, the literals of its ``predict(...)`` cell
+(:mod:`llmfs.course.exercises.record`): they are read statically, and the run executes, right
+after that cell, one more cell that judges them against the exercise's expression in the
+notebook's names at that point. Neither the attempts log nor what a check printed counts, so
+``llmfs check``, ``llmfs grade`` (which reads the same literals) and the notebook's own
+``check`` read one answer. Implement exercises are judged by the checks the notebook runs, which
+record to an attempts log pointed at a temporary file.
 
 It never prints a solution: it has none. The learner's installation ships only the student
 notebooks; right and wrong come from the checks the notebook itself runs, which show no truth
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.record import VERDICTS_ENV, judge_cell_source, read_verdicts
 from llmfs.course.grading import extract
 from llmfs.course.grading.key import hints_of, scoring_of
 from llmfs.course.grading.limits import Limits
@@ -170,6 +177,45 @@ def _attempts(path: Path) -> dict[str, dict[str, bool]]:
     return latest
 
 
+def _with_judges(
+    notebook: dict[str, Any], chapter: Chapter, blank: dict[str, str]
+) -> tuple[dict[str, Any], list[int]]:
+    """The notebook to run: a judge cell right after each fully answered predict exercise's
+    cell, and for every cell of it the 1-based position of the learner's cell it stands for
+    (a judge cell stands for its exercise's cell)."""
+    after: dict[int, str] = {}
+    tagged = extract.tagged_cells(notebook)
+    for exercise in chapter.exercises:
+        if exercise.kind != "predict":
+            continue
+        found = extract.find_exercise(
+            notebook, exercise, blank_source=blank.get(exercise.id, ""), tagged=tagged
+        )
+        answers = found.answer if isinstance(found.answer, dict) else {}
+        asked = list(getattr(exercise, "fields", None) or answers)
+        if found.position is None or not asked or any(answers.get(f) is None for f in asked):
+            continue  # nothing to judge: the notebook's check would not judge it either
+        record = {name: extract.plain(answers[name]) for name in asked}
+        after[found.position] = judge_cell_source(exercise.id, record)
+    cells: list[Any] = []
+    origin: list[int] = []
+    for position, cell in enumerate(notebook["cells"], start=1):
+        cells.append(cell)
+        origin.append(position)
+        if position in after:
+            cells.append(
+                {
+                    "cell_type": "code",
+                    "metadata": {},
+                    "source": after[position],
+                    "outputs": [],
+                    "execution_count": None,
+                }
+            )
+            origin.append(position)
+    return {**notebook, "cells": cells}, origin
+
+
 def check_notebook(
     manifest: Manifest, path: Path, limits: Limits, log: Path | None = None
 ) -> ChapterProgress:
@@ -181,15 +227,33 @@ def check_notebook(
     notebook = extract.parse_notebook(path.read_bytes(), str(path))
     chapter = _chapter_of(manifest, path, notebook)
     blank = _blank_cells(manifest, chapter)
+    judged, origin = _with_judges(notebook, chapter, blank)
     with tempfile.TemporaryDirectory(prefix="llmfs-check-") as scratch:
         attempts_file = Path(scratch) / "attempts.jsonl"
-        run = run_notebook(notebook, limits, env={"LLMFS_ATTEMPTS": str(attempts_file)})
+        verdicts_file = Path(scratch) / "verdicts.jsonl"
+        run = run_notebook(
+            judged,
+            limits,
+            env={"LLMFS_ATTEMPTS": str(attempts_file), VERDICTS_ENV: str(verdicts_file)},
+        )
         checked = _attempts(attempts_file)
+        records = read_verdicts(verdicts_file)
+    if run.cell is not None and 1 <= run.cell <= len(origin):
+        run = RunOutcome(run.status, origin[run.cell - 1], run.message)
+    for exercise in chapter.exercises:
+        if exercise.kind == "predict":
+            checked.pop(exercise.id, None)  # a predict exercise counts by its record only
+            line = records.get(exercise.id)
+            if line is not None and isinstance(line.get("fields"), dict):
+                checked[exercise.id] = {str(k): bool(v) for k, v in line["fields"].items()}
     own_log = log if log is not None else path.parent / ".llmfs" / "attempts.jsonl"
     tagged = extract.tagged_cells(notebook)
     rows = []
     for exercise in chapter.exercises:
         rows.append(_progress(notebook, exercise, blank.get(exercise.id, ""), tagged, checked, run))
+        line = records.get(exercise.id) or {}
+        if exercise.kind == "predict" and isinstance(line.get("error"), str):
+            rows[-1].note = f"not checked: its expression failed here ({line['error']})"
         rows[-1].hints_used = hints_used(own_log, exercise.id)
         if rows[-1].right is False:
             hints = hints_of(exercise)
@@ -229,11 +293,12 @@ def _progress(
     if not progress.answered:
         return progress
     if attempt is None:
-        progress.note = (
-            "not checked: the notebook run stopped before it"
-            if run.status != "ok"
-            else "not checked: answer every field, then run its check"
-        )
+        if run.status != "ok":
+            progress.note = "not checked: the notebook run stopped before it"
+        elif exercise.kind == "predict":
+            progress.note = "not checked: answer every field of its predict(...) cell"
+        else:
+            progress.note = "not checked: answer every field, then run its check"
         return progress
     right = [name for name, ok in attempt.items() if ok]
     progress.wrong_fields = [name for name, ok in attempt.items() if not ok]
