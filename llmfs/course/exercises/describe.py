@@ -46,7 +46,8 @@ class ExpressionError(CourseError):
 
 class OwnerNames:
     """Stable, readable names for owners: given names first, then ``copy 1``, ``copy 2``, ...
-    for copies and ``new owner 1``, ... for owners made from scratch (``Tensor.zeros(...)``).
+    for copies and ``tensor 1``, ... for owners made from scratch (``Tensor.zeros(...)``): a
+    caption then reads "owner tensor 1", never "owner new owner 1".
 
     Owners are told apart by identity, but only the order in which they are first met decides
     the names, so the same trace always gets the same names (never a memory address).
@@ -76,11 +77,11 @@ class OwnerNames:
 
     def name(self, owner: Tensor, *, copy: bool = True) -> tuple[str, bool]:
         """``(name, first_seen)``: the owner's name, naming a new one ``copy N`` when it is a
-        copy of a known view, or ``new owner N`` when it was made from scratch."""
+        copy of a known view, or ``tensor N`` when it was made from scratch."""
         found = self.lookup(owner)
         if found is not None:
             return found, False
-        prefix = self._prefix if copy else "new owner"
+        prefix = self._prefix if copy else "tensor"
         self._counts[prefix] = self._counts.get(prefix, 0) + 1
         name = f"{prefix} {self._counts[prefix]}"
         self._known.append((owner, name))

@@ -24,6 +24,7 @@ from typing import Any
 from llmfs.course import CourseError
 from llmfs.course.exercises.rows import FULL_LIMIT, format_number
 from llmfs.course.manifest import load_manifest
+from llmfs.tensor import TensorError
 
 FIELDS: tuple[str, ...] = (
     "shape",
@@ -304,6 +305,30 @@ def flat(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [x for item in value for x in flat(item)]
     return [value]
+
+
+def error_classes() -> dict[str, type[TensorError]]:
+    """Every ``TensorError`` class by name: the names a learner may predict as an error."""
+    found: dict[str, type[TensorError]] = {}
+    pending: list[type[TensorError]] = [TensorError]
+    while pending:
+        cls = pending.pop()
+        found[cls.__name__] = cls
+        pending.extend(cls.__subclasses__())
+    return found
+
+
+def resolve_error_name(text: str) -> str | None:
+    """The full ``TensorError`` class name that ``text`` names, in any case and possibly by a
+    unique prefix (``noncontiguous`` -> ``NonContiguousReshapeError``); ``None`` when it names
+    none or several."""
+    names = error_classes()
+    wanted = text.lower()
+    exact = [name for name in names if name.lower() in (wanted, wanted + "error")]
+    if exact:
+        return exact[0]
+    prefixed = [name for name in names if name.lower().startswith(wanted)]
+    return prefixed[0] if len(prefixed) == 1 else None
 
 
 __all__ = [

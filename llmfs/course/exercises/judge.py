@@ -26,6 +26,7 @@ from llmfs.course.exercises.entries import (
     flat,
     normalize,
     plain_value,
+    resolve_error_name,
 )
 from llmfs.course.exercises.misconceptions import Context, diagnose, predicted_raise
 from llmfs.course.exercises.run import Outcome
@@ -81,29 +82,6 @@ class Verdict:
         """The truth as the learner may see it: for a right or revealed field the value, else
         ``hidden``."""
         return self.truth if self.status == "right" or self.revealed else "hidden"
-
-
-def _error_classes() -> dict[str, type[TensorError]]:
-    found: dict[str, type[TensorError]] = {}
-    pending: list[type[TensorError]] = [TensorError]
-    while pending:
-        cls = pending.pop()
-        found[cls.__name__] = cls
-        pending.extend(cls.__subclasses__())
-    return found
-
-
-def resolve_error_name(text: str) -> str | None:
-    """The full ``TensorError`` class name that ``text`` names, in any case and possibly by a
-    unique prefix (``noncontiguous`` -> ``NonContiguousReshapeError``); ``None`` when it names
-    none or several."""
-    names = _error_classes()
-    wanted = text.lower()
-    exact = [name for name in names if name.lower() in (wanted, wanted + "error")]
-    if exact:
-        return exact[0]
-    prefixed = [name for name in names if name.lower().startswith(wanted)]
-    return prefixed[0] if len(prefixed) == 1 else None
 
 
 def _error_matches(predicted: str, exception: TensorError | None) -> bool:

@@ -22,6 +22,7 @@ from llmfs.course.exercises.detectors import (
     shows,
     source,
 )
+from llmfs.course.exercises.entries import error_classes, resolve_error_name
 from llmfs.tensor import TensorView, ops
 
 if TYPE_CHECKING:
@@ -212,12 +213,10 @@ def uniform_attention(value: Any, truth: Any, context: Context) -> str | None:
 def error_class(name: str) -> type[BaseException] | None:
     """The llmfs error class ``name`` names (in any case, by a unique prefix), or the Python
     built-in exception of that name; ``None`` for neither."""
-    # The judge imports the catalogue, which imports this module: its names come at call time.
-    from llmfs.course.exercises.judge import _error_classes, resolve_error_name
 
     full = resolve_error_name(name)
     if full is not None:
-        return _error_classes()[full]
+        return error_classes()[full]
     found = getattr(builtins, name, None)
     return found if isinstance(found, type) and issubclass(found, BaseException) else None
 
