@@ -107,10 +107,13 @@ def record(report: CheckReport, answers: Mapping[str, str] | None = None) -> Che
     return replace(report, recorded=True)
 
 
-#: The longest error message a report shows in full (longer ones end in "…"), and the longest a
-#: table cell shows (the smallest failing case repeats its messages under the table, in full).
-MESSAGE_LIMIT = 160
-CELL_MESSAGE_LIMIT = 40
+#: The longest error text a report shows in full (a longer message ends in "…"), and the longest
+#: a table cell shows (the smallest failing case repeats its messages under the table, in full).
+MESSAGE_LIMIT = 200
+CELL_MESSAGE_LIMIT = 56
+
+#: A message cut to fewer characters than this is left out (the class alone says more).
+_SHORTEST_CUT = 12
 
 
 def error_text(
@@ -125,15 +128,17 @@ def error_text(
     library's answer). The class is the one raised: a learner's own ``ValueError``, or the
     library's ``IndexOutOfBoundsError``; where the class compared (``name``, see
     :func:`~llmfs.course.exercise_checks.spec.error_name`) differs, it follows in parentheses,
-    ``raises IndexOutOfBoundsError (an IndexError)``. The message is cut at ``limit``
-    characters, on one line."""
+    ``raises IndexOutOfBoundsError (an IndexError)``. The message follows on the same line; the
+    whole text is at most ``limit`` characters (the message cut with "…", or left out when
+    little of it would fit)."""
     cls = type(error).__name__
     text = f"{'raises' if expected else 'raised'} {cls}"
     if name is not None and name != cls:
         text += f" ({'an' if name[0] in 'AEIOU' else 'a'} {name})"
     message = " ".join(str(error).split())
-    if len(message) > limit:
-        message = message[: limit - 1].rstrip() + "…"
+    room = limit - len(text) - 2
+    if len(message) > room:
+        message = message[: room - 1].rstrip() + "…" if room >= _SHORTEST_CUT else ""
     return f"{text}: {message}" if message else text
 
 

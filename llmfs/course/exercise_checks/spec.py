@@ -323,13 +323,25 @@ class _Case:
 
 
 def _smallest_distinct(
-    spec: ImplementSpec, cases: Sequence[_Case], count: int = SHOWN_CASES
+    spec: ImplementSpec,
+    cases: Sequence[_Case],
+    key: Callable[[_Case], str],
+    count: int = SHOWN_CASES,
 ) -> list[_Case]:
-    # A random draw may repeat a case (the scalar shape [] comes up often): it is shown once.
+    # The smallest case of each distinct ``key``, smallest first: a random draw may repeat a
+    # case (the scalar shape [] comes up often), and it is shown once.
     distinct: dict[str, _Case] = {}
     for case in sorted(cases, key=lambda c: case_order(spec, c.args)):
-        distinct.setdefault(json.dumps(list(case.args)), case)
+        distinct.setdefault(key(case), case)
     return list(distinct.values())[:count]
+
+
+def _arguments(case: _Case) -> str:
+    return json.dumps(list(case.args))
+
+
+def _answer(case: _Case) -> str:
+    return json.dumps(case.want.outcome)
 
 
 def _smallest_failure(spec: ImplementSpec, case: _Case) -> str:
@@ -372,11 +384,11 @@ def run_spec(
     The report's headline counts every case run ("193 of 200 right"); its table lists up to
     :data:`SHOWN_CASES` distinct cases, the smallest first (:func:`case_order`): the failing
     ones, with the offset tables of the smallest one's input layout (its spec's ``views``), or,
-    when all pass, the smallest cases. A learner's exception shows its class and message. The
-    report is "not implemented" when ``fn`` is not a function or every case is the stub
-    (``NotImplementedError`` or ``None``). A case that calls a function the exercise forbids
-    (``spec.shortcuts``) fails the whole check: the report shows the smallest such case and
-    names the call (:func:`shortcut_text`)."""
+    when all pass, the smallest case of each distinct answer. A learner's exception shows its
+    class and message. The report is "not implemented" when ``fn`` is not a function or every
+    case is the stub (``NotImplementedError`` or ``None``). A case that calls a function the
+    exercise forbids (``spec.shortcuts``) fails the whole check: the report shows the smallest
+    such case and names the call (:func:`shortcut_text`)."""
     if not callable(fn) and not (spec.kernel is not None and isinstance(fn, str)):
         return CheckReport(
             spec.exercise_id, "not implemented", (), f"{spec.function} is not a function yet"
@@ -404,14 +416,16 @@ def run_spec(
         )
     failures = [case for case in results if not case.ok]
     if failures:
-        shown = _smallest_distinct(spec, failures)
+        shown = _smallest_distinct(spec, failures, _arguments)
         smallest = "the smallest" if len(shown) == 1 else f"the {len(shown)} smallest"
         note = f"{len(failures)} of {len(drawn)} random cases ({label}) wrong; {smallest} shown"
         detail = _smallest_failure(spec, shown[0])
         note += f"\n{detail}" if detail else ""
     else:
-        shown = _smallest_distinct(spec, results)
-        note = f"all {len(drawn)} random cases ({label}) right; the smallest shown"
+        # The smallest case of each kind of answer (a value, another value, an error): three
+        # empty layouts in a row would show one answer three times.
+        shown = _smallest_distinct(spec, results, _answer)
+        note = f"all {len(drawn)} random cases ({label}) right; the smallest of each answer shown"
     rows = tuple(
         CaseResult(
             case_label(spec, case.args),
