@@ -121,6 +121,23 @@ def shape_size(*positions: int) -> Callable[..., tuple[int, ...]]:
     return size
 
 
+def json_size(*args: Any) -> tuple[int, ...]:
+    """The default size of a case: how many numbers its arguments hold (a seed not counted)."""
+
+    def numbers(value: Any) -> int:
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            return 0
+        if isinstance(value, (int, float)):
+            return 1
+        if isinstance(value, dict):
+            return sum(numbers(v) for k, v in value.items() if k != "seed")
+        if isinstance(value, (list, tuple)):
+            return sum(numbers(v) for v in value)
+        return 0
+
+    return (numbers(list(args)),)
+
+
 #: A case whose storage a view would need past this many values is not drawn.
 DRAWN_STORAGE_LIMIT = 4096
 
@@ -177,6 +194,7 @@ __all__ = [
     "DRAWN_STORAGE_LIMIT",
     "EDGE_KINDS",
     "edge_kinds",
+    "json_size",
     "row_major",
     "shape",
     "shape_size",

@@ -9,6 +9,7 @@ with their class and message (:func:`error_text`), layouts with the widgets' off
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -140,6 +141,26 @@ def error_text(
     if len(message) > room:
         message = message[: room - 1].rstrip() + "…" if room >= _SHORTEST_CUT else ""
     return f"{text}: {message}" if message else text
+
+
+def show_outcome(
+    outcome: Mapping[str, Any],
+    error: BaseException | None = None,
+    *,
+    expected: bool,
+    limit: int = MESSAGE_LIMIT,
+) -> str:
+    """A case's outcome (``{"value": ...}`` or ``{"error": name, ...}``) as a report shows it:
+    the value as JSON, or the error that ``error`` is with its class and message cut at
+    ``limit`` (:func:`error_text`; ``raises`` for the library's answer, ``raised`` for what the
+    learner's function did)."""
+    if "error" not in outcome:
+        return json.dumps(outcome.get("value"))
+    if error is not None:
+        return error_text(error, outcome["error"], expected=expected, limit=limit)
+    if outcome["error"] == "NotPlainData":
+        return f"returned a {outcome.get('type', '?')}, not plain data"
+    return f"{'raises' if expected else 'raised'} {outcome['error']}"
 
 
 def offset_tables(views: Sequence[tuple[str, TensorView]]) -> str:
@@ -278,4 +299,5 @@ __all__ = [
     "record",
     "run_cases",
     "show",
+    "show_outcome",
 ]

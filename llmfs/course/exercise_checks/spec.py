@@ -36,26 +36,26 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.attempts import record_attempt as write
+from llmfs.course.exercise_checks.cases import json_size
+from llmfs.course.exercise_checks.outcomes import (
+    ERROR_NAMES,
+    SHORTCUT,
+    Outcome,
+    Run,
+    error_name,
+    to_json,
+)
 from llmfs.course.exercise_checks.report import (
     CELL_MESSAGE_LIMIT,
     MESSAGE_LIMIT,
     CaseResult,
     CheckReport,
     Status,
-    error_text,
     offset_tables,
+    show_outcome,
 )
 from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, shortcut_message
 from llmfs.tensor import TensorError, TensorView
-
-#: The built-in error classes an exercise may ask for, most specific first.
-ERROR_NAMES: tuple[str, ...] = ("IndexError", "KeyError", "ZeroDivisionError", "ValueError")
-
-Outcome = dict[str, Any]
-
-#: The error name of a case whose run called a library function the exercise forbids; the
-#: outcome also names the function (``"shortcut"``) and what the learner's code called (``"via"``).
-SHORTCUT = "Shortcut"
 
 #: Distinct cases a report shows (the smallest first): failing ones, or passing ones when all pass.
 SHOWN_CASES = 3
@@ -100,42 +100,6 @@ class ImplementSpec:
     #: view), ...]``, drawn as offset tables under the smallest failing case. A case whose
     #: layout is not a valid view (one the exercise must refuse) raises ``TensorError``: no table.
     views: Callable[..., Sequence[tuple[str, TensorView]]] | None = None
-
-
-def error_name(error: BaseException) -> str:
-    """The learner-facing name of ``error`` (see the module docstring)."""
-    import builtins
-
-    for name in ERROR_NAMES:
-        if isinstance(error, getattr(builtins, name)):
-            return name
-    return type(error).__name__
-
-
-def to_json(value: Any) -> Any:
-    """``value`` as JSON data: tuples become lists, whole floats ints, numpy scalars Python
-    numbers. Raises :class:`CourseError` for anything else (a tensor, an object)."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: to_json(v) for k, v in value.items()}
-    if hasattr(value, "item") and hasattr(value, "dtype"):
-        return to_json(value.item())
-    raise CourseError(f"a {type(value).__name__} is not a plain value (lists, numbers, booleans)")
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run of a function on one case: its plain-JSON ``outcome`` and, when it raised, the
-    exception itself (the report shows its class and message; the outcome keeps only the name,
-    which is what is compared and what a grader's worker sends back)."""
-
-    outcome: Outcome
-    error: BaseException | None = None
 
 
 def expected_outcome(spec: ImplementSpec, args: Sequence[Any]) -> Outcome:
@@ -267,23 +231,6 @@ def draw_cases(
     return [tuple(case) for case in spec.make_cases(rng, count)]
 
 
-def json_size(*args: Any) -> tuple[int, ...]:
-    """The default size of a case: how many numbers its arguments hold (a seed not counted)."""
-
-    def numbers(value: Any) -> int:
-        if isinstance(value, bool) or value is None or isinstance(value, str):
-            return 0
-        if isinstance(value, (int, float)):
-            return 1
-        if isinstance(value, dict):
-            return sum(numbers(v) for k, v in value.items() if k != "seed")
-        if isinstance(value, (list, tuple)):
-            return sum(numbers(v) for v in value)
-        return 0
-
-    return (numbers(list(args)),)
-
-
 def case_order(spec: ImplementSpec, args: Sequence[Any]) -> tuple[Any, ...]:
     """The sort key of a case, smallest first: the spec's :attr:`~ImplementSpec.size`, then the
     length of its JSON text and the text itself (so the order is total and deterministic)."""
@@ -298,17 +245,8 @@ def case_label(spec: ImplementSpec, args: Sequence[Any]) -> str:
 
 
 def show_run(run: Run, *, expected: bool, limit: int = CELL_MESSAGE_LIMIT) -> str:
-    """A run as the report shows it: the value as JSON, or the error's class and message cut at
-    ``limit`` (:func:`~llmfs.course.exercise_checks.report.error_text`; ``raises`` for the
-    library's answer, ``raised`` for what the learner's function did)."""
-    outcome = run.outcome
-    if "error" not in outcome:
-        return json.dumps(outcome.get("value"))
-    if run.error is not None:
-        return error_text(run.error, outcome["error"], expected=expected, limit=limit)
-    if outcome["error"] == "NotPlainData":
-        return f"returned a {outcome.get('type', '?')}, not plain data"
-    return f"{'raises' if expected else 'raised'} {outcome['error']}"
+    """A run as the report shows it (:func:`~.report.show_outcome`)."""
+    return show_outcome(run.outcome, run.error, expected=expected, limit=limit)
 
 
 @dataclass(frozen=True)
@@ -544,7 +482,6 @@ __all__ = [
     "error_name",
     "expected_outcome",
     "expected_run",
-    "json_size",
     "outcome_of",
     "outcomes_match",
     "register",
