@@ -278,8 +278,19 @@ def _arguments(case: _Case) -> str:
     return json.dumps(list(case.args))
 
 
-def _answer(case: _Case) -> str:
-    return json.dumps(case.want.outcome)
+def _answer_form(case: _Case) -> str:
+    # The kind of answer: numbers read as 0, so [22] and [-12] are one kind and [], [6, 7],
+    # true, false and an error are four others.
+    def form(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float, list, dict)):
+            return value
+        if isinstance(value, list):
+            return [form(v) for v in value]
+        if isinstance(value, dict):
+            return {k: form(v) for k, v in value.items()}
+        return 0
+
+    return json.dumps(form(case.want.outcome))
 
 
 def _smallest_failure(spec: ImplementSpec, case: _Case) -> str:
@@ -322,11 +333,11 @@ def run_spec(
     The report's headline counts every case run ("193 of 200 right"); its table lists up to
     :data:`SHOWN_CASES` distinct cases, the smallest first (:func:`case_order`): the failing
     ones, with the offset tables of the smallest one's input layout (its spec's ``views``), or,
-    when all pass, the smallest case of each distinct answer. A learner's exception shows its
-    class and message. The report is "not implemented" when ``fn`` is not a function or every
-    case is the stub (``NotImplementedError`` or ``None``). A case that calls a function the
-    exercise forbids (``spec.shortcuts``) fails the whole check: the report shows the smallest
-    such case and names the call (:func:`shortcut_text`)."""
+    when all pass, the smallest case of each kind of answer (numbers aside). A learner's
+    exception shows its class and message. The report is "not implemented" when ``fn`` is not
+    a function or every case is the stub (``NotImplementedError`` or ``None``). A case that
+    calls a function the exercise forbids (``spec.shortcuts``) fails the whole check: the report
+    shows the smallest such case and names the call (:func:`shortcut_text`)."""
     if not callable(fn) and not (spec.kernel is not None and isinstance(fn, str)):
         return CheckReport(
             spec.exercise_id, "not implemented", (), f"{spec.function} is not a function yet"
@@ -360,10 +371,14 @@ def run_spec(
         detail = _smallest_failure(spec, shown[0])
         note += f"\n{detail}" if detail else ""
     else:
-        # The smallest case of each kind of answer (a value, another value, an error): three
-        # empty layouts in a row would show one answer three times.
-        shown = _smallest_distinct(spec, results, _answer)
-        note = f"all {len(drawn)} random cases ({label}) right; the smallest of each answer shown"
+        # The smallest case of each kind of answer (a scalar's, an empty one's, an error): three
+        # scalars in a row would show one kind of answer three times.
+        shown = _smallest_distinct(spec, results, _answer_form)
+        if len(shown) < SHOWN_CASES:  # fewer kinds than rows: the next smallest cases fill up
+            more = [c for c in _smallest_distinct(spec, results, _arguments) if c not in shown]
+            shown += more[: SHOWN_CASES - len(shown)]
+            shown.sort(key=lambda c: case_order(spec, c.args))
+        note = f"all {len(drawn)} random cases ({label}) right; the smallest of each kind shown"
     rows = tuple(
         CaseResult(
             case_label(spec, case.args),
