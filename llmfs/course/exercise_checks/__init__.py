@@ -5,7 +5,17 @@ the same functions later, so a learner never sees one verdict in the notebook an
 grade. Each check takes the learner's function, runs it on many random cases of its
 :class:`~llmfs.course.exercise_checks.spec.ImplementSpec` (:data:`SPECS`), compares every case
 with the library's own answer (:mod:`llmfs.tensor.layout`, the view methods) and returns a
-:class:`CheckReport` whose ``repr`` is a deterministic text table, smallest failing case first.
+:class:`CheckReport` whose ``repr`` is a deterministic text table: how many of the cases run were
+right, then three distinct cases, the smallest failing ones first (a layout's drawn as its offset
+table).
+
+One module per chapter holds that chapter's case generators, answers and checks, and registers
+each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
+chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
+:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`. Importing this package
+imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The machinery lives beside
+them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`, :mod:`.report`,
+:mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
 
 A learner's function that still raises :class:`NotImplementedError`, or returns the stub's
 ``None``, makes the whole report "not implemented yet" (never a traceback), so a student notebook

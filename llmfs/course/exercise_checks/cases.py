@@ -108,17 +108,36 @@ def edge_kinds(sizes: Sequence[int], strides: Sequence[int] | None = None) -> se
     return kinds
 
 
-def shape_size(*positions: int) -> Callable[..., tuple[int, ...]]:
+def shape_size(*positions: int, storage_at: int | None = None) -> Callable[..., tuple[int, ...]]:
     """A spec's ``size``: the total size of the shapes at ``positions`` of a case's arguments
-    (every axis's size, summed: ``[2, 3]`` is 5, a scalar 0), then their ranks (summed). Sizes
-    are summed, not multiplied, so a layout with an empty axis is not smaller than ``[2, 3]``
-    for being empty: its other axes count."""
+    (every axis's size, summed: ``[2, 3]`` is 5, a scalar 0), then their ranks (summed), then
+    the length of the storage list at ``storage_at`` (if any: of two scalar views, the one over
+    the shorter storage is smaller). Sizes are summed, not multiplied, so a layout with an
+    empty axis is not smaller than ``[2, 3]`` for being empty: its other axes count."""
 
     def size(*args: Any) -> tuple[int, ...]:
         shapes = [args[p] for p in positions]
-        return (sum(sum(s) for s in shapes), sum(len(s) for s in shapes))
+        stored = len(args[storage_at]) if storage_at is not None else 0
+        return (sum(sum(s) for s in shapes), sum(len(s) for s in shapes), stored)
 
     return size
+
+
+def json_size(*args: Any) -> tuple[int, ...]:
+    """The default size of a case: how many numbers its arguments hold (a seed not counted)."""
+
+    def numbers(value: Any) -> int:
+        if isinstance(value, bool) or value is None or isinstance(value, str):
+            return 0
+        if isinstance(value, (int, float)):
+            return 1
+        if isinstance(value, dict):
+            return sum(numbers(v) for k, v in value.items() if k != "seed")
+        if isinstance(value, (list, tuple)):
+            return sum(numbers(v) for v in value)
+        return 0
+
+    return (numbers(list(args)),)
 
 
 #: A case whose storage a view would need past this many values is not drawn.
@@ -177,6 +196,7 @@ __all__ = [
     "DRAWN_STORAGE_LIMIT",
     "EDGE_KINDS",
     "edge_kinds",
+    "json_size",
     "row_major",
     "shape",
     "shape_size",

@@ -67,7 +67,8 @@ def _extra_threads(rng: random.Random) -> int:
 
 
 def _relu_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
-    cases: list[tuple[Any, ...]] = [([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0], 8)]
+    # No values at all, with threads launched past them: only the guard runs.
+    cases: list[tuple[Any, ...]] = [([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0], 8), ([], 3)]
     while len(cases) < n:
         count = rng.randint(1, 12)
         cases.append((_values(rng, count), count + _extra_threads(rng)))
@@ -145,9 +146,13 @@ def _view_offset_views(linear_index: int, descriptor: list[int]) -> list[tuple[s
 
 def _scale_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     fixture = [10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
-    cases: list[tuple[Any, ...]] = [(fixture, [2, 2], [3, 1], 1, 2.0, 4)]
+    cases: list[tuple[Any, ...]] = [
+        (fixture, [2, 2], [3, 1], 1, 2.0, 4),
+        ([10.0, 11.0, 12.0], [], [], 1, 2.0, 3),  # a scalar view at offset 1
+        ([10.0, 11.0, 12.0], [2, 0], [1, 1], 0, 2.0, 2),  # an empty view
+    ]
     while len(cases) < n:
-        shape, strides, base, owner_len = view_layout(rng, negative=True)
+        shape, strides, base, owner_len = view_layout(rng, negative=True, scalar=0.1, empty=0.1)
         count = layout.element_count(shape)
         alpha = rng.choice((-2.0, -1.0, 0.5, 2.0, 3.0, 0.25))
         cases.append(
@@ -207,7 +212,9 @@ def _broadcast_pair(rng: random.Random) -> tuple[list[int], list[int]]:
 
 def _add_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     cases: list[tuple[Any, ...]] = [
-        ([10.0, 11.0, 12.0, 20.0, 21.0, 22.0], [2, 3], [1.0, 2.0, 3.0], [3], 6)
+        ([10.0, 11.0, 12.0, 20.0, 21.0, 22.0], [2, 3], [1.0, 2.0, 3.0], [3], 6),
+        ([5.0], [], [1.0, 2.0], [2], 3),  # a scalar broadcast along a vector
+        ([1.5], [1, 1], [], [2, 0], 1),  # a result with no values
     ]
     while len(cases) < n:
         a_shape, b_shape = _broadcast_pair(rng)
@@ -306,7 +313,7 @@ check_scale_kernel = register(
         cases=KERNEL_CASES,
         parameters=("storage", "shape", "strides", "base_offset", "alpha", "grid"),
         kernel=_run_scale,
-        size=shape_size(1),
+        size=shape_size(1, storage_at=0),
         views=views_at(1, 2, 3, storage_at=0, name="src"),
     ),
     "Checks ``scale_kernel() -> MSL``: kernel ``scale`` (buffers 0 src, 1 out, 2 view "

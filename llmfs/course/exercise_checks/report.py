@@ -9,6 +9,7 @@ with their class and message (:func:`error_text`), layouts with the widgets' off
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -108,10 +109,13 @@ def record(report: CheckReport, answers: Mapping[str, str] | None = None) -> Che
     return replace(report, recorded=True)
 
 
-#: The longest error message a report shows in full (longer ones end in "…"), and the longest a
-#: table cell shows (the smallest failing case repeats its messages under the table, in full).
-MESSAGE_LIMIT = 160
-CELL_MESSAGE_LIMIT = 40
+#: The longest error text a report shows in full (a longer message ends in "…"), and the longest
+#: a table cell shows (the smallest failing case repeats its messages under the table, in full).
+MESSAGE_LIMIT = 200
+CELL_MESSAGE_LIMIT = 56
+
+#: A message cut to fewer characters than this is left out (the class alone says more).
+_SHORTEST_CUT = 12
 
 
 def error_text(
@@ -126,16 +130,38 @@ def error_text(
     library's answer). The class is the one raised: a learner's own ``ValueError``, or the
     library's ``IndexOutOfBoundsError``; where the class compared (``name``, see
     :func:`~llmfs.course.exercise_checks.spec.error_name`) differs, it follows in parentheses,
-    ``raises IndexOutOfBoundsError (an IndexError)``. The message is cut at ``limit``
-    characters, on one line."""
+    ``raises IndexOutOfBoundsError (an IndexError)``. The message follows on the same line; the
+    whole text is at most ``limit`` characters (the message cut with "…", or left out when
+    little of it would fit)."""
     cls = type(error).__name__
     text = f"{'raises' if expected else 'raised'} {cls}"
     if name is not None and name != cls:
         text += f" ({'an' if name[0] in 'AEIOU' else 'a'} {name})"
     message = " ".join(str(error).split())
-    if len(message) > limit:
-        message = message[: limit - 1].rstrip() + "…"
+    room = limit - len(text) - 2
+    if len(message) > room:
+        message = message[: room - 1].rstrip() + "…" if room >= _SHORTEST_CUT else ""
     return f"{text}: {message}" if message else text
+
+
+def show_outcome(
+    outcome: Mapping[str, Any],
+    error: BaseException | None = None,
+    *,
+    expected: bool,
+    limit: int = MESSAGE_LIMIT,
+) -> str:
+    """A case's outcome (``{"value": ...}`` or ``{"error": name, ...}``) as a report shows it:
+    the value as JSON, or the error that ``error`` is with its class and message cut at
+    ``limit`` (:func:`error_text`; ``raises`` for the library's answer, ``raised`` for what the
+    learner's function did)."""
+    if "error" not in outcome:
+        return json.dumps(outcome.get("value"))
+    if error is not None:
+        return error_text(error, outcome["error"], expected=expected, limit=limit)
+    if outcome["error"] == "NotPlainData":
+        return f"returned a {outcome.get('type', '?')}, not plain data"
+    return f"{'raises' if expected else 'raised'} {outcome['error']}"
 
 
 def offset_tables(views: Sequence[tuple[str, TensorView]]) -> str:
@@ -263,4 +289,5 @@ __all__ = [
     "record",
     "run_cases",
     "show",
+    "show_outcome",
 ]

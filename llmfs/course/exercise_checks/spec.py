@@ -36,27 +36,27 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.attempts import record_attempt as write
+from llmfs.course.exercise_checks.cases import json_size
+from llmfs.course.exercise_checks.outcomes import (
+    ERROR_NAMES,
+    SHORTCUT,
+    Outcome,
+    Run,
+    error_name,
+    to_json,
+)
 from llmfs.course.exercise_checks.report import (
     CELL_MESSAGE_LIMIT,
     MESSAGE_LIMIT,
     CaseResult,
     CheckReport,
     Status,
-    error_text,
     offset_tables,
+    show_outcome,
 )
 from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, shortcut_message
 from llmfs.course.exercises.compare import same_answer
 from llmfs.tensor import TensorError, TensorView
-
-#: The built-in error classes an exercise may ask for, most specific first.
-ERROR_NAMES: tuple[str, ...] = ("IndexError", "KeyError", "ZeroDivisionError", "ValueError")
-
-Outcome = dict[str, Any]
-
-#: The error name of a case whose run called a library function the exercise forbids; the
-#: outcome also names the function (``"shortcut"``) and what the learner's code called (``"via"``).
-SHORTCUT = "Shortcut"
 
 #: Distinct cases a report shows (the smallest first): failing ones, or passing ones when all pass.
 SHOWN_CASES = 3
@@ -101,42 +101,6 @@ class ImplementSpec:
     #: view), ...]``, drawn as offset tables under the smallest failing case. A case whose
     #: layout is not a valid view (one the exercise must refuse) raises ``TensorError``: no table.
     views: Callable[..., Sequence[tuple[str, TensorView]]] | None = None
-
-
-def error_name(error: BaseException) -> str:
-    """The learner-facing name of ``error`` (see the module docstring)."""
-    import builtins
-
-    for name in ERROR_NAMES:
-        if isinstance(error, getattr(builtins, name)):
-            return name
-    return type(error).__name__
-
-
-def to_json(value: Any) -> Any:
-    """``value`` as JSON data: tuples become lists, whole floats ints, numpy scalars Python
-    numbers. Raises :class:`CourseError` for anything else (a tensor, an object)."""
-    if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else value
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return {k: to_json(v) for k, v in value.items()}
-    if hasattr(value, "item") and hasattr(value, "dtype"):
-        return to_json(value.item())
-    raise CourseError(f"a {type(value).__name__} is not a plain value (lists, numbers, booleans)")
-
-
-@dataclass(frozen=True)
-class Run:
-    """One run of a function on one case: its plain-JSON ``outcome`` and, when it raised, the
-    exception itself (the report shows its class and message; the outcome keeps only the name,
-    which is what is compared and what a grader's worker sends back)."""
-
-    outcome: Outcome
-    error: BaseException | None = None
 
 
 def expected_outcome(spec: ImplementSpec, args: Sequence[Any]) -> Outcome:
@@ -246,23 +210,6 @@ def draw_cases(
     return [tuple(case) for case in spec.make_cases(rng, count)]
 
 
-def json_size(*args: Any) -> tuple[int, ...]:
-    """The default size of a case: how many numbers its arguments hold (a seed not counted)."""
-
-    def numbers(value: Any) -> int:
-        if isinstance(value, bool) or value is None or isinstance(value, str):
-            return 0
-        if isinstance(value, (int, float)):
-            return 1
-        if isinstance(value, dict):
-            return sum(numbers(v) for k, v in value.items() if k != "seed")
-        if isinstance(value, (list, tuple)):
-            return sum(numbers(v) for v in value)
-        return 0
-
-    return (numbers(list(args)),)
-
-
 def case_order(spec: ImplementSpec, args: Sequence[Any]) -> tuple[Any, ...]:
     """The sort key of a case, smallest first: the spec's :attr:`~ImplementSpec.size`, then the
     length of its JSON text and the text itself (so the order is total and deterministic)."""
@@ -277,17 +224,8 @@ def case_label(spec: ImplementSpec, args: Sequence[Any]) -> str:
 
 
 def show_run(run: Run, *, expected: bool, limit: int = CELL_MESSAGE_LIMIT) -> str:
-    """A run as the report shows it: the value as JSON, or the error's class and message cut at
-    ``limit`` (:func:`~llmfs.course.exercise_checks.report.error_text`; ``raises`` for the
-    library's answer, ``raised`` for what the learner's function did)."""
-    outcome = run.outcome
-    if "error" not in outcome:
-        return json.dumps(outcome.get("value"))
-    if run.error is not None:
-        return error_text(run.error, outcome["error"], expected=expected, limit=limit)
-    if outcome["error"] == "NotPlainData":
-        return f"returned a {outcome.get('type', '?')}, not plain data"
-    return f"{'raises' if expected else 'raised'} {outcome['error']}"
+    """A run as the report shows it (:func:`~.report.show_outcome`)."""
+    return show_outcome(run.outcome, run.error, expected=expected, limit=limit)
 
 
 @dataclass(frozen=True)
@@ -302,13 +240,36 @@ class _Case:
 
 
 def _smallest_distinct(
-    spec: ImplementSpec, cases: Sequence[_Case], count: int = SHOWN_CASES
+    spec: ImplementSpec,
+    cases: Sequence[_Case],
+    key: Callable[[_Case], str],
+    count: int = SHOWN_CASES,
 ) -> list[_Case]:
-    # A random draw may repeat a case (the scalar shape [] comes up often): it is shown once.
+    # The smallest case of each distinct ``key``, smallest first: a random draw may repeat a
+    # case (the scalar shape [] comes up often), and it is shown once.
     distinct: dict[str, _Case] = {}
     for case in sorted(cases, key=lambda c: case_order(spec, c.args)):
-        distinct.setdefault(json.dumps(list(case.args)), case)
+        distinct.setdefault(key(case), case)
     return list(distinct.values())[:count]
+
+
+def _arguments(case: _Case) -> str:
+    return json.dumps(list(case.args))
+
+
+def _answer_form(case: _Case) -> str:
+    # The kind of answer: numbers read as 0, so [22] and [-12] are one kind and [], [6, 7],
+    # true, false and an error are four others.
+    def form(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float, list, dict)):
+            return value
+        if isinstance(value, list):
+            return [form(v) for v in value]
+        if isinstance(value, dict):
+            return {k: form(v) for k, v in value.items()}
+        return 0
+
+    return json.dumps(form(case.want.outcome))
 
 
 def _smallest_failure(spec: ImplementSpec, case: _Case) -> str:
@@ -351,11 +312,11 @@ def run_spec(
     The report's headline counts every case run ("193 of 200 right"); its table lists up to
     :data:`SHOWN_CASES` distinct cases, the smallest first (:func:`case_order`): the failing
     ones, with the offset tables of the smallest one's input layout (its spec's ``views``), or,
-    when all pass, the smallest cases. A learner's exception shows its class and message. The
-    report is "not implemented" when ``fn`` is not a function or every case is the stub
-    (``NotImplementedError`` or ``None``). A case that calls a function the exercise forbids
-    (``spec.shortcuts``) fails the whole check: the report shows the smallest such case and
-    names the call (:func:`shortcut_text`)."""
+    when all pass, the smallest case of each kind of answer (numbers aside). A learner's
+    exception shows its class and message. The report is "not implemented" when ``fn`` is not
+    a function or every case is the stub (``NotImplementedError`` or ``None``). A case that
+    calls a function the exercise forbids (``spec.shortcuts``) fails the whole check: the report
+    shows the smallest such case and names the call (:func:`shortcut_text`)."""
     if not callable(fn) and not (spec.kernel is not None and isinstance(fn, str)):
         return CheckReport(
             spec.exercise_id, "not implemented", (), f"{spec.function} is not a function yet"
@@ -383,14 +344,20 @@ def run_spec(
         )
     failures = [case for case in results if not case.ok]
     if failures:
-        shown = _smallest_distinct(spec, failures)
+        shown = _smallest_distinct(spec, failures, _arguments)
         smallest = "the smallest" if len(shown) == 1 else f"the {len(shown)} smallest"
         note = f"{len(failures)} of {len(drawn)} random cases ({label}) wrong; {smallest} shown"
         detail = _smallest_failure(spec, shown[0])
         note += f"\n{detail}" if detail else ""
     else:
-        shown = _smallest_distinct(spec, results)
-        note = f"all {len(drawn)} random cases ({label}) right; the smallest shown"
+        # The smallest case of each kind of answer (a scalar's, an empty one's, an error): three
+        # scalars in a row would show one kind of answer three times.
+        shown = _smallest_distinct(spec, results, _answer_form)
+        if len(shown) < SHOWN_CASES:  # fewer kinds than rows: the next smallest cases fill up
+            more = [c for c in _smallest_distinct(spec, results, _arguments) if c not in shown]
+            shown += more[: SHOWN_CASES - len(shown)]
+            shown.sort(key=lambda c: case_order(spec, c.args))
+        note = f"all {len(drawn)} random cases ({label}) right; the smallest of each kind shown"
     rows = tuple(
         CaseResult(
             case_label(spec, case.args),
@@ -509,7 +476,6 @@ __all__ = [
     "error_name",
     "expected_outcome",
     "expected_run",
-    "json_size",
     "outcome_of",
     "outcomes_match",
     "register",

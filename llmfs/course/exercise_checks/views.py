@@ -185,7 +185,7 @@ check_copying_transpose = register(
             *STRIDED_READERS,
             instead="two loops over the plain list of values",
         ),
-        size=shape_size(1),
+        size=shape_size(1, storage_at=0),
         views=views_at(1, storage_at=0, name="values"),
     ),
     "Checks ``copying_transpose(values, shape) -> values``: the row-major storage of the "
@@ -243,7 +243,7 @@ check_reshape_after_copy = register(
         prepare=_flatten_prepare,
         summarize=_flatten_summary,
         parameters=("view",),
-        size=shape_size(1),
+        size=shape_size(1, storage_at=0),
         views=views_at(1, 2, 3, storage_at=0, name="view"),
     ),
     "Checks ``flatten_copy(view)``: a tensor of shape ``[count]`` holding the view's values in "
@@ -258,7 +258,7 @@ check_materialize = register(
         _materialize,
         parameters=("storage", "shape", "strides", "base_offset"),
         shortcuts=forbid(*STRIDED_READERS, instead="your logical_offsets and the list"),
-        size=shape_size(1),
+        size=shape_size(1, storage_at=0),
         views=views_at(1, 2, 3, storage_at=0, name="storage"),
     ),
     "Checks ``materialize(storage, shape, strides, base_offset) -> values``: the view's values in "
