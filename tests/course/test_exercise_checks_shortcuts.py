@@ -19,6 +19,7 @@ from solutionkit import SOLUTIONS
 
 import llmfs.tensor as lt
 from llmfs.cli import main as llmfs_main
+from llmfs.course.grading import reports
 from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
@@ -438,5 +439,7 @@ def test_a_grader_gives_a_shortcut_zero_and_names_the_call(tmp_path: Path) -> No
     # The other implement exercises, the solution's code, still score (flat_index even uses the
     # shortcut compute_strides: row_major_strides is not what flat_index re-implements).
     assert rows["ch01.flat_index"].score == rows["ch01.flat_index"].points
-    feedback = (tmp_path / "out" / "feedback" / "ann.md").read_text(encoding="utf-8")
+    feedback = (tmp_path / "out" / "feedback" / reports.feedback_file("ann")).read_text(
+        encoding="utf-8"
+    )
     assert "calls the library's llmfs.tensor.layout.row_major_strides" in feedback

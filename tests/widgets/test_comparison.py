@@ -40,7 +40,7 @@ def test_every_text_line_fits_the_text_width_and_the_html_has_no_verdict_table()
         {"base": base},
     )
     text = repr(comparison)
-    assert "row-major strides of shape" in text
+    assert "row-major strides of the result's shape" in text
     assert max(len(line) for line in text.splitlines()) <= 88
     html = comparison._repr_html_()
     assert "<table" not in html  # no table before the exercise is finished
