@@ -652,5 +652,5 @@ def copying_transpose(source: ViewMethods) -> Tensor:
     if not isinstance(source, ViewMethods):
         raise TensorError(f"copying_transpose takes a Tensor, got {type(source).__name__}")
     if source.rank != 2:
-        raise RankMismatchError(2, source.rank, what="copying_transpose needs rank")
+        raise RankMismatchError(2, source.rank, what="the rank of copying_transpose's source")
     return source.transpose(0, 1).materialize()

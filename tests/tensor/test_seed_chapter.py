@@ -118,6 +118,8 @@ def test_copying_transpose_allocates_the_transpose(tensor: Tensor) -> None:
 
 
 def test_copying_transpose_needs_rank_two() -> None:
-    with pytest.raises(RankMismatchError, match="must be 2, got 3"):
-        copying_transpose(Tensor.zeros([1, 2, 3]))
+    message = r"rank mismatch: the rank of copying_transpose's source must be 2, got {}$"
+    for shape in ([], [6], [1, 2, 3]):
+        with pytest.raises(RankMismatchError, match=message.format(len(shape))):
+            copying_transpose(Tensor.zeros(shape))
     assert copying_transpose(Tensor.zeros([0, 3])).shape == (3, 0)
