@@ -19,7 +19,6 @@ from solutionkit import SOLUTIONS
 
 import llmfs.tensor as lt
 from llmfs.cli import main as llmfs_main
-from llmfs.course.grading import reports
 from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
@@ -33,6 +32,7 @@ from llmfs.course.exercise_checks.shortcuts import (
     watching,
 )
 from llmfs.course.exercise_checks.spec import SHORTCUT, outcome_of
+from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt import reference
 from llmfs.gpt import tensor_model as tm

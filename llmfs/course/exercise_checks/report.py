@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 import llmfs.course.attempts as attempts_log
 from llmfs.course import CourseError
-from llmfs.tensor import TensorView
 from llmfs.course.exercises.compare import same_answer
 from llmfs.course.exercises.entries import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
+from llmfs.tensor import TensorView
 from llmfs.widgets.text import render_offsets, table
 
 #: What a report says when the learner's code is still the stub.
