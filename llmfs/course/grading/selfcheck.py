@@ -2,8 +2,8 @@
 
 ``llmfs check [NOTEBOOK ...]`` (default: the course notebooks in ``--dir``, the course folder
 ``llmfs start`` uses, ``~/llmfs-course`` unless given; when that folder does not exist it says so
-and exits 2) runs each notebook headless in a fresh limited kernel, exactly as "Run All" would, and prints one
-table per chapter: answered, right, points and hints used (from the learner's own
+and exits 2) runs each notebook headless in a fresh limited kernel, exactly as "Run All" would,
+and prints one table per chapter: answered, right, points and hints used (from the learner's own
 ``.llmfs/attempts.jsonl`` when present), then the next hint for each wrong answer. ``--json``
 prints the same as JSON.
 
