@@ -49,8 +49,8 @@ from llmfs.course.exercises.entries import (
     predict_exercise,
 )
 from llmfs.course.exercises.feedback import plain_text
-from llmfs.course.exercises.reveals import REVEALS_OFF, reveal_bundle, reveals_allowed
 from llmfs.course.exercises.judge import Verdict, compare
+from llmfs.course.exercises.reveals import REVEALS_OFF, reveal_bundle, reveals_allowed
 from llmfs.course.exercises.run import Outcome, run
 from llmfs.course.exercises.state import exercise_finished, exercise_state, record
 

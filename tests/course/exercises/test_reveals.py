@@ -22,8 +22,8 @@ from llmfs.course.exercises.reveals import (
     REVEALS_OFF,
     REVEALS_OFF_SOURCE,
     allow_reveals,
-    reveals_allowed,
     revealed_in,
+    reveals_allowed,
 )
 
 EXPRESSION = "base.transpose(0, 1)"
