@@ -20,6 +20,11 @@ instructor guide, ``course/instructor_guide.md``, explains them with examples):
 * Outputs and execution counts are cleared; cell metadata keeps only ``tags``, ``editable``,
   ``deletable``, ``jupyter`` and ``slideshow``; notebook metadata keeps ``kernelspec`` and records
   the chapter and the solution it came from.
+* **Graded work**: for a chapter the manifest marks ``reveal = false``, and for every chapter of
+  ``llmfs build --assignment DIR`` (which writes into ``DIR``, never ``notebooks/``), a code cell
+  tagged ``reveals-off`` (not editable, not deletable) that runs
+  :func:`~llmfs.course.exercises.reveals.reveals_off` goes before the first code cell, and the
+  notebook metadata records ``llmfs.reveal: false``: its checks never show an answer.
 * Output is deterministic: nbformat 4.5, keys sorted, one-space indent, trailing newline.
 
 In code cells, markers, hints, stubs and ``# PREDICTION`` are *comments*, found by Python's
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.reveals import REVEALS_OFF_SOURCE, REVEALS_OFF_TAG
 from llmfs.course.manifest import Chapter, Manifest, load_manifest
 from llmfs.course.names_table import stale_guide, write_guide
 from llmfs.course.notebooks import (
@@ -317,14 +323,20 @@ def student_markdown(source: str, where: str) -> str:
 # Notebook transform
 
 
-def student_notebook(solution: Notebook, label: str, chapter: Chapter | None = None) -> Notebook:
+def student_notebook(
+    solution: Notebook, label: str, chapter: Chapter | None = None, *, reveal: bool | None = None
+) -> Notebook:
     """The student notebook generated from a solution notebook (already read and id-checked).
 
     ``label`` names the solution in messages and in the student's metadata. When ``chapter`` is
     given, the exercise cells must match its manifest entry exactly (either way round), and the
-    chapter id is recorded in the metadata. Raises :class:`CourseError` as the cell transforms do,
-    for an exercise cell tagged ``solution-only``, and for any disagreement with the chapter.
+    chapter id is recorded in the metadata. ``reveal`` False makes graded work (see the module
+    docstring); None takes the chapter's setting (True without a chapter). Raises
+    :class:`CourseError` as the cell transforms do, for an exercise cell tagged
+    ``solution-only``, and for any disagreement with the chapter.
     """
+    if reveal is None:
+        reveal = chapter.reveal if chapter is not None else True
     if chapter is not None:
         problems = chapter_disagreements(chapter, solution, label)
         if problems:
@@ -349,7 +361,28 @@ def student_notebook(solution: Notebook, label: str, chapter: Chapter | None = N
     }
     if chapter is not None:
         metadata["llmfs"] = {"chapter": chapter.id, "generated_from": label}
+    if not reveal:
+        metadata["llmfs"] = {**metadata["llmfs"], "reveal": False}  # type: ignore[dict-item]
+        first_code = next(
+            (i for i, cell in enumerate(cells) if cell.get("cell_type") == "code"), len(cells)
+        )
+        cells.insert(first_code, _reveals_off_cell(cells))
     return {"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": NBFORMAT_MINOR}
+
+
+def _reveals_off_cell(cells: list[Cell]) -> Cell:
+    taken = {cell.get("id") for cell in cells}
+    cell_id = REVEALS_OFF_TAG
+    while cell_id in taken:  # cell ids are unique in a notebook
+        cell_id += "-x"
+    return {
+        "cell_type": "code",
+        "execution_count": None,
+        "id": cell_id,
+        "metadata": {"deletable": False, "editable": False, "tags": [REVEALS_OFF_TAG]},
+        "outputs": [],
+        "source": REVEALS_OFF_SOURCE,
+    }
 
 
 def _student_cell(cell: Cell, where: str, exercise_id: str | None) -> Cell:
@@ -415,18 +448,28 @@ class BuildOutput:
     text: str
 
 
-def plan_build(manifest: Manifest, root: Path | None = None) -> list[BuildOutput]:
+def plan_build(
+    manifest: Manifest, root: Path | None = None, *, assignment: Path | None = None
+) -> list[BuildOutput]:
     """Generate (in memory) the student notebook of every published chapter, in course order.
 
-    Raises :class:`CourseError` for the first solution that is missing, unreadable, disagrees
-    with the manifest or has a malformed marker.
+    With ``assignment`` (a folder) every notebook is graded work (reveals off) and goes into
+    that folder under its own file name; otherwise each chapter's manifest setting applies and
+    the notebook goes to its ``notebooks/`` path. Raises :class:`CourseError` for the first
+    solution that is missing, unreadable, disagrees with the manifest or has a malformed marker.
     """
     base = root if root is not None else manifest.root
     outputs = []
     for chapter in manifest.published_chapters:
         solution = read_notebook(base / chapter.solution, chapter.solution)
-        student = student_notebook(solution, chapter.solution, chapter)
-        outputs.append(BuildOutput(chapter, base / chapter.notebook, render_notebook(student)))
+        reveal = False if assignment is not None else chapter.reveal
+        student = student_notebook(solution, chapter.solution, chapter, reveal=reveal)
+        target = (
+            assignment / Path(chapter.notebook).name
+            if assignment is not None
+            else base / chapter.notebook
+        )
+        outputs.append(BuildOutput(chapter, target, render_notebook(student)))
     return outputs
 
 
@@ -471,6 +514,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write nothing; exit 1 listing student notebooks that are missing, stale or stray",
     )
     parser.add_argument(
+        "--assignment",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write graded-work notebooks into DIR (not notebooks/): every check says right or "
+        "wrong and never shows an answer",
+    )
+    parser.add_argument(
         "--manifest",
         type=Path,
         default=None,
@@ -486,10 +537,46 @@ def _manifest_from_args(args: argparse.Namespace) -> Manifest:
     return load_manifest(local if local.is_file() else None)
 
 
+def _build_assignment(manifest: Manifest, folder: Path, *, check: bool) -> int:
+    """``--assignment DIR``: every published chapter as graded work in ``DIR`` (made when its
+    parent exists); with ``--check``, exit 1 listing the notebooks there that are missing or
+    stale. Raises :class:`CourseError` for a ``DIR`` that is a file or whose parent is missing."""
+    target = folder.expanduser()
+    if target.exists() and not target.is_dir():
+        raise CourseError(f"{target}: exists and is not a folder; choose another --assignment")
+    if not target.exists() and not target.parent.is_dir():
+        raise CourseError(f"{target.parent}: no such folder (make it first)")
+    outputs = plan_build(manifest, assignment=target)
+    if check:
+        stale = [
+            output.path
+            for output in outputs
+            if not output.path.is_file() or output.path.read_text(encoding="utf-8") != output.text
+        ]
+        for path in stale:
+            print(f"{path}: missing or stale (run `llmfs build --assignment`)", file=sys.stderr)
+        if stale:
+            print(f"llmfs build --check: {len(stale)} problem(s)", file=sys.stderr)
+            return 1
+        print(f"llmfs build --check: {len(outputs)} assignment notebook(s) up to date")
+        return 0
+    target.mkdir(exist_ok=True)
+    for output in outputs:
+        if output.path.is_file() and output.path.read_text(encoding="utf-8") == output.text:
+            print(f"{output.path}: up to date")
+            continue
+        output.path.write_text(output.text, encoding="utf-8", newline="\n")
+        print(f"{output.path}: written (reveals off)")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     """Run ``llmfs build``: 0 on success, 1 when --check finds problems, 2 on a CourseError."""
     try:
         manifest = _manifest_from_args(args)
+        assignment = getattr(args, "assignment", None)
+        if assignment is not None:
+            return _build_assignment(manifest, assignment, check=args.check)
         if args.check:
             problems = stale_notebooks(manifest) + stale_guide(manifest.root)
             for problem in problems:

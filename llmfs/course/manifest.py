@@ -19,6 +19,7 @@ File format (TOML)::
     solution = "solutions/ch01_storage_shape_strides.ipynb"
     notebook = "notebooks/ch01_storage_shape_strides.ipynb"
     objectives = ["Explain ...", "Compute ..."]
+    reveal = false                # optional: graded work, no answer is ever shown (default true)
 
     [[chapters.exercises]]
     id = "ch01.q1"                                      # "<chapter id>.<name>", unique
@@ -38,6 +39,11 @@ File format (TOML)::
     message = "what that answer shows about the learner's model, in one sentence"
 
 Paths are relative to the course root (the folder holding ``course/``), POSIX style.
+
+``reveal = false`` at the top level turns reveals off for every chapter, on a chapter for that
+chapter (a chapter's own ``reveal`` wins): its student notebook's checks say right or wrong and
+never show an answer (:mod:`llmfs.course.exercises.reveals`; ``llmfs build --assignment`` does
+the same for every chapter without editing the manifest).
 """
 
 from __future__ import annotations
@@ -65,8 +71,17 @@ EXERCISE_TAG_PREFIX = "exercise:"
 _CHAPTER_ID = re.compile(r"^ch[0-9]{2}$")
 _EXERCISE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
-_TOP_KEYS = {"format", "chapters"}
-_CHAPTER_KEYS = {"id", "title", "status", "solution", "notebook", "objectives", "exercises"}
+_TOP_KEYS = {"format", "chapters", "reveal"}
+_CHAPTER_KEYS = {
+    "id",
+    "title",
+    "status",
+    "solution",
+    "notebook",
+    "objectives",
+    "exercises",
+    "reveal",
+}
 _EXERCISE_KEYS = {
     "id",
     "kind",
@@ -137,6 +152,8 @@ class Chapter:
 
     Invariant: a ``planned`` chapter has no exercises; paths are relative POSIX paths, the
     solution under ``solutions/`` and the student notebook under ``notebooks/``, same file name.
+    ``reveal`` is False when the chapter is graded work (no answer is shown; the course's
+    setting unless the chapter gives its own).
     """
 
     id: str
@@ -146,6 +163,7 @@ class Chapter:
     notebook: str
     objectives: tuple[str, ...]
     exercises: tuple[Exercise, ...]
+    reveal: bool = True
 
     @property
     def published(self) -> bool:
@@ -219,7 +237,10 @@ def parse_manifest(data: Mapping[str, Any], path: Path) -> Manifest:
     raw_chapters = data.get("chapters", [])
     if not isinstance(raw_chapters, list):
         raise CourseError(f"{where}: 'chapters' must be an array of tables ([[chapters]])")
-    chapters = tuple(_parse_chapter(raw, index, where) for index, raw in enumerate(raw_chapters))
+    reveal = _reveal(data, True, where)
+    chapters = tuple(
+        _parse_chapter(raw, index, where, reveal) for index, raw in enumerate(raw_chapters)
+    )
     _check_unique([c.id for c in chapters], "chapter id", where)
     _check_unique([c.solution for c in chapters], "solution path", where)
     _check_unique([c.notebook for c in chapters], "notebook path", where)
@@ -228,7 +249,14 @@ def parse_manifest(data: Mapping[str, Any], path: Path) -> Manifest:
     return Manifest(path=path, root=root, chapters=chapters)
 
 
-def _parse_chapter(raw: Any, index: int, where: str) -> Chapter:
+def _reveal(raw: Mapping[str, Any], default: bool, label: str) -> bool:
+    value = raw.get("reveal", default)
+    if not isinstance(value, bool):
+        raise CourseError(f"{label}: reveal must be true or false, got {value!r}")
+    return value
+
+
+def _parse_chapter(raw: Any, index: int, where: str, course_reveal: bool = True) -> Chapter:
     if not isinstance(raw, dict):
         raise CourseError(f"{where}: chapters[{index}] must be a table")
     chapter_id = raw.get("id")
@@ -274,6 +302,7 @@ def _parse_chapter(raw: Any, index: int, where: str) -> Chapter:
         notebook=notebook,
         objectives=tuple(objectives),
         exercises=exercises,
+        reveal=_reveal(raw, course_reveal, label),
     )
 
 

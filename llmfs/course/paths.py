@@ -22,6 +22,9 @@ from llmfs.course import CourseError
 
 MANIFEST_RELATIVE = Path("course") / "manifest.toml"
 ENV_COURSE_ROOT = "LLMFS_COURSE_ROOT"
+#: The learner's course folder: where ``llmfs start`` copies the notebooks and ``llmfs check``
+#: looks for them, unless ``--dir`` says otherwise (``~`` is the learner's home).
+DEFAULT_FOLDER = Path("~/llmfs-course")
 
 
 def _package_dir() -> Path:

@@ -44,8 +44,8 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.manifest import Manifest, load_manifest
+from llmfs.course.paths import DEFAULT_FOLDER
 
-DEFAULT_FOLDER = Path("~/llmfs-course")
 STATE_FILE = Path(".llmfs") / "course-state.json"
 ATTEMPTS_FILE = Path(".llmfs") / "attempts.jsonl"
 LAB_CONFIG = Path(".llmfs") / "jupyter-config"

@@ -82,7 +82,8 @@ def render_comparison_html(comparison: Comparison) -> str:
     left = comparison.tries_left or {}
     fields = []
     for v in comparison.verdicts:
-        notes = "".join(f"<li>{escape(line)}</li>" for line in feedback_lines(v, left.get(v.field)))
+        lines = feedback_lines(v, left.get(v.field), reveals=comparison.reveals)
+        notes = "".join(f"<li>{escape(line)}</li>" for line in lines)
         fields.append(
             f'<li data-field="{escape(v.field)}" data-status="{v.status}">'
             f"{escape(field_line(v))}{f'<ul>{notes}</ul>' if notes else ''}</li>"

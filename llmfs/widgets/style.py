@@ -99,6 +99,7 @@ svg.llmfs-diagram .llmfs-cell rect{fill:var(--llmfs-cell);stroke:var(--llmfs-bor
 svg.llmfs-diagram .llmfs-slot rect{fill:var(--llmfs-shared);stroke:var(--llmfs-border)}
 svg.llmfs-diagram .llmfs-strip-copy .llmfs-slot rect{fill:var(--llmfs-copy)}
 svg.llmfs-diagram .llmfs-hatch{stroke:var(--llmfs-hatch)}
+svg.llmfs-diagram .llmfs-lines,svg.llmfs-diagram .llmfs-line{pointer-events:none}
 svg.llmfs-diagram .llmfs-line{stroke:var(--llmfs-line);opacity:.75}
 svg.llmfs-diagram .llmfs-gap{stroke:var(--llmfs-accent)}
 svg.llmfs-diagram text.llmfs-gap-text{fill:var(--llmfs-accent)}

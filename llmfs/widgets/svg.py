@@ -279,9 +279,11 @@ def render_diagram_svg(diagram: Diagram) -> str:
     drawing = [
         f'<rect class="llmfs-bg" x="0" y="0" width="{_n(width)}" height="{_n(height)}" '
         f'fill="#ffffff"/>',
+        # The lines go under the strips and cells, in a layer that takes no pointer events,
+        # so a click or hover anywhere on a cell reaches the cell, never a line across it.
+        f'<g class="llmfs-lines" pointer-events="none">{"".join(lines)}</g>',
         *(_draw_strip(sbox) for sbox in strips.values()),
         *(_draw_panel(box) for box in boxes.values()),
-        *lines,
         *gap_parts,
         *body,
     ]

@@ -18,6 +18,7 @@ from llmfs.course.build import (
     student_markdown,
     student_notebook,
 )
+from llmfs.course.exercises.reveals import REVEALS_OFF_SOURCE, REVEALS_OFF_TAG
 from llmfs.course.manifest import load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -349,3 +350,81 @@ def test_a_student_notebook_runs_unanswered_from_top_to_bottom(tmp_path: Path) -
 def test_committed_student_notebooks_are_what_the_build_generates() -> None:
     manifest = load_manifest(REPO / "course" / "manifest.toml")
     assert stale_notebooks(manifest) == []
+
+
+def _reveals_off_cells(student: dict) -> list[dict]:
+    return [c for c in student["cells"] if REVEALS_OFF_TAG in c["metadata"].get("tags", [])]
+
+
+def test_a_chapter_marked_reveal_false_is_built_as_graded_work(tmp_path: Path) -> None:
+    # The course's setting applies to every chapter; a chapter's own setting wins.
+    text = chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict"), ("ch01.q2", "implement")])
+    path = write_manifest(
+        tmp_path,
+        text.replace(
+            'objectives = ["Learn ch01"]\n', 'objectives = ["Learn ch01"]\nreveal = false\n'
+        ),
+    )
+    graded = student_notebook(_solution(), "s.ipynb", load_manifest(path).chapter("ch01"))
+    (cell,) = _reveals_off_cells(graded)
+    assert graded["cells"].index(cell) == 1  # before the first code cell: before any check
+    assert cell["source"] == REVEALS_OFF_SOURCE and cell["outputs"] == []
+    assert cell["metadata"] == {"deletable": False, "editable": False, "tags": [REVEALS_OFF_TAG]}
+    assert graded["metadata"]["llmfs"]["reveal"] is False
+    assert [c["id"] for c in graded["cells"]] == ["intro", REVEALS_OFF_TAG, "setup", "q1", "q2"]
+    practice = student_notebook(_solution(), "s.ipynb", _manifest(tmp_path / "p").chapter("ch01"))
+    assert _reveals_off_cells(practice) == [] and "reveal" not in practice["metadata"]["llmfs"]
+    course_wide = write_manifest(tmp_path / "c", text)
+    course_wide.write_text(
+        course_wide.read_text().replace("format = 1\n", "format = 1\nreveal = false\n", 1)
+    )
+    assert not load_manifest(course_wide).chapter("ch01").reveal
+    overridden = text.replace(
+        'objectives = ["Learn ch01"]\n', 'objectives = ["Learn ch01"]\nreveal = true\n'
+    )
+    both = write_manifest(tmp_path / "o", overridden)
+    both.write_text(both.read_text().replace("format = 1\n", "format = 1\nreveal = false\n", 1))
+    assert load_manifest(both).chapter("ch01").reveal
+
+
+@pytest.mark.parametrize("value", ['"no"', "0", "[]"])
+def test_reveal_must_be_true_or_false(tmp_path: Path, value: str) -> None:
+    text = chapter_toml("ch01", "ch01_a", [])
+    path = write_manifest(tmp_path, text.replace("status =", f"reveal = {value}\nstatus =", 1))
+    with pytest.raises(CourseError, match=r"reveal must be true or false, got"):
+        load_manifest(path)
+
+
+def test_the_reveals_off_cell_keeps_cell_ids_unique() -> None:
+    solution = notebook(code(REVEALS_OFF_TAG, "import math"), code("b", "x = 1"))
+    student = student_notebook(solution, "s.ipynb", reveal=False)
+    ids = [c["id"] for c in student["cells"]]
+    assert len(set(ids)) == len(ids) == 3
+    render_notebook(student)  # valid nbformat
+
+
+def test_build_assignment_writes_graded_notebooks_elsewhere_and_checks_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest_path = write_manifest(
+        tmp_path, chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict"), ("ch01.q2", "implement")])
+    )
+    write_notebook(tmp_path / "solutions" / "ch01_a.ipynb", _solution())
+    folder = tmp_path / "assignment"
+    args = argparse.Namespace(manifest=manifest_path, check=True, assignment=folder)
+    assert course_build.main(args) == 1
+    assert "missing or stale" in capsys.readouterr().err
+    args.check = False
+    assert course_build.main(args) == 0
+    assert "written (reveals off)" in capsys.readouterr().out
+    assert not (tmp_path / "notebooks").exists()  # the practice notebooks are not touched
+    built = json.loads((folder / "ch01_a.ipynb").read_text())
+    assert built["metadata"]["llmfs"]["reveal"] is False and len(_reveals_off_cells(built)) == 1
+    args.check = True
+    assert course_build.main(args) == 0
+    (folder / "ch01_a.ipynb").write_text("{}")
+    assert course_build.main(args) == 1
+    capsys.readouterr()
+    args.assignment = tmp_path / "no" / "such"
+    assert course_build.main(args) == 2
+    assert "no such folder" in capsys.readouterr().err

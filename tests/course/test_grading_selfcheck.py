@@ -14,10 +14,12 @@ from typing import Any
 import gradingkit as kit
 import pytest
 
+from llmfs.cli import build_parser
 from llmfs.cli import main as llmfs_main
 from llmfs.course.grading.key import hints_of
 from llmfs.course.grading.limits import Limits
 from llmfs.course.grading.selfcheck import as_json, check_notebook, hints_used, render
+from llmfs.course.paths import DEFAULT_FOLDER
 
 pytestmark = pytest.mark.notebooks
 
@@ -138,6 +140,22 @@ def test_check_without_notebooks_says_so(tmp_path: Path) -> None:
     with contextlib.redirect_stderr(err):
         assert llmfs_main(["check", "--dir", str(tmp_path)]) == 2
     assert "no course notebooks here" in err.getvalue()
+
+
+def test_check_looks_in_the_folder_llmfs_start_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `llmfs check` and `llmfs start` share one default: the learner's ~/llmfs-course.
+    monkeypatch.setenv("HOME", str(tmp_path))
+    parser = build_parser()
+    assert parser.parse_args(["check"]).dir == DEFAULT_FOLDER
+    assert parser.parse_args(["start"]).dir == DEFAULT_FOLDER
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert llmfs_main(["check"]) == 2
+    message = err.getvalue()
+    assert str(tmp_path / "llmfs-course") in message and "no such course folder" in message
+    assert "llmfs start" in message
 
 
 def test_a_broken_notebook_is_named_and_the_others_still_checked(tmp_path: Path) -> None:

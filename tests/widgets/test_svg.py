@@ -124,3 +124,27 @@ def test_theme_colours_have_enough_contrast_in_light_and_dark() -> None:
         assert contrast(accent, fallback(theme["--llmfs-bg"])) >= 4.5
     assert 'body[data-jp-theme-light="false"] .llmfs{' in STYLESHEET
     assert ":focus-visible" in STYLESHEET and "line-height:1.4" in STYLESHEET
+
+
+def test_lines_lie_under_the_cells_and_take_no_clicks() -> None:
+    # A click on a cell must reach the cell: every line sits in one layer drawn before any
+    # strip or cell, and that layer (and each line, by the stylesheet) takes no pointer events.
+    transposed = diagram(seed_fixture(), ["view = base.view().transpose(0, 1)"])
+    for drawn in (slice_diagram(), transposed):
+        root = parse(render_diagram_svg(drawn))
+        layers = by_class(root, "g", "llmfs-lines")
+        assert len(layers) == 1 and layers[0].get("pointer-events") == "none"
+        lines = by_class(root, "line", "llmfs-line")
+        assert lines and all(line in list(layers[0]) for line in lines)
+        order = list(root)
+        first_cell_or_slot = min(
+            order.index(child)
+            for child in order
+            if {"llmfs-panel", "llmfs-strip"} & set(child.get("class", "").split())
+        )
+        assert order.index(layers[0]) < first_cell_or_slot
+    rules = re.findall(r"([^{}]*)\{([^}]*)\}", STYLESHEET)
+    assert any(
+        ".llmfs-line" in selector and "pointer-events:none" in body.replace(" ", "")
+        for selector, body in rules
+    )

@@ -20,7 +20,11 @@ reveals nothing). After a complete attempt each field is right or wrong; a wrong
 entries differ and, when the answer matches a known misconception, what it shows; it can be
 predicted again. A field's answer is revealed after :data:`MAX_WRONG_TRIES` wrong tries, or on
 request (``check(q1, reveal=True)``). Attempts and reveals go to the attempts log
-(:mod:`llmfs.course.attempts`) through the exercise's :class:`ExerciseState`.
+(:mod:`llmfs.course.attempts`) through the exercise's :class:`ExerciseState`. In graded work
+(:func:`~llmfs.course.exercises.reveals.reveals_off`) nothing is revealed: each field is right or
+wrong, and ``reveal=True`` is refused with a :class:`CourseError`. A comparison that shows an
+answer carries a note of it in its saved output
+(:data:`~llmfs.course.exercises.reveals.REVEAL_MIME`), which ``llmfs grade`` reports.
 
 A :class:`Comparison` draws itself with the drawing :mod:`llmfs.widgets` installs (tables and the
 result's offset table, :func:`draw_with`); without it, as the plain lines of
@@ -46,6 +50,7 @@ from llmfs.course.exercises.entries import (
 )
 from llmfs.course.exercises.feedback import plain_text
 from llmfs.course.exercises.judge import Verdict, compare
+from llmfs.course.exercises.reveals import REVEALS_OFF, reveal_bundle, reveals_allowed
 from llmfs.course.exercises.run import Outcome, run
 from llmfs.course.exercises.state import exercise_finished, exercise_state, record
 
@@ -157,6 +162,7 @@ class Comparison:
     complete: bool = True
     exercise_id: str | None = None
     tries_left: Mapping[str, int] | None = None
+    reveals: bool = True
 
     @property
     def score(self) -> dict[str, bool]:
@@ -179,6 +185,11 @@ class Comparison:
     def _repr_html_(self) -> str | None:
         return _DRAWING[1](self) if _DRAWING else None
 
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        # Only a comparison that shows an answer adds to its output: a note naming the fields
+        # shown (never their values), which the grader reads from the saved notebook.
+        return reveal_bundle(self.exercise_id, (v.field for v in self.verdicts if v.revealed))
+
 
 def attempt(
     exercise_id: str | None,
@@ -194,10 +205,18 @@ def attempt(
     """The one exercise step behind :func:`check` and the widget's Run: judge ``answers``
     against ``outcome``; when every field is answered, record the attempt and update the
     exercise's :class:`ExerciseState`; reveal the fields with ``max_tries`` wrong tries
-    (default :data:`MAX_WRONG_TRIES`) or every field when ``reveal`` (a logged event)."""
+    (default :data:`MAX_WRONG_TRIES`) or every field when ``reveal`` (a logged event). With
+    reveals off nothing is revealed, and ``reveal=True`` raises :class:`CourseError` before
+    anything is judged or recorded."""
     limit = MAX_WRONG_TRIES if max_tries is None else max_tries
     if limit < 1:
         raise CourseError(f"max_tries must be at least 1, got {limit}")
+    reveals = reveals_allowed()
+    if reveal and not reveals:
+        raise CourseError(
+            f"{REVEALS_OFF}: reveal=True shows no answer here; each check says right or wrong "
+            "per field, and hint(...) gives the exercise's next hint"
+        )
     verdicts = compare(answers, outcome, fields, mistakes=mistakes)
     complete = all(v.answered for v in verdicts)
     state = exercise_state(exercise_id) if exercise_id else None
@@ -224,16 +243,18 @@ def attempt(
         tried_out = sorted(
             f for f, n in state.wrong_tries.items() if n >= limit and f not in state.revealed
         )
-        if tried_out:  # shown now because of the wrong tries: the log says so
+        if tried_out and reveals:  # shown now because of the wrong tries: the log says so
             record_event("reveal", exercise_id, fields=tried_out)  # type: ignore[arg-type]
             state.revealed.update(tried_out)
-        shown = state.revealed
-        left = {v.field: state.tries_left(v.field, limit) for v in verdicts}
+        # With reveals off even an answer shown earlier (practice work in the same folder)
+        # stays hidden: graded work shows none.
+        shown = state.revealed if reveals else set()
+        left = {v.field: state.tries_left(v.field, limit) for v in verdicts} if reveals else None
     else:
         shown = {v.field for v in verdicts} if reveal else set()
         left = None
     verdicts = tuple(_with_reveal(v, v.field in shown) for v in verdicts)
-    comparison = Comparison(outcome, verdicts, recorded, complete, exercise_id, left)
+    comparison = Comparison(outcome, verdicts, recorded, complete, exercise_id, left, reveals)
     if state is not None:
         state.last = comparison
         state.notify()
@@ -260,7 +281,7 @@ def check(
     recorded; an incomplete one shows only what is missing. ``reveal=True`` shows the answers of
     the fields not yet right (logged); a field is also revealed after ``max_tries`` wrong tries.
     Raises :class:`~llmfs.course.exercises.describe.ExpressionError` for a Python error in the
-    expression.
+    expression, and :class:`CourseError` for ``reveal=True`` while reveals are off.
     """
     if not isinstance(prediction, Prediction):
         raise PredictionError(

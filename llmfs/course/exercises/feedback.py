@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from llmfs.course.exercises.entries import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
 from llmfs.course.exercises.judge import Verdict
+from llmfs.course.exercises.reveals import REVEALS_OFF
 
 if TYPE_CHECKING:
     from llmfs.course.exercises.api import Comparison
@@ -70,16 +71,19 @@ def missing_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
-def feedback_lines(verdict: Verdict, tries_left: int | None) -> list[str]:
+def feedback_lines(verdict: Verdict, tries_left: int | None, *, reveals: bool = True) -> list[str]:
     """The teaching lines under a wrong field: which entries differ, the misconceptions, and
-    the tries left before the answer is shown (or the answer, once revealed)."""
+    the tries left before the answer is shown (or the answer, once revealed). With ``reveals``
+    False (graded work) no answer is ever shown, and the last line says so."""
     lines: list[str] = []
     if verdict.status != "wrong":
         return lines
     if verdict.differs:
         lines.append(verdict.differs)
     lines.extend(verdict.mistakes)
-    if verdict.revealed:
+    if not reveals:
+        lines.append(f"try again ({REVEALS_OFF}: no answer is shown; ask for a hint)")
+    elif verdict.revealed:
         lines.append(f"answer: {verdict.truth}")
     elif tries_left is not None:
         lines.append(
@@ -112,7 +116,7 @@ def plain_text(comparison: Comparison) -> str:
         lines += textwrap.wrap(
             field_line(v), TEXT_WIDTH, initial_indent="  ", subsequent_indent="      "
         )
-        for line in feedback_lines(v, left.get(v.field)):
+        for line in feedback_lines(v, left.get(v.field), reveals=comparison.reveals):
             lines += textwrap.wrap(
                 line, TEXT_WIDTH, initial_indent="      ", subsequent_indent="      "
             )

@@ -14,6 +14,7 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.attempts import record_event
+from llmfs.course.exercises.reveals import REVEALS_OFF, model_answer_heading, reveals_allowed
 from llmfs.course.exercises.state import exercise_state
 from llmfs.course.manifest import load_manifest
 
@@ -70,7 +71,7 @@ class ModelAnswer:
     def __repr__(self) -> str:
         if not self.shown:
             return f"{self.exercise_id}: {self.note}"
-        lines = [f"{self.exercise_id}: compare your answer with the model answer and the rubric"]
+        lines = [model_answer_heading(self.exercise_id)]
         if self.answer:
             lines += ["", "model answer:", self.answer]
         if self.note:
@@ -89,13 +90,23 @@ def model_answer(
     ``notebook`` (default: the chapter's notebook file in the current folder, as last saved),
     less the question. With fewer than :data:`MIN_EXPLAIN_WORDS` words of their own, nothing is
     revealed. The model answer comes from the solution notebook (when this installation has
-    it), the rubric from the manifest. A reveal is logged. Raises :class:`CourseError` for an
-    exercise that is not an explain exercise.
+    it), the rubric from the manifest. A reveal is logged. With reveals off (graded work)
+    neither is shown, only a note saying so (the cell still runs, so "Run All" goes on).
+    Raises :class:`CourseError` for an exercise that is not an explain exercise.
     """
     manifest = load_manifest()
     exercise = manifest.exercise(exercise_id)
     if exercise.kind != "explain":
         raise CourseError(f"{exercise_id} is a {exercise.kind} exercise, not an explain exercise")
+    if not reveals_allowed():
+        return ModelAnswer(
+            exercise_id,
+            False,
+            "",
+            (),
+            f"{REVEALS_OFF}: no model answer is shown; your written answer is read by the "
+            "instructor against the exercise's rubric",
+        )
     chapter = manifest.chapter(exercise.chapter)
     if answer is None:
         path = Path(notebook) if notebook is not None else Path.cwd() / Path(chapter.notebook).name

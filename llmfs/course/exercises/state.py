@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from llmfs.course.attempts import attempts_path, load_attempts, load_events, record_attempt
 from llmfs.course.exercises.entries import predict_exercise
 from llmfs.course.exercises.judge import Verdict
+from llmfs.course.exercises.reveals import reveals_allowed
 
 if TYPE_CHECKING:
     from llmfs.course.exercises.api import Comparison
@@ -110,18 +111,21 @@ def record(
 
 def exercise_finished(exercise_id: str) -> bool:
     """True when the predict exercise ``exercise_id`` is finished in the current attempts log:
-    every field was right in some attempt or its answer was shown. Raises :class:`CourseError`
-    for an unknown exercise or a malformed log."""
+    every field was right in some attempt or its answer was shown; with reveals off (graded
+    work) only right fields count, so a guarded cell never shows an answer the learner did not
+    find. Raises :class:`CourseError` for an unknown exercise or a malformed log."""
 
+    reveals = reveals_allowed()
     state = exercise_state(exercise_id)
     if state.last is not None and state.last.finished:
         return True
     fields = set(predict_exercise(exercise_id).fields)
-    done = set(state.revealed)
+    done = set(state.revealed) if reveals else set()
     for attempt in load_attempts(attempts_path()):
         if attempt.exercise == exercise_id:
             done.update(name for name, right in attempt.fields.items() if right)
-            done.update(attempt.revealed)
+            if reveals:
+                done.update(attempt.revealed)
     return fields <= done
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.exercises.compare import same_answer
+from llmfs.course.exercises.reveals import revealed_in
 from llmfs.course.grading import extract
 from llmfs.course.grading.isolation import Isolation
 from llmfs.course.grading.key import ChapterKey, ExerciseKey
@@ -331,6 +332,7 @@ def grade_notebook(
             if task is not None:
                 tasks[item.exercise.id] = task
     runs = run_functions(list(tasks.values()), limits, isolation=isolation) if tasks else {}
+    revealed = revealed_in(notebook)
     results = []
     for item in key.exercises:
         here = found[item.exercise.id]
@@ -351,8 +353,18 @@ def grade_notebook(
             result = score_explain(item, here)
         else:
             result = score_implement(item, here, tasks.get(exercise_id), runs.get(exercise_id))
-        results.append(_with_notes(result, here))
+        results.append(_with_revealed(_with_notes(result, here), revealed.get(exercise_id)))
     return tuple(results)
+
+
+def _with_revealed(result: ExerciseResult, fields: tuple[str, ...] | None) -> ExerciseResult:
+    # The saved outputs show these answers (field names only: never a value in a message).
+    if not fields:
+        return result
+    from dataclasses import replace
+
+    note = f"revealed in the notebook before it was handed in: {', '.join(fields)}"
+    return replace(result, message=f"{result.message}; {note}" if result.message else note)
 
 
 def checks_fingerprint(

@@ -1,8 +1,9 @@
 """``llmfs check``: a learner's own progress, from their notebooks, without any solution.
 
-``llmfs check [NOTEBOOK ...]`` (default: the course notebooks in ``--dir``, the current folder)
-runs each notebook headless in a fresh limited kernel, exactly as "Run All" would, and prints one
-table per chapter: answered, right, points and hints used (from the learner's own
+``llmfs check [NOTEBOOK ...]`` (default: the course notebooks in ``--dir``, the course folder
+``llmfs start`` uses, ``~/llmfs-course`` unless given; when that folder does not exist it says so
+and exits 2) runs each notebook headless in a fresh limited kernel, exactly as "Run All" would,
+and prints one table per chapter: answered, right, points and hints used (from the learner's own
 ``.llmfs/attempts.jsonl`` when present), then the next hint for each wrong answer. ``--json``
 prints the same as JSON.
 
@@ -38,6 +39,7 @@ from llmfs.course.grading.key import hints_of, scoring_of
 from llmfs.course.grading.limits import Limits
 from llmfs.course.grading.sandbox import RunOutcome, run_notebook
 from llmfs.course.manifest import Chapter, Exercise, Manifest, load_manifest
+from llmfs.course.paths import DEFAULT_FOLDER
 
 
 @dataclass
@@ -359,7 +361,12 @@ def as_json(chapters: list[ChapterProgress]) -> dict[str, Any]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``llmfs check``."""
     parser.add_argument("notebooks", nargs="*", type=Path, metavar="NOTEBOOK")
-    parser.add_argument("--dir", type=Path, default=Path("."), help="course folder to check")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=DEFAULT_FOLDER,
+        help=f"your course folder, as for `llmfs start` (default: {DEFAULT_FOLDER})",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON for tools")
     parser.add_argument("--cell-timeout", type=float, default=60.0, help="seconds per cell")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds per notebook")
@@ -372,11 +379,17 @@ def main(args: argparse.Namespace) -> int:
         manifest = load_manifest()
         paths = list(args.notebooks)
         if not paths:
+            folder = Path(args.dir).expanduser()
+            if not folder.is_dir():
+                raise CourseError(
+                    f"{folder}: no such course folder; `llmfs start` makes it (or give the "
+                    "folder with --dir, or NOTEBOOK paths)"
+                )
             names = [Path(c.notebook).name for c in manifest.published_chapters]
-            paths = [args.dir / n for n in names if (args.dir / n).is_file()]
+            paths = [folder / n for n in names if (folder / n).is_file()]
             if not paths:
                 raise CourseError(
-                    f"{args.dir}: no course notebooks here (give NOTEBOOK paths or --dir)"
+                    f"{folder}: no course notebooks here (give NOTEBOOK paths or --dir)"
                 )
         limits = Limits(cell_timeout=args.cell_timeout, total_timeout=args.timeout)
     except (CourseError, ValueError) as error:
