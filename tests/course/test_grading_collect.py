@@ -285,3 +285,67 @@ def test_grading_a_hostile_class_gives_every_student_a_row_and_their_own_feedbac
     assert (
         arch_row["notes"] == f"{CHAPTER.id}: graded {NAME}; also found Archive/{NAME} (not graded)"
     )
+
+
+#: Files no notebook reader can take, and what the row of each says.
+UNREADABLE = {
+    "deep": (b'{"cells": [], "x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested deeper"),
+    "deepcells": (b'{"cells": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested deeper"),
+    "latin1": (b'{"cells": [], "x": "caf\xe9"}', "not UTF-8 text (byte 23)"),
+    "array": (b"[1, 2, 3]", "the JSON is a list, not an object"),
+    "hugeint": (b'{"cells": [], "n": ' + b"9" * 5000 + b"}", "invalid notebook JSON"),
+    "intcell": (b'{"cells": [1]}', "cell #1 is not a notebook cell (it is a JSON int"),
+    "sourceint": (
+        b'{"cells": [{"cell_type": "code", "source": 5, "metadata": {}, "outputs": []}]}',
+        "cell #1 is not a notebook cell (it has a source that is neither",
+    ),
+    "tagsdict": (
+        b'{"cells": [{"cell_type": "markdown", "source": "", "metadata": {"tags": {}}}]}',
+        "it has tags that are not a list of strings",
+    ),
+}
+
+
+def test_unreadable_notebooks_become_their_students_rows_and_the_class_is_graded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmfs.course.grading import extract, grade
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    for student, (data, _) in UNREADABLE.items():
+        (subs / f"{student}.ipynb").write_bytes(data)
+    correct = json.dumps(kit.correct_notebook(CHAPTER)).encode()
+    (subs / "good.ipynb").write_bytes(correct)
+    (subs / "crash.ipynb").write_bytes(correct)
+    limit = 1_000_000  # above every file here but one: valid JSON, one byte too large
+    (subs / "big.ipynb").write_bytes(correct + b" " * (limit + 1 - len(correct)))
+    monkeypatch.setattr(extract, "MAX_NOTEBOOK_BYTES", limit)
+    graded = grade.grade_submission
+
+    def grade_submission(student: str, *args: object, **kwargs: object) -> object:
+        # A submission that makes the grader itself fail (a case it did not foresee).
+        if student == "crash":
+            raise RecursionError("maximum recursion depth exceeded")
+        return graded(student, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(grade, "grade_submission", grade_submission)
+    out = tmp_path / "out"
+    err = io.StringIO()
+    argv = ["grade", str(subs), "--chapter", CHAPTER.id, "--no-execute", "--out", str(out)]
+    argv += ["--jobs", "2"]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert llmfs_main(argv) == 0, err.getvalue()
+    expected = {student: why for student, (_, why) in UNREADABLE.items()}
+    expected["big"] = "1000001 bytes, more than the 1000000 a notebook may be"
+    expected["crash"] = "the grader could not grade this submission (RecursionError"
+    with Gradebook(out / "gradebook.sqlite") as book:
+        rows = book.rows()
+    assert {r.student for r in rows} == {*expected, "good"}
+    for student, why in expected.items():
+        mine = [r for r in rows if r.student == student]
+        assert len(mine) == len(CHAPTER.exercises)
+        assert all(r.status == "unreadable" and why in r.message for r in mine), (student, mine)
+        assert all(r.score == 0 for r in mine)
+    full = sum(float(e.points) for e in CHAPTER.exercises)
+    assert sum(r.score or 0 for r in rows if r.student == "good") == full

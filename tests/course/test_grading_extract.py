@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import gradingkit as kit
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmfs.course import CourseError
 from llmfs.course.grading import extract
@@ -188,3 +191,98 @@ def test_an_implement_function_that_imports_the_course_checks_is_not_read() -> N
         _code("def f(shape):\n    return list(layout.row_major_strides(shape))", "ch09.f"),
     )
     assert extract.find_exercise(library, IMPLEMENT, function="f").answer is not None
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"[" * 200_000 + b"]" * 200_000, "nested deeper than a notebook can be"),
+        (b'{"cells": [], "m": ' + b"[" * 101 + b"]" * 101 + b"}", "more than 100 levels"),
+        (b'{"cells": [], "m": "\xff"}', r"not UTF-8 text \(byte 20\)"),
+        (b"3", "the JSON is a int, not an object"),
+        (b'{"n": ' + b"7" * 5000 + b"}", "invalid notebook JSON"),
+        (b'{"cells": ["x"]}', r"cell #1 is not a notebook cell \(it is a JSON str"),
+        (b'{"cells": [{"cell_type": "code", "source": ["a", 1]}]}', "neither a string nor"),
+        (b'{"cells": [{"cell_type": "code", "source": "", "metadata": []}]}', "metadata that"),
+        (b'{"cells": [{"cell_type": "code", "source": "", "outputs": 1}]}', "outputs that"),
+    ],
+    ids=["deep", "depth-101", "latin1", "int", "huge-int", "str-cell", "source", "meta", "outs"],
+)
+def test_an_unreadable_notebook_is_a_course_error_that_says_why(data: bytes, why: str) -> None:
+    with pytest.raises(CourseError, match=why):
+        extract.parse_notebook(data, "alice.ipynb")
+
+
+def test_a_notebook_as_deep_as_the_limit_is_read() -> None:
+    # cells (2), the cell (3), its metadata (4): one level per list below, 100 in all
+    nested: object = []
+    for _ in range(extract.MAX_NOTEBOOK_DEPTH - 5):
+        nested = [nested]
+    cell = {"cell_type": "raw", "source": "", "metadata": {"x": nested}}
+    assert extract.parse_notebook(json.dumps({"cells": [cell]}).encode(), "a")["cells"]
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=30,
+)
+_CELLISH = st.fixed_dictionaries(
+    {},
+    optional={
+        "cell_type": st.sampled_from(["code", "markdown", "raw", "other"]) | _JSON,
+        "source": st.text(max_size=40) | st.lists(st.text(max_size=20), max_size=3) | _JSON,
+        "metadata": st.fixed_dictionaries(
+            {}, optional={"tags": st.lists(st.sampled_from(["exercise:ch09.q1", "x"])) | _JSON}
+        )
+        | _JSON,
+        "outputs": st.lists(_JSON, max_size=2) | _JSON,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=64),
+        _JSON.map(lambda v: json.dumps(v).encode()),
+        st.lists(_CELLISH | _JSON, max_size=4).map(lambda c: json.dumps({"cells": c}).encode()),
+    )
+)
+def test_any_bytes_read_as_a_notebook_or_a_course_error_and_never_crash_extraction(
+    data: bytes,
+) -> None:
+    try:
+        notebook = extract.parse_notebook(data, "x.ipynb")
+    except CourseError as error:
+        assert str(error).startswith("x.ipynb: ")
+        return
+    for exercise in (PREDICT, EXPLAIN, IMPLEMENT):
+        extract.find_exercise(notebook, exercise, function="f")
+
+
+def test_a_notebook_over_the_size_limit_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "big.ipynb"
+    path.write_bytes(b" " * 101)
+    monkeypatch.setattr(extract, "MAX_NOTEBOOK_BYTES", 100)
+    with pytest.raises(CourseError, match="101 bytes, more than the 100 a notebook may be"):
+        extract.read_notebook_bytes(path)
+    path.write_bytes(b" " * 100)
+    assert extract.read_notebook_bytes(path) == b" " * 100
+    with pytest.raises(CourseError, match="cannot be read"):
+        extract.read_notebook_bytes(tmp_path / "gone.ipynb")
+
+
+def test_a_cell_longer_than_the_parse_limit_is_reported_not_parsed() -> None:
+    from llmfs.course.exercises.record import MAX_SOURCE_CHARS
+
+    long = "predict(shape=[" + "0, " * (MAX_SOURCE_CHARS // 3) + "])"
+    found = extract.find_exercise(_nb(_code(long, "ch09.q1")), PREDICT)
+    assert found.answer is None
+    assert f"characters long, more than the {MAX_SOURCE_CHARS} read" in found.problem
+    short = "predict(shape=[" + "0, " * 1000 + "])"
+    assert extract.find_exercise(_nb(_code(short, "ch09.q1")), PREDICT).answer == {
+        "shape": [0] * 1000
+    }

@@ -15,6 +15,8 @@ naming what happened:
 * implement functions that walk the stack to the checks' reference answer, reach it through
   ``sys.modules``, call the listed library function from a helper thread, forge the worker's
   replies and end its process, or answer with garbage: each scores 0 and says why;
+* a notebook nested 200 000 levels deep (unreadable: its rows say so, the class is graded) and
+  a predict cell longer than the parser reads (that exercise scores 0 and says why);
 * a probe function that answers right only when it cannot see the solutions, the grader's
   arguments in ``/proc`` or the network: full marks in the sandbox, and 0 in a ``--no-sandbox``
   control run (so the probe can fail).
@@ -42,6 +44,7 @@ import pytest
 from llmfs.cli import main as llmfs_main
 from llmfs.course.exercise_checks.shortcuts import resolve
 from llmfs.course.exercise_checks.spec import draw_cases, expected_outcome, to_json
+from llmfs.course.exercises.record import MAX_SOURCE_CHARS
 from llmfs.course.grading.gradebook import Gradebook
 from llmfs.course.grading.isolation import package_dir
 
@@ -356,11 +359,24 @@ def _class(root: Path, port: int) -> tuple[Path, dict[str, tuple[dict[str, Any],
         built["garbage"] = (kit.set_source(correct, item.exercise.id, garbage), lost)
         probe = _probe_cell(item, port)
         built["probe"] = (kit.set_source(correct, item.exercise.id, probe), FULL)
+    predict = next(i for i in KEY.exercises if i.exercise.kind == "predict")
+    cell = next(
+        c for c in correct["cells"] if predict.exercise.tag in c["metadata"].get("tags", [])
+    )
+    padded = "".join(cell["source"]) + "\n_pad = [" + "0, " * (MAX_SOURCE_CHARS // 3) + "]"
+    built["longcell"] = (
+        kit.set_source(correct, predict.exercise.id, padded),
+        FULL - predict.exercise.points,
+    )
     subs.mkdir(parents=True)
     out.mkdir()
     paths["canary"].write_text("the instructor's own file\n", encoding="utf-8")
     for student, (notebook, _) in built.items():
         (subs / f"{student}.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    # A notebook nested far deeper than the JSON parser's stack: unreadable, never an abort.
+    deep = json.dumps(correct)[:-1] + ', "x": ' + "[" * 200_000 + "]" * 200_000 + "}"
+    (subs / "deepjson.ipynb").write_text(deep, encoding="utf-8")
+    built["deepjson"] = ({}, 0.0)
     return subs, built
 
 
@@ -424,6 +440,15 @@ def test_every_hostile_submission_scores_exactly_what_it_answered_right(
             _messages(hostile, student),
             hostile["submissions"][student].run_message,
         )
+
+
+def test_an_unreadable_or_oversized_notebook_is_its_students_rows_never_an_abort(
+    hostile: dict[str, Any],
+) -> None:
+    deep = [r for (s, _), r in hostile["rows"].items() if s == "deepjson"]
+    assert deep and all(r.status == "unreadable" and "nested deeper" in r.message for r in deep)
+    long = _messages(hostile, "longcell")
+    assert f"more than the {MAX_SOURCE_CHARS} read" in long, long
 
 
 def test_no_file_outside_the_scratch_folder_changes(hostile: dict[str, Any]) -> None:

@@ -169,6 +169,25 @@ def test_a_broken_notebook_is_named_and_the_others_still_checked(tmp_path: Path)
     assert "other.ipynb: not a notebook of this course" in err.getvalue()
 
 
+def test_a_hostile_notebook_is_named_and_never_stops_the_check(tmp_path: Path) -> None:
+    files = {
+        "deep.ipynb": (b'{"cells": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "JSON nested"),
+        "latin1.ipynb": (b'{"cells": [], "x": "\xe9"}', "not UTF-8 text (byte 20)"),
+        "array.ipynb": (b"[]", "not a notebook (the JSON is a list, not an object)"),
+        "cells.ipynb": (b'{"cells": [{"cell_type": "code", "source": 1}]}', "cell #1 is not"),
+    }
+    for name, (data, _) in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "other.ipynb").write_text(json.dumps({"cells": []}), encoding="utf-8")
+    err = io.StringIO()
+    paths = [str(tmp_path / name) for name in [*files, "other.ipynb"]]
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert llmfs_main(["check", *paths]) == 1
+    for name, (_, why) in files.items():
+        assert f"{name}: {why}" in err.getvalue()
+    assert "other.ipynb: not a notebook of this course" in err.getvalue()
+
+
 def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: Path) -> None:
     chapter = CHAPTERS[0]
     key = kit.key_of(chapter)

@@ -221,33 +221,54 @@ def test_a_kernel_hard_coding_the_visible_answers_fails_the_graders_seeds(
         assert not run_spec(spec, table, seed=seed, record_attempt=False).passed
 
 
-@needs_kernels
-def test_the_graders_worker_compiles_a_kernel_before_timing_its_cases(tmp_path: Path) -> None:
+def _worker_replies(
+    tmp_path: Path, source: str, cases: list[list[object]], compile_timeout: float
+) -> list[dict[str, object]]:
+    """The replies of the grader's worker (unsandboxed, a cold kernel cache) to one definition
+    of ``relu_kernel`` in ``source`` and its ``cases``."""
+    import io
     import subprocess
     import sys
 
-    source = f"def relu_kernel():\n    return {RELU!r}\n"
-    cases = [list(case) for case in draw_cases(SPECS["ch05.relu"], 7, 3)]
-    job = {
-        "tasks": [
-            {"exercise": "ch05.relu", "source": source, "function": "relu_kernel", "cases": cases}
-        ],
-        "memory_mb": 2048,
-        "cpu_seconds": 60,
-        "file_mb": 64,
-        "case_timeout": 1.0,  # less than a cold compile takes
-        "workdir": str(tmp_path),
-    }
-    env = {**os.environ, "LLMFS_CACHE_DIR": str(tmp_path / "cold-cache")}
+    from llmfs.course.grading.channel import encode, read_frame
+
+    setup = {"memory_mb": 2048, "cpu_seconds": 300, "file_mb": 64, "case_timeout": 10.0}
+    define = {"exercise": "ch05.relu", "source": source, "function": "relu_kernel"}
+    requests = [
+        {"setup": {**setup, "compile_timeout": compile_timeout}, "id": 0},
+        {"define": define, "id": 1},
+        *({"case": case, "id": 2 + n} for n, case in enumerate(cases)),
+    ]
+    env = {**os.environ, "LLMFS_CACHE_DIR": str(tmp_path / f"cold-cache-{compile_timeout}")}
     result = subprocess.run(
         [sys.executable, "-m", "llmfs.course.grading.worker"],
-        input=json.dumps(job),
+        input=b"".join(encode(r) for r in requests),
         capture_output=True,
-        text=True,
+        cwd=tmp_path,
         env=env,
-        timeout=120,
+        timeout=600,
     )
-    (line,) = result.stdout.splitlines()
-    outcomes = json.loads(line)["outcomes"]
+    stream = io.BytesIO(result.stdout)
+    replies = []
+    while (reply := read_frame(stream)) is not None:
+        assert reply.pop("id") == len(replies)
+        replies.append(reply)
+    return replies
+
+
+@needs_kernels
+def test_the_graders_worker_compiles_a_kernel_under_its_own_limit_before_timing_its_cases(
+    tmp_path: Path,
+) -> None:
+    # The compile has a limit of its own, whatever the case limit: the cases are timed from a
+    # warm cache (so a loaded machine's slow compile never times a case out), and a compile
+    # that overruns the compile limit is a load error, never a case's timeout.
+    source = f"def relu_kernel():\n    return {RELU!r}\n"
+    cases = [list(case) for case in draw_cases(SPECS["ch05.relu"], 7, 3)]
     spec = SPECS["ch05.relu"]
-    assert outcomes == [expected_outcome(spec, tuple(case)) for case in cases]
+    replies = _worker_replies(tmp_path, source, cases, compile_timeout=600.0)
+    assert replies[:2] == [{"ready": True}, {"defined": True}]
+    assert replies[2:] == [expected_outcome(spec, tuple(case)) for case in cases]
+    # No compile of a cold cache fits in a millisecond: the compile's own limit is what stops it.
+    stopped = _worker_replies(tmp_path, source, cases, compile_timeout=0.001)
+    assert stopped[1] == {"load_error": "defining the function raised CaseTimeout"}

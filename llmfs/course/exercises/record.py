@@ -59,9 +59,20 @@ class NotPython(Exception):
     """A cell's source that Python cannot parse; the message says where and why."""
 
 
+#: Longest cell source parsed, in characters. An exercise cell is a few lines; a longer one is
+#: not read, so that one notebook's cell (a literal of millions of items) cannot hold up a
+#: class's grading (Python parses about 100 000 characters of literals a second).
+MAX_SOURCE_CHARS = 100_000
+
+
 def parse_source(source: str) -> ast.Module:
     """The cell's source parsed by Python; :class:`NotPython` (with the line) when it cannot be:
-    a syntax error, a null byte, or nesting too deep for the parser."""
+    a syntax error, a null byte, nesting too deep for the parser, or a source longer than
+    :data:`MAX_SOURCE_CHARS`."""
+    if len(source) > MAX_SOURCE_CHARS:
+        raise NotPython(
+            f"the cell is {len(source)} characters long, more than the {MAX_SOURCE_CHARS} read"
+        )
     try:
         with _PARSE_LOCK:
             return ast.parse(source)
@@ -225,6 +236,7 @@ def read_verdicts(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
 
 
 __all__ = [
+    "MAX_SOURCE_CHARS",
     "VERDICTS_ENV",
     "NotPython",
     "Unreadable",

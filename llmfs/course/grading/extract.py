@@ -26,8 +26,10 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from llmfs.course import CourseError
@@ -72,16 +74,84 @@ class Found:
         return self.position is None
 
 
-def parse_notebook(data: bytes, label: str) -> Notebook:
-    """The notebook JSON in ``data``; :class:`CourseError` naming ``label`` and the position of the
-    first JSON error, or saying what is missing, when it is not a notebook.
+#: Largest notebook file read, in bytes. A chapter notebook with its outputs is a few MiB.
+MAX_NOTEBOOK_BYTES = 64 * 1024 * 1024
+#: Deepest JSON nesting a notebook may have. nbformat's own structure is about five levels deep
+#: (cells, a cell, its outputs, an output's data, a value); deeper is a hostile file, refused
+#: before anything walks it recursively (``repr``, ``json.dumps``, the kernel's reply).
+MAX_NOTEBOOK_DEPTH = 100
 
-    Lenient on purpose: a learner's notebook may lack cell ids or have an old minor format.
+
+def _depth_beyond(value: Any, limit: int) -> bool:
+    # Iterative, so a deep value cannot exhaust the stack of the check meant to refuse it.
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((inner, depth + 1) for inner in item.values())
+        elif isinstance(item, list):
+            stack.extend((inner, depth + 1) for inner in item)
+    return False
+
+
+def _cell_problem(cell: Any) -> str:
+    # The fields the grader and the runner read, with nbformat's types; "" when all are right.
+    if not isinstance(cell, dict):
+        return f"is a JSON {type(cell).__name__}, not an object"
+    if cell.get("cell_type") not in ("code", "markdown", "raw"):
+        return "has no cell_type of code, markdown or raw"
+    source = cell.get("source", "")
+    if not isinstance(source, str) and not (
+        isinstance(source, list) and all(isinstance(line, str) for line in source)
+    ):
+        return "has a source that is neither a string nor a list of strings"
+    metadata = cell.get("metadata", {})
+    if not isinstance(metadata, dict):
+        return "has metadata that is not an object"
+    tags = metadata.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(tag, str) for tag in tags):
+        return "has tags that are not a list of strings"
+    if cell["cell_type"] == "code" and not isinstance(cell.get("outputs", []), list):
+        return "has outputs that are not a list"
+    return ""
+
+
+def read_notebook_bytes(path: Path) -> bytes:
+    """The bytes of the notebook file at ``path``; :class:`CourseError` when it cannot be read
+    (the OS error) or is larger than :data:`MAX_NOTEBOOK_BYTES` (it is not read into memory)."""
+    try:
+        with path.open("rb") as handle:
+            # One byte over the limit tells a file that is too large, even one that grows.
+            data = handle.read(MAX_NOTEBOOK_BYTES + 1)
+            size = max(len(data), os.fstat(handle.fileno()).st_size)
+    except OSError as error:
+        raise CourseError(f"{path}: cannot be read ({error})") from None
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise CourseError(
+            f"{path}: {size} bytes, more than the {MAX_NOTEBOOK_BYTES} a notebook may be"
+        )
+    return data
+
+
+def parse_notebook(data: bytes, label: str) -> Notebook:
+    """The notebook JSON in ``data``; :class:`CourseError` naming ``label`` and what is wrong when
+    it is not a readable notebook: not UTF-8 (the byte), invalid JSON (line and column), nested
+    deeper than :data:`MAX_NOTEBOOK_DEPTH` (or than the JSON parser's stack), too large for
+    memory, not an object with a ``cells`` list, or a cell whose ``cell_type``, ``source``,
+    ``metadata``, tags or outputs do not have nbformat's types (the cell's position).
+
+    Never raises anything else, whatever ``data`` holds: one learner's file must not stop a
+    class's grading. Lenient on purpose otherwise: a learner's notebook may lack cell ids or
+    have an old minor format.
     """
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise CourseError(f"{label}: not UTF-8 text (byte {error.start})") from None
+    except MemoryError:
+        raise CourseError(f"{label}: too large to read ({len(data)} bytes)") from None
     try:
         notebook = json.loads(text)
     except json.JSONDecodeError as error:
@@ -89,11 +159,29 @@ def parse_notebook(data: bytes, label: str) -> Notebook:
             f"{label}: invalid notebook JSON at line {error.lineno} column {error.colno} "
             f"({error.msg})"
         ) from None
-    if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
+    except RecursionError:
+        raise CourseError(
+            f"{label}: JSON nested deeper than a notebook can be (more than "
+            f"{MAX_NOTEBOOK_DEPTH} levels)"
+        ) from None
+    except MemoryError:
+        raise CourseError(f"{label}: too large to read ({len(data)} bytes)") from None
+    except ValueError as error:  # e.g. an integer with more digits than Python converts
+        raise CourseError(f"{label}: invalid notebook JSON ({error})") from None
+    if not isinstance(notebook, dict):
+        kind = type(notebook).__name__
+        raise CourseError(f"{label}: not a notebook (the JSON is a {kind}, not an object)")
+    if not isinstance(notebook.get("cells"), list):
         raise CourseError(f"{label}: not a notebook (no 'cells' list)")
+    if _depth_beyond(notebook, MAX_NOTEBOOK_DEPTH):
+        raise CourseError(
+            f"{label}: JSON nested deeper than a notebook can be (more than "
+            f"{MAX_NOTEBOOK_DEPTH} levels)"
+        )
     for position, cell in enumerate(notebook["cells"], start=1):
-        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
-            raise CourseError(f"{label}: cell #{position} is not a notebook cell")
+        problem = _cell_problem(cell)
+        if problem:
+            raise CourseError(f"{label}: cell #{position} is not a notebook cell (it {problem})")
     return notebook
 
 

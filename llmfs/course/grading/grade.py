@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import IO
 
 from llmfs.course import CourseError
-from llmfs.course.grading import reports
+from llmfs.course.grading import extract, reports
 from llmfs.course.grading.collect import Submission, collect_submissions
 from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
 from llmfs.course.grading.isolation import Isolation, find_bwrap
@@ -57,6 +57,17 @@ from llmfs.course.manifest import Manifest, load_manifest
 
 GRADEBOOK_FILE = "gradebook.sqlite"
 CSV_FILE = "gradebook.csv"
+
+
+def read_submission(path: Path) -> tuple[bytes, str]:
+    """The bytes of a submission file and ``""``, or ``b""`` and why it is not read (see
+    :func:`~llmfs.course.grading.extract.read_notebook_bytes`: an OS error, or larger than a
+    notebook may be). Every submission of a run is held in memory until graded: the size bound
+    keeps one file from taking the grader's memory."""
+    try:
+        return extract.read_notebook_bytes(path), ""
+    except CourseError as error:
+        return b"", str(error)
 
 
 class Progress:
@@ -123,11 +134,9 @@ def grade_all(
     todo: list[tuple[Submission, bytes]] = []
     skipped = 0
     for item in submissions:
-        try:
-            data = b"" if item.problem else item.path.read_bytes()
-        except OSError as error:
-            item = Submission(item.student, item.path, f"{item.path}: cannot be read ({error})")
-            data = b""
+        data, problem = (b"", "") if item.problem else read_submission(item.path)
+        if problem:
+            item = Submission(item.student, item.path, problem)
         if not item.problem and not regrade:
             digest = hashlib.sha256(data).hexdigest()
             if book.is_graded(item.student, chapter, digest, seed, checks):
@@ -148,17 +157,36 @@ def grade_all(
                 RunOutcome("not run", None, "no notebook to run"),
                 unreadable_results(key, item.problem),
             )
-        return grade_submission(
-            item.student,
-            str(item.path),
-            data,
-            key,
-            seed,
-            limits,
-            execute=execute,
-            cases=cases,
-            isolation=isolation,
-        )
+        try:
+            return grade_submission(
+                item.student,
+                str(item.path),
+                data,
+                key,
+                seed,
+                limits,
+                execute=execute,
+                cases=cases,
+                isolation=isolation,
+            )
+        except Exception as error:
+            # Whatever one submission provokes (a stack or memory exhausted by its contents, a
+            # case the grader did not foresee), the rest of the class is graded: this student's
+            # rows say what happened, and the run goes on.
+            why = (
+                f"{item.path}: the grader could not grade this submission "
+                f"({type(error).__name__}: {str(error)[:200]})"
+            )
+            return SubmissionResult(
+                item.student,
+                key.chapter.id,
+                str(item.path),
+                hashlib.sha256(data).hexdigest(),
+                seed,
+                checks,
+                RunOutcome("not run", None, "the submission could not be graded"),
+                unreadable_results(key, why),
+            )
 
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="llmfs-grade")
     futures: list[Future[SubmissionResult]] = []

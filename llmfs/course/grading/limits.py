@@ -33,6 +33,8 @@ class Limits:
     ``cell_timeout`` bounds each notebook cell, ``total_timeout`` the whole notebook run,
     ``memory_mb`` the address space of the kernel and of the implement worker,
     ``implement_timeout`` one implement exercise's hidden cases, ``case_timeout`` one case,
+    ``compile_timeout`` compiling a kernel exercise's kernel once, before its cases are timed
+    (a cold build cache on a loaded machine takes seconds: never the cases' time),
     ``file_mb`` any file a sandboxed process writes, ``output_mb`` everything a notebook prints
     or displays in all (a run that prints more is stopped and reported).
     Invariant: every value is positive.
@@ -43,6 +45,7 @@ class Limits:
     memory_mb: int = 2048
     implement_timeout: float = 60.0
     case_timeout: float = 2.0
+    compile_timeout: float = 120.0
     file_mb: int = 64
     output_mb: int = 16
 

@@ -433,9 +433,10 @@ def _drive(
     link = _Channel(process)
     setup = {
         "memory_mb": limits.memory_mb,
-        "cpu_seconds": limits.implement_timeout * len(tasks) + 10,
+        "cpu_seconds": (limits.implement_timeout + limits.compile_timeout) * len(tasks) + 10,
         "file_mb": limits.file_mb,
         "case_timeout": limits.case_timeout,
+        "compile_timeout": limits.compile_timeout,
     }
     # Starting an interpreter and importing the library is not the learner's time.
     ready, why = link.ask({"setup": setup}, time.monotonic() + max(60.0, limits.implement_timeout))
@@ -445,9 +446,11 @@ def _drive(
         )
         return 1
     for count, task in enumerate(tasks):
-        deadline = time.monotonic() + limits.implement_timeout
+        # Defining may compile a kernel: that has its own limit, and the cases' time starts after.
+        deadline = time.monotonic() + limits.implement_timeout + limits.compile_timeout
         request = {"exercise": task.exercise, "source": task.source, "function": task.function}
         defined, why = link.ask({"define": request}, deadline)
+        deadline = time.monotonic() + limits.implement_timeout
         if defined is None:
             results[task.exercise] = FunctionRun(None, _problem_text(why, limits, process))
             return count + 1

@@ -226,7 +226,7 @@ def check_notebook(
     ``log`` is the learner's own attempts log (for hints used; default: ``.llmfs/attempts.jsonl``
     beside the notebook). Raises :class:`CourseError` for a file that is not a course notebook.
     """
-    notebook = extract.parse_notebook(path.read_bytes(), str(path))
+    notebook = extract.parse_notebook(extract.read_notebook_bytes(path), str(path))
     chapter = _chapter_of(manifest, path, notebook)
     blank = _blank_cells(manifest, chapter)
     judged, origin = _with_judges(notebook, chapter, blank)
@@ -405,6 +405,12 @@ def main(args: argparse.Namespace) -> int:
             )
         except (CourseError, OSError) as error:
             print(f"llmfs check: {error}", file=sys.stderr)
+            failed += 1
+        except (RecursionError, MemoryError) as error:
+            # A notebook that exhausts the stack or memory is named; the others are checked.
+            print(
+                f"llmfs check: {path}: cannot be checked ({type(error).__name__})", file=sys.stderr
+            )
             failed += 1
     if args.json:
         print(json.dumps(as_json(chapters), indent=1))

@@ -5,7 +5,8 @@ it reads requests on stdin and writes exactly one reply per request on a private
 (file descriptors 0, 1 and 2 then point at /dev/null, so the learner's prints go nowhere). Every
 request carries an ``"id"`` that its reply repeats (left out below)::
 
-    {"setup": {"memory_mb": M, "cpu_seconds": S, "file_mb": F, "case_timeout": T}}
+    {"setup": {"memory_mb": M, "cpu_seconds": S, "file_mb": F, "case_timeout": T,
+               "compile_timeout": C}}
         -> {"ready": true}
     {"define": {"exercise": "ch01.x", "source": "<module>", "function": "name"}}
         -> {"defined": true} | {"load_error": "why"}
@@ -16,6 +17,8 @@ The worker caps its own memory, CPU time and file sizes before any learner code 
 ever holds the ARGUMENTS of the case it is running: the grader draws the hidden cases, keeps the
 seed, computes the expected outcomes and compares, and sends the next case only after reading the
 reply to this one. A case running longer than ``case_timeout`` is ``{"error": "Timeout"}``.
+Defining the module has ``5 * case_timeout``; a kernel exercise's kernel is then compiled once
+under its own ``compile_timeout`` (default: the definition's), before any case is timed.
 
 The learner's code shares this process, so nothing here is secret from it; what this process
 does is refuse shortcuts (:mod:`llmfs.course.exercise_checks.shortcuts`): the exercise's listed
@@ -69,7 +72,7 @@ def reference_targets(specs: dict[str, Any]) -> dict[types.FunctionType, str]:
 class Worker:
     """The state between requests: the loaded function, its spec and the open windows."""
 
-    def __init__(self, case_timeout: float) -> None:
+    def __init__(self, case_timeout: float, compile_timeout: float | None = None) -> None:
         # Loaded here, after the limits and before any learner code: importing this module
         # costs nothing, and what the learner's module redefines changes nothing here.
         from llmfs.course.exercise_checks.shortcuts import also_refusing, targets_of, watching
@@ -82,6 +85,7 @@ class Worker:
         self.shortcut = SHORTCUT
 
         self.case_timeout = case_timeout
+        self.compile_timeout = case_timeout * 5 if compile_timeout is None else compile_timeout
         self.specs = SPECS
         self.targets_of = targets_of
         self.references = reference_targets(SPECS)
@@ -120,8 +124,10 @@ class Worker:
             function = namespace.get(str(request.get("function", "")))
             if not callable(function):
                 raise NameError(f"{request.get('function')} is not defined")
-            # A kernel exercise compiles the learner's kernel here, under the definition's time
-            # limit, so that a cold build cache does not time out the first case.
+            # A kernel exercise compiles the learner's kernel here, under a limit of its own, so
+            # that a cold build cache on a loaded machine times out neither the definition nor
+            # the first case.
+            signal.setitimer(signal.ITIMER_REAL, self.compile_timeout)
             warm_up(self.spec, function)
             signal.setitimer(signal.ITIMER_REAL, 0)
         except BaseException as error:  # anything the definition does is the learner's problem
@@ -179,7 +185,11 @@ def main() -> None:
     apply_limits(int(setup["memory_mb"]), float(setup["cpu_seconds"]), int(setup["file_mb"]))
     signal.signal(signal.SIGALRM, _on_alarm)
     # Imported before any learner code is defined, so redefining it there changes nothing here.
-    worker = Worker(float(setup["case_timeout"]))
+    compile_timeout = setup.get("compile_timeout")
+    worker = Worker(
+        float(setup["case_timeout"]),
+        float(compile_timeout) if isinstance(compile_timeout, (int, float)) else None,
+    )
     _reply(out, {"ready": True, "id": first.get("id")})
     while True:
         try:
