@@ -76,6 +76,21 @@ def test_the_sandbox_command_isolates_everything_and_hides_what_it_is_told(
     assert command[-2:] == ["--", "python"]
 
 
+def test_the_private_tmp_is_laid_before_every_mount_so_nothing_under_tmp_is_hidden(
+    tmp_path: Path,
+) -> None:
+    # bubblewrap applies mounts in order: a checkout or a virtual environment under /tmp (CI
+    # clones often live there) must be bound on top of the private /tmp, not covered by it.
+    command = Isolation("bwrap", readable=(tmp_path,)).command(
+        ["python"], scratch=tmp_path / "scratch", workdir=tmp_path / "scratch", env={}
+    )
+    private_tmp = command.index("--tmpfs")
+    assert command[private_tmp + 1] == "/tmp"
+    binds = [k for k, word in enumerate(command) if word in ("--ro-bind", "--bind")]
+    assert binds and all(private_tmp < k for k in binds)
+    assert command[command.index(str(tmp_path)) - 1] == "--ro-bind"
+
+
 @needs_bwrap
 def test_no_secret_of_the_grader_s_environment_enters_the_sandbox(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

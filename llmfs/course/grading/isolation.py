@@ -173,13 +173,15 @@ class Isolation:
     ) -> list[str]:
         """The ``bwrap`` command that runs ``argv`` in ``workdir`` with ``env`` only; ``scratch``
         (which holds ``workdir``) is the one writable folder."""
-        command = [self.bwrap]
+        # The private /tmp comes first: bubblewrap applies mounts in order, so a folder mounted
+        # later under /tmp (a checkout or a virtual environment there, the scratch folder) is
+        # laid on top of the tmpfs instead of being hidden by it.
+        command = [self.bwrap, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for kind, path in self.mounts():
             if kind == "symlink":
                 command += ["--symlink", os.readlink(path), str(path)]
             else:
                 command += ["--ro-bind", str(path), str(path)]
-        command += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         command += ["--bind", str(scratch), str(scratch)]
         mounted = [p for kind, p in self.mounts() if kind == "ro"] + [scratch]
         for path in self.hidden:
