@@ -138,7 +138,11 @@ def judge(
             note = f"full name: {full}"
     elif truth is None:
         right = False
-        note = "the request was rejected"
+        # The rule to check, not the outcome: saying "rejected" here would answer the field.
+        note = (
+            "check first whether the request keeps its rule; a field of a request that is "
+            "refused is predicted as 'raises ErrorName'"
+        )
     elif field == "values":
         right = same_answer(value, truth)
         if not right and not isinstance(truth, list) and isinstance(value, list):
