@@ -54,6 +54,7 @@ LAYER_NAMES = (
 #: :data:`LAYER_NAMES`). A module may import modules of its own layer or below.
 LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.errors", 0, "errors"),
+    ("llmfs.tensor.checks", 1, "layout"),  # the input checks and limits the algebra stands on
     ("llmfs.tensor.layout", 1, "layout"),
     ("llmfs.tensor.dtypes", 1, "layout"),
     ("llmfs.tensor.threads", 1, "layout"),  # the copy threads: below the copies that use them

@@ -29,7 +29,9 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import ClassVar
 
-_INT64_MAX = 2**63 - 1
+#: The largest signed 64-bit integer: every size product, stride and reachable offset (and
+#: every array's byte count) stays at or below it. The library's one definition of the limit.
+INDEX_MAX = 2**63 - 1
 
 #: A sequence longer than this is shown by its first and last entries and its length (a rank-65
 #: shape would otherwise fill the message with 65 sizes).
@@ -151,7 +153,7 @@ class ShapeOverflowError(TensorError):
     """A shape's element count or a reachable storage offset does not fit in a signed 64-bit int."""
 
     condition = "sizes and offsets fit in 64 bits"
-    largest: ClassVar[int] = _INT64_MAX
+    largest: ClassVar[int] = INDEX_MAX
     shape: tuple[int, ...]
     detail: str
 
@@ -697,6 +699,7 @@ class ViewTooLargeError(TensorError):
 
 #: Every error class of this module (they are exported by :mod:`llmfs.tensor`), and the helpers.
 __all__ = [
+    "INDEX_MAX",
     "PLURALS",
     "SHOWN_ENTRIES",
     "shown",

@@ -72,7 +72,6 @@ from llmfs.tensor.layout import (
     Layout,
     Shape,
     Strides,
-    checked_row_major_layout,
     row_major_strides,
 )
 from llmfs.tensor.layout import as_int as layout_as_int
@@ -109,7 +108,8 @@ class Tensor(ViewMethods):
     _writes: int
 
     def __init__(self, shape: Sequence[int], values: object, dtype: object | None = None) -> None:
-        dims, strides, count = checked_row_major_layout(shape)
+        grid = Layout.row_major(shape)
+        dims, strides, count = grid.shape, grid.strides, grid.size
         array, resolved = storage_values(values, dtype, where="from_vec")
         if array.ndim != 1:
             raise InvalidShapeError(
@@ -155,7 +155,8 @@ class Tensor(ViewMethods):
         their dtype, integers stay integers (int64 from Python ints) and bools stay bools.
         """
         source, resolved = storage_values(array, dtype, where="from_numpy")
-        dims, strides, count = checked_row_major_layout(source.shape)
+        grid = Layout.row_major(source.shape)
+        dims, strides, count = grid.shape, grid.strides, grid.size
         with allocating(count, resolved), np.errstate(over="ignore"):
             # A broadcast source may be far larger than its memory: the guard refuses it first.
             storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
@@ -173,7 +174,8 @@ class Tensor(ViewMethods):
         Raises :class:`InvalidShapeError` or :class:`ShapeOverflowError` for a bad shape and
         :class:`AllocationError` for more values than NumPy or the machine can hold.
         """
-        dims, strides, count = checked_row_major_layout(shape)
+        grid = Layout.row_major(shape)
+        dims, strides, count = grid.shape, grid.strides, grid.size
         fill, resolved = storage_values(value, resolve_dtype(dtype), where="full")
         if fill.ndim != 0:
             raise TensorError(f"full() takes one real number as its value, got shape {fill.shape}")
@@ -190,7 +192,8 @@ class Tensor(ViewMethods):
         where NumPy would wrap around); and bool holds only 0 and 1, so a bool ``arange`` has at
         most 2 values (NumPy's rule). Raises :class:`DTypeError` for a bool ``arange`` of more.
         """
-        dims, strides, count = checked_row_major_layout((n,))
+        grid = Layout.row_major((n,))
+        dims, strides, count = grid.shape, grid.strides, grid.size
         resolved = resolve_dtype(dtype)
         if resolved.kind == "b" and count > 2:
             raise DTypeError(
@@ -335,7 +338,8 @@ class Tensor(ViewMethods):
 def _unpickle_tensor(storage: np.ndarray, shape: Sequence[int]) -> Tensor:
     """Rebuilds a pickled :class:`Tensor` (a copy of its values, so nothing else holds them)."""
     values = np.array(storage, copy=True).reshape(-1)
-    dims, strides, count = checked_row_major_layout(shape)
+    grid = Layout.row_major(shape)
+    dims, strides, count = grid.shape, grid.strides, grid.size
     if values.size != count:
         raise ElementCountMismatchError(count, values.size)
     return Tensor._adopt(values.astype(resolve_dtype(values.dtype), copy=False), dims, strides)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmfs.tensor import layout
 from llmfs.tensor.dtypes import SUPPORTED_DTYPES, kind_operand, number_kind
 from llmfs.tensor.errors import DTypeError, OverlappingWriteError, TensorError
 from llmfs.tensor.ops import Operand, Scalar, as_view, is_scalar, scalar_view
@@ -47,10 +46,10 @@ def copyto(dst: Tensor | TensorView, src: Operand | Scalar) -> None:
         raise TensorError(
             f"copyto's destination must be a Tensor or a TensorView, got {type(dst).__name__}"
         )
-    overlap = layout.overlapping_coordinates(target.shape, target.strides)
+    overlap = target.layout.overlapping_coordinates()
     if overlap is not None:
         first, second = overlap
-        offset = layout.storage_offset(target.shape, target.strides, target.base_offset, first)
+        offset = target.layout.storage_offset(first)
         raise OverlappingWriteError(target.shape, target.strides, first, second, offset)
     owner = target.owner
     dtype = owner.dtype

@@ -17,16 +17,12 @@ BLAS cannot write ``out`` in either orientation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from llmfs.tensor.backends.base import Backend
-from llmfs.tensor.layout import (
-    element_count,
-    matrix_orientation,
-    reduced_shape,
-)
+from llmfs.tensor.layout import element_count, reduced_shape
 from llmfs.tensor.strided import copy_strided, gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
@@ -116,9 +112,32 @@ def _finish(out: np.ndarray, dtype: np.dtype) -> Tensor:
     return _adopt(out if out.dtype == dtype else out.astype(dtype))
 
 
+def matrix_orientation(shape: Sequence[int], strides: Sequence[int]) -> str | None:
+    """How BLAS-style kernels can address the last two axes as matrices: ``"rows"`` when each
+    matrix is row-major (unit column stride, row stride at least the row length; an empty matrix
+    too), ``"columns"`` when it is column-major (its transpose is row-major), ``None`` otherwise
+    (negative, zero or interleaved strides, or fewer than two axes). Anything but ``None`` is read
+    in place by ``np.matmul``; ``None`` is copied into a dense block first. Size-1 axes take any
+    stride. Never raises.
+    """
+    if len(shape) < 2:
+        return None
+    rows, cols = shape[-2], shape[-1]
+    row_stride, col_stride = strides[-2], strides[-1]
+    if (
+        rows == 0
+        or cols == 0
+        or ((cols == 1 or col_stride == 1) and (rows == 1 or row_stride >= cols))
+    ):
+        return "rows"
+    if (rows == 1 or row_stride == 1) and (cols == 1 or col_stride >= rows):
+        return "columns"
+    return None
+
+
 def _dense_matrix(view: TensorView, compute: np.dtype) -> np.ndarray:
     """The view as an ndarray BLAS can read: in place when possible, else one dense copy."""
-    if view.layout.is_matrix_dense():
+    if matrix_orientation(view.shape, view.strides) is not None:
         array = view.numpy_view()
     else:
         array = gather(view.owner.as_slice(), view.layout)

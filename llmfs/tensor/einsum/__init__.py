@@ -10,7 +10,7 @@ operand and the character):
 * the ``...`` axes of all operands broadcast together, right-aligned (NumPy's rule);
 * a label repeated *within* one term takes a diagonal, and those axes must have exactly equal
   sizes; it costs nothing, because a diagonal is a view whose stride is the sum of the axes'
-  strides (:func:`~llmfs.tensor.layout.diagonal_layout`);
+  strides (:meth:`~llmfs.tensor.layout.Layout.diagonal`);
 * output labels are unique and each appears in some input; labels absent from the output are
   summed;
 * without ``->`` the output is the ``...`` axes followed by the labels that occur exactly once,

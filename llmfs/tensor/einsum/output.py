@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmfs.tensor.errors import OutputBufferError
-from llmfs.tensor.layout import Layout, is_one_to_one
+from llmfs.tensor.layout import Layout
 from llmfs.tensor.strided import writable_view
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView, as_strided
@@ -72,7 +72,7 @@ def check_output(
         raise OutputBufferError(
             f"its dtype is {out.dtype.name} but the plan's output dtype is {dtype.name}"
         )
-    if not is_one_to_one(out.shape, strides):
+    if Layout(tuple(out.shape), tuple(strides), base).overlapping_coordinates() is not None:
         raise OutputBufferError(
             f"its layout (shape {list(out.shape)}, strides {list(strides)}) reaches some offsets "
             f"from several coordinates (a broadcast view), so a value would be written twice"

@@ -33,8 +33,6 @@ from llmfs.tensor.einsum.parse import parse_expression
 from llmfs.tensor.errors import DTypeError, NonContiguousReshapeError, PlanMismatchError
 from llmfs.tensor.layout import (
     Layout,
-    broadcast_layout,
-    diagonal_layout,
     element_count,
     plan_reshape,
 )
@@ -71,10 +69,9 @@ def _normalise(desc: TensorDescriptor, keys: Sequence[str], extents: dict[str, i
     for axis, key in enumerate(keys):
         groups.setdefault(key, []).append(axis)
     diagonals = [axes for axes in groups.values() if len(axes) > 1]
-    shape, strides = diagonal_layout(desc.shape, desc.strides, diagonals)
-    unique = tuple(groups)  # first-occurrence order, as diagonal_layout keeps it
-    shape, strides = broadcast_layout(shape, strides, [extents[k] for k in unique])
-    return _Operand(shape, strides, unique)
+    unique = tuple(groups)  # first-occurrence order, as Layout.diagonal keeps it
+    view = Layout(desc.shape, desc.strides).diagonal(diagonals).expand([extents[k] for k in unique])
+    return _Operand(view.shape, view.strides, unique)
 
 
 def _permuted(target: np.ndarray, target_keys: Sequence[str], keys: Sequence[str]) -> np.ndarray:

@@ -70,6 +70,26 @@ def test_numpy_backend_gathers_only_matrices_blas_cannot_read(gathers: list) -> 
     np.testing.assert_allclose(got.to_numpy(), a.to_numpy()[::-1] @ a.to_numpy(), rtol=1e-6)
 
 
+@pytest.mark.parametrize(
+    ("shape", "strides", "expected"),
+    [
+        ((2, 3), (3, 1), "rows"),
+        ((2, 3), (1, 2), "columns"),
+        ((4, 2, 3), (6, 5, 1), "rows"),  # padded rows
+        ((2, 3), (1, 1), None),  # overlapping
+        ((2, 3), (-3, 1), None),  # flipped rows
+        ((2, 3), (0, 1), None),  # a broadcast row
+        ((1, 3), (99, 1), "rows"),  # a size-1 axis takes any stride
+        ((0, 3), (7, -1), "rows"),  # an empty matrix reads nothing
+        ((3,), (1,), None),  # a vector is not a matrix
+    ],
+)
+def test_matrix_orientation_says_how_blas_reads_the_last_two_axes(
+    shape: tuple[int, ...], strides: tuple[int, ...], expected: str | None
+) -> None:
+    assert numpy_backend.matrix_orientation(shape, strides) == expected
+
+
 def test_reference_backend_reads_only_through_the_offset_cursor(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

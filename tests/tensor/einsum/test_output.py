@@ -18,9 +18,12 @@ from llmfs.tensor import (
     ContractionPlan,
     EinsumPlan,
     OutputBufferError,
+    OverlappingWriteError,
     StaleViewError,
     Tensor,
     TensorView,
+    as_strided,
+    copyto,
     use_backend,
 )
 
@@ -145,6 +148,52 @@ def test_execute_into_on_a_backend_without_strided_writes() -> None:
     with use_backend("reference"):
         plan.execute_into(owner.view().T, a, b)
     np.testing.assert_allclose(owner.to_numpy().T, a.to_numpy() @ b.to_numpy())
+
+
+@pytest.mark.parametrize("backend", ["numpy", "reference"])
+def test_execute_into_writes_an_interleaved_view_that_reaches_each_offset_once(
+    backend: str,
+) -> None:
+    # Shape (3, 3) with strides (3, 2) reaches 0, 2, 4, 3, 5, 7, 6, 8, 10: no offset twice,
+    # though the strides interleave. copyto writes it, so execute_into must too.
+    a, b = rand(3, 4), rand(4, 3, seed=1)
+    owner = Tensor.zeros((11,))
+    out = as_strided(owner, [3, 3], [3, 2], 0)
+    with use_backend(backend):
+        written = EinsumPlan("ij,jk->ik", a, b).execute_into(out, a, b)
+    want = a.to_numpy() @ b.to_numpy()
+    np.testing.assert_allclose(written.to_numpy(), want, rtol=1e-12, atol=1e-12)
+    storage = owner.to_numpy()
+    offsets = np.arange(3)[:, None] * 3 + np.arange(3)[None, :] * 2
+    np.testing.assert_allclose(storage[offsets], want, rtol=1e-12, atol=1e-12)
+    untouched = np.setdiff1d(np.arange(11), offsets)
+    assert (storage[untouched] == 0).all()  # offsets 1 and 9 are no coordinate's
+
+
+def test_execute_into_accepts_exactly_the_outputs_copyto_accepts() -> None:
+    # One rule decides whether a layout may be written through: a random explicit layout is
+    # refused by execute_into exactly when copyto finds two coordinates sharing a cell.
+    rng = np.random.default_rng(21)
+    for _ in range(200):
+        rows, cols = (int(v) for v in rng.integers(1, 4, size=2))
+        strides = [int(v) for v in rng.integers(-3, 4, size=2)]
+        base = sum((n - 1) * -s for n, s in zip((rows, cols), strides) if s < 0)
+        length = base + sum((n - 1) * s for n, s in zip((rows, cols), strides) if s > 0) + 1
+        a, b = rand(rows, 2), rand(2, cols, seed=1)
+        plan = EinsumPlan("ij,jk->ik", a, b)
+        try:
+            copyto(as_strided(Tensor.zeros((length,)), [rows, cols], strides, base), 1.0)
+            copy_refused = False
+        except OverlappingWriteError:
+            copy_refused = True
+        out = as_strided(Tensor.zeros((length,)), [rows, cols], strides, base)
+        try:
+            written = plan.execute_into(out, a, b)
+        except OutputBufferError:
+            assert copy_refused, (rows, cols, strides)
+            continue
+        assert not copy_refused, (rows, cols, strides)
+        np.testing.assert_allclose(written.to_numpy(), a.to_numpy() @ b.to_numpy(), rtol=1e-12)
 
 
 def test_execute_into_refuses_outputs_it_cannot_write() -> None:

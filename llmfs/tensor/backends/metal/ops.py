@@ -193,6 +193,14 @@ def check_operand(operand: Strided, *, where: str, allowed: Sequence[str] = FLOA
     return suffix
 
 
+def _unsqueezed(
+    shape: tuple[int, ...], strides: tuple[int, ...], axis: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(shape, strides) with a size-1 axis inserted at ``axis`` (:meth:`Layout.unsqueeze`)."""
+    grown = Layout(shape, strides).unsqueeze(axis)
+    return grown.shape, grown.strides
+
+
 def view_descriptor(view: Layout) -> np.ndarray:
     """The int32 array a kernel reads a layout through: rank, offset, shape, strides.
 
@@ -201,7 +209,11 @@ def view_descriptor(view: Layout) -> np.ndarray:
     :class:`~llmfs.tensor.backends.metal.errors.KernelArgumentError` when a value the kernel
     does use lies outside the kernels' 32-bit index range.
     """
-    shape, strides, base_offset = view.shape, view.zero_unused_strides().strides, view.offset
+    shape, strides, base_offset = (
+        view.shape,
+        layout.zero_unused_strides(view.shape, view.strides),
+        view.offset,
+    )
     if view.is_empty:
         base_offset = 0  # nothing is read, so the base offset is never applied either
     bounds = layout.offset_bounds(shape, strides, base_offset)
@@ -392,9 +404,9 @@ def matmul(
     drop_row = len(a_shape) == 1
     drop_col = len(b_shape) == 1
     if drop_row:
-        a_shape, a_strides = layout.unsqueeze_layout(a_shape, a_strides, 0)
+        a_shape, a_strides = _unsqueezed(a_shape, a_strides, 0)
     if drop_col:
-        b_shape, b_strides = layout.unsqueeze_layout(b_shape, b_strides, 1)
+        b_shape, b_strides = _unsqueezed(b_shape, b_strides, 1)
     m, k = a_shape[-2:]
     k_b, n = b_shape[-2:]
     if k != k_b:
@@ -427,9 +439,9 @@ def matmul(
         # Re-insert the dropped vector axes (size 1) so c lines up with full_shape: n's axis
         # last, then m's axis just before it.
         if drop_col:
-            c_shape, c_strides = layout.unsqueeze_layout(c_shape, c_strides, len(c_shape))
+            c_shape, c_strides = _unsqueezed(c_shape, c_strides, len(c_shape))
         if drop_row:
-            c_shape, c_strides = layout.unsqueeze_layout(c_shape, c_strides, len(c_shape) - 1)
+            c_shape, c_strides = _unsqueezed(c_shape, c_strides, len(c_shape) - 1)
         c_view = view_descriptor(Layout(full_shape, c_strides, c.base_offset))
         c_storage = c.storage
     else:
