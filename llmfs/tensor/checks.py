@@ -27,8 +27,10 @@ from llmfs.tensor.errors import (
     AxisOutOfRangeError,
     DuplicateAxisError,
     InvalidArgumentError,
+    InvalidIndexError,
     InvalidLayoutError,
     InvalidShapeError,
+    InvalidStepError,
     PermutationLengthMismatchError,
     RankMismatchError,
     ShapeOverflowError,
@@ -309,6 +311,43 @@ def _check_layout(
     return dims, steps, base
 
 
+def layout_of_item(index: int, item: object) -> tuple[Shape, Strides]:
+    """Item ``index`` of a list of layouts: a view (anything with ``shape`` and ``strides``) or
+    a ``(shape, strides)`` pair, checked by :func:`checked_layout`. Raises :class:`TensorError`
+    for anything else, a NumPy array included (its strides count bytes)."""
+    if hasattr(item, "__array_interface__"):
+        # A NumPy array: its strides count bytes, and read as elements they would give a wrong
+        # answer rather than an error.
+        raise TensorError(
+            f"can_view_as_contiguous_all: item {index} is a NumPy array, whose strides count "
+            f"bytes, not elements; pass (a.shape, [s // a.itemsize for s in a.strides])"
+        )
+    if hasattr(item, "shape") and hasattr(item, "strides"):
+        return checked_layout(item.shape, item.strides)
+    if isinstance(item, (tuple, list)) and len(item) == 2:
+        return checked_layout(item[0], item[1])
+    raise TensorError(
+        f"can_view_as_contiguous_all takes views or (shape, strides) pairs; item {index} is "
+        f"{type(item).__name__} {item!r}"
+    )
+
+
+def slice_indices(item: slice, size: int) -> tuple[int, int, int]:
+    """Python's clamping of a slice to an axis of ``size`` (``slice.indices``), with our
+    errors: :class:`InvalidIndexError` for a bound or step that is not an integer or None,
+    :class:`InvalidStepError` for a zero step."""
+    for part, what in (
+        (item.start, "slice start"),
+        (item.stop, "slice stop"),
+        (item.step, "slice step"),
+    ):
+        if part is not None and (isinstance(part, bool) or not hasattr(type(part), "__index__")):
+            raise InvalidIndexError(f"{what} must be an integer or None, got {part!r}")
+    if item.step is not None and operator.index(item.step) == 0:
+        raise InvalidStepError(0)
+    return item.indices(size)
+
+
 __all__ = [
     "INDEX_MAX",
     "MAX_RANK",
@@ -323,9 +362,11 @@ __all__ = [
     "check_sizes",
     "checked_layout",
     "fits_int64",
+    "layout_of_item",
     "normalize_axes",
     "normalize_axis",
     "offset_bounds",
+    "slice_indices",
     "validate",
     "validated",
 ]

@@ -44,9 +44,11 @@ from llmfs.tensor.checks import (
     check_shape,
     checked_layout,
     fits_int64,
+    layout_of_item,
     normalize_axes,
     normalize_axis,
     offset_bounds,
+    slice_indices,
     validate,
     validated,
 )
@@ -355,7 +357,7 @@ class Layout:
                 out_strides.extend(strides[axis : axis + skipped])
                 axis += skipped
             elif isinstance(item, slice):
-                start, stop, step = _slice_bounds(item, shape[axis])
+                start, stop, step = slice_indices(item, shape[axis])
                 out_strides.append(self._stepped_stride(axis, step))
                 out_shape.append(len(range(start, stop, step)))
                 if out_shape[-1]:
@@ -365,7 +367,7 @@ class Layout:
                 if isinstance(item, bool):
                     raise InvalidIndexError("boolean indices are not supported")
                 try:
-                    index = operator.index(item)  # type: ignore[call-overload]
+                    index = operator.index(item)  # type: ignore[arg-type]
                 except TypeError:
                     raise InvalidIndexError(
                         f"unsupported index {item!r}: use ints, slices, '...' or None"
@@ -573,20 +575,6 @@ def _row_major_coordinates(shape: Shape) -> Iterable[Shape]:
             return
 
 
-def _slice_bounds(item: slice, size: int) -> tuple[int, int, int]:
-    """Python's clamping of a slice to an axis of ``size``, with our errors."""
-    for part, what in (
-        (item.start, "slice start"),
-        (item.stop, "slice stop"),
-        (item.step, "slice step"),
-    ):
-        if part is not None and (isinstance(part, bool) or not hasattr(type(part), "__index__")):
-            raise InvalidIndexError(f"{what} must be an integer or None, got {part!r}")
-    if item.step is not None and operator.index(item.step) == 0:
-        raise InvalidStepError(0)
-    return item.indices(size)
-
-
 # --------------------------------------------------------------------------------------------
 # The rules over plain tuples: the forms the chapters write (each one call of a Layout method)
 # --------------------------------------------------------------------------------------------
@@ -649,34 +637,10 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
             f"can_view_as_contiguous_all takes a list of views or (shape, strides) pairs, got "
             f"{type(layouts).__name__} {layouts!r}"
         )
-    items = [_shape_and_strides(index, item) for index, item in enumerate(layouts)]
+    items = [layout_of_item(index, item) for index, item in enumerate(layouts)]
     if any(item != items[0] for item in items[1:]):
         return False
     return not items or Layout(*items[0]).can_view_as_contiguous()
-
-
-def _shape_and_strides(index: int, item: object) -> tuple[Shape, Strides]:
-    if hasattr(item, "__array_interface__"):
-        # A NumPy array: its strides count bytes, and read as elements they would give a wrong
-        # answer rather than an error.
-        raise TensorError(
-            f"can_view_as_contiguous_all: item {index} is a NumPy array, whose strides count "
-            f"bytes, not elements; pass (a.shape, [s // a.itemsize for s in a.strides])"
-        )
-    if hasattr(item, "shape") and hasattr(item, "strides"):
-        return checked_layout(item.shape, item.strides)
-    if isinstance(item, (tuple, list)) and len(item) == 2:
-        return checked_layout(item[0], item[1])
-    raise TensorError(
-        f"can_view_as_contiguous_all takes views or (shape, strides) pairs; item {index} is "
-        f"{type(item).__name__} {item!r}"
-    )
-
-
-def coalesce(shape: Sequence[int], strides: Sequence[int]) -> tuple[Shape, Strides]:
-    """:meth:`Layout.coalesce` over tuples."""
-    merged = Layout(tuple(shape), tuple(strides)).coalesce()
-    return merged.shape, merged.strides
 
 
 def permute_layout(
@@ -699,14 +663,6 @@ def slice_layout(
     """:meth:`Layout.slice` over tuples: returns ``(shape, strides, base_offset)``."""
     sliced = Layout(tuple(shape), tuple(strides), base_offset).slice(axis, start, stop, step)
     return sliced.shape, sliced.strides, sliced.offset
-
-
-def flip_layout(
-    shape: Sequence[int], strides: Sequence[int], base_offset: int, axis: int
-) -> tuple[Strides, int]:
-    """:meth:`Layout.flip` over tuples: returns ``(strides, base_offset)``."""
-    flipped = Layout(tuple(shape), tuple(strides), base_offset).flip(axis)
-    return flipped.strides, flipped.offset
 
 
 def plan_reshape(
@@ -826,9 +782,7 @@ __all__ = [
     "can_view_as_contiguous_all",
     "check_permutation",
     "check_shape",
-    "coalesce",
     "element_count",
-    "flip_layout",
     "infer_shape",
     "is_contiguous",
     "normalize_axes",

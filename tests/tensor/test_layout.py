@@ -99,9 +99,10 @@ def test_offset_bounds_with_signed_strides() -> None:
 
 
 def test_coalesce_merges_runs() -> None:
-    assert layout.coalesce((2, 3, 4), (12, 4, 1)) == ((24,), (1,))
-    assert layout.coalesce((3, 2), (1, 3)) == ((3, 2), (1, 3))
-    assert layout.coalesce((2, 1, 3), (-3, 7, -1)) == ((6,), (-1,))
+    assert layout.Layout((2, 3, 4), (12, 4, 1), 5).coalesce() == layout.Layout((24,), (1,), 5)
+    assert layout.Layout((3, 2), (1, 3)).coalesce() == layout.Layout((3, 2), (1, 3))
+    assert layout.Layout((2, 1, 3), (-3, 7, -1)).coalesce() == layout.Layout((6,), (-1,))
+    assert layout.Layout((2, 0), (5, 1)).coalesce() == layout.Layout((2, 0), (5, 1))
 
 
 def test_merge_and_split_examples() -> None:

@@ -156,9 +156,7 @@ check_broadcast_strides = register(
         _broadcast_strides_cases,
         _broadcast_strides,
         parameters=("shape", "strides", "target"),
-        shortcuts=forbid(
-            ".broadcast_layout", instead="the shape aligned with the end of the target"
-        ),
+        shortcuts=forbid(".Layout.expand", instead="the shape aligned with the end of the target"),
         size=shape_size(0, 2),
         views=views_at(0, 1),
     ),

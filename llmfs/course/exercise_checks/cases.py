@@ -76,8 +76,8 @@ def view_layout(
             )
             sizes, strides = list(shape_t), list(strides_t)
         elif negative:
-            strides_t, base = layout.flip_layout(sizes, strides, base, axis)
-            strides = list(strides_t)
+            flipped = layout.Layout(tuple(sizes), tuple(strides), base).flip(axis)
+            strides, base = list(flipped.strides), flipped.offset
     if sizes and rng.random() < empty:
         # An empty slice that starts at a value of the axis: the base offset stays in storage.
         axis = rng.randrange(len(sizes))

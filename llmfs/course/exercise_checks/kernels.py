@@ -294,7 +294,7 @@ check_view_offset = register(
         shortcuts=Shortcuts(
             (
                 "llmfs.tensor.traversal.StridedOffsets",
-                "llmfs.tensor.layout.storage_offset",
+                "llmfs.tensor.layout.Layout.storage_offset",
             ),
             "a loop over the axes, last to first, with % and //",
         ),

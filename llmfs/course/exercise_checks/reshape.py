@@ -123,7 +123,7 @@ check_can_reshape_without_copy = register(
         _can_reshape,
         parameters=("shape", "strides", "new_shape"),
         shortcuts=forbid(
-            ".plan_reshape", instead="runs of axes compared by their sizes and strides"
+            ".Layout.reshape", instead="runs of axes compared by their sizes and strides"
         ),
         size=shape_size(0),
         views=views_at(0, 1),
@@ -138,7 +138,7 @@ check_merge_layout = register(
         _merge_cases,
         _merge,
         parameters=("shape", "strides", "start", "end"),
-        shortcuts=forbid(".plan_reshape", instead="a stride check of neighbouring axes"),
+        shortcuts=forbid(".Layout.reshape", instead="a stride check of neighbouring axes"),
         summarize=lambda result, call_args: free_strides(result),
         size=shape_size(0),
         views=views_at(0, 1),

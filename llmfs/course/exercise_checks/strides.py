@@ -93,7 +93,7 @@ check_flat_index = register(
         _flat_index,
         parameters=("shape", "coordinate"),
         shortcuts=forbid(
-            ".storage_offset", instead="your compute_strides and a sum of index * stride"
+            ".Layout.storage_offset", instead="your compute_strides and a sum of index * stride"
         ),
         size=shape_size(0),
         views=views_at(0),
@@ -108,7 +108,7 @@ check_is_contiguous = register(
         _contiguous_cases,
         layout.is_contiguous,
         parameters=("shape", "strides"),
-        # A Layout (behind view.is_contiguous()) answers without the module function.
+        # The module function and view.is_contiguous() both reach the Layout method.
         shortcuts=forbid(
             ".is_contiguous",
             ".Layout.is_contiguous",
