@@ -5,7 +5,8 @@
   without copying; reshape, transpose, permute, slice, flip, merge, split and expand are views,
   on a ``Tensor`` as on a ``TensorView`` (one shared implementation).
 * :func:`materialize` and :func:`copying_transpose` copy, explicitly.
-* :mod:`llmfs.tensor.layout` holds all layout arithmetic as pure functions.
+* :mod:`llmfs.tensor.layout` holds the layout algebra (the :class:`Layout` value and its rules),
+  :mod:`llmfs.tensor.checks` the input checks and 64-bit limits it stands on.
 * Storage is bool, int32, int64, float16, float32 or float64 (:data:`SUPPORTED_DTYPES`); ops
   promote as NumPy 2 does (:mod:`llmfs.tensor.dtypes`).
 * Every refusal is a :class:`TensorError` naming the violated condition.
