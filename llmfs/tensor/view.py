@@ -52,6 +52,23 @@ if TYPE_CHECKING:
     from llmfs.tensor.tensor import Tensor
 
 
+#: Layouts already derived by ``T`` and ``reshape``, by (method, shape, strides, offset, the
+#: argument and its types): each is a pure function of those, so a view of an 8x8 matrix is
+#: transposed or reshaped by one dictionary lookup instead of the layout algebra (which ran, and
+#: checked the argument, the first time). A derivation that raised is never stored.
+_DERIVED: dict[tuple[object, ...], Layout] = {}
+
+#: At most this many derived layouts are kept; past it the cache starts again.
+_MAX_DERIVED = 4096
+
+
+def _remember(key: tuple[object, ...], layout: Layout) -> Layout:
+    if len(_DERIVED) >= _MAX_DERIVED:
+        _DERIVED.clear()
+    _DERIVED[key] = layout
+    return layout
+
+
 def _varargs(args: tuple[object, ...]) -> object:
     """``f(3, 2)`` and ``f([3, 2])`` alike: one argument is the sequence, several are its items."""
     return args[0] if len(args) == 1 else args
@@ -71,6 +88,8 @@ class ViewMethods(OperatorMixin):
     #: The version reads are checked against (a slot of each subclass): a view's is its owner's
     #: version when the view was made, a tensor's is its own, now.
     _version: int
+    #: What :attr:`layout` returns (a slot of each subclass), read directly on the hot paths.
+    _layout: Layout
 
     @property
     def layout(self) -> Layout:
@@ -96,9 +115,15 @@ class ViewMethods(OperatorMixin):
             raise ConcurrentWriteError(version, owner._version, window_open=writing)
 
     def _derive(self, layout: Layout) -> TensorView:
-        """A view of the same owner through ``layout`` (derived from this one, so still valid)."""
-        self._check_fresh()
-        return TensorView._trusted(self.owner, layout)
+        """A view of the same owner through ``layout`` (derived from this one, so still valid).
+
+        Raises what :meth:`_check_fresh` raises; it is called only when the owner is being
+        written or has moved past this object's version (the one case it can raise in), so a
+        fresh view derives another without the call."""
+        owner = self.owner
+        if owner._writer or owner._version != self._version:
+            self._check_fresh()
+        return TensorView._trusted(owner, layout)
 
     # -- metadata ----------------------------------------------------------------------------
 
@@ -403,8 +428,33 @@ class ViewMethods(OperatorMixin):
         :class:`ReshapeElementCountMismatchError`, :class:`InvalidShapeError`, or
         :class:`NonContiguousReshapeError` (which says to ``materialize()`` first).
         """
+        layout = self._layout
+        if len(shape) == 1 and type(shape[0]) in (list, tuple):
+            sizes, container = tuple(shape[0]), type(shape[0])
+        else:
+            sizes, container = shape, None
+        key = (
+            "reshape",
+            layout.shape,
+            layout.strides,
+            layout.offset,
+            sizes,
+            tuple(map(type, sizes)),  # 2.0 == 2, but only the int is a size
+            container,
+        )
+        try:
+            derived = _DERIVED.get(key)
+        except TypeError:  # an unhashable size: the layout rule says what is wrong with it
+            derived = None
+        if derived is not None:
+            return self._derive(derived)
         self._check_fresh()
-        return self._derive(self.layout.reshape(_varargs(shape)))
+        derived = layout.reshape(_varargs(shape))
+        try:
+            _remember(key, derived)
+        except TypeError:
+            pass
+        return self._derive(derived)
 
     def permute(self, *axes: Any) -> TensorView:
         """Output axis ``k`` takes the size and stride of source axis ``axes[k]``;
@@ -438,7 +488,12 @@ class ViewMethods(OperatorMixin):
     @property
     def T(self) -> TensorView:
         """All axes reversed (the matrix transpose for rank 2)."""
-        return self._derive(self.layout.reversed_axes())
+        layout = self._layout
+        key = ("T", layout.shape, layout.strides, layout.offset)
+        derived = _DERIVED.get(key)
+        if derived is None:
+            derived = _remember(key, layout.reversed_axes())
+        return self._derive(derived)
 
     def slice(self, axis: int, start: int, stop: int, step: int = 1) -> TensorView:
         """The strict slice ``start..stop`` (half-open) of one axis, taking every ``step``-th index.
