@@ -45,7 +45,7 @@ import numpy as np
 from llmfs.tensor import backends as registry
 from llmfs.tensor.backends.numpy_backend import NumpyBackend
 from llmfs.tensor.errors import ConcurrentWriteError
-from llmfs.tensor.layout import Layout, zero_unused_strides
+from llmfs.tensor.layout import Layout, row_major_strides, zero_unused_strides
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -80,10 +80,26 @@ except (ImportError, AttributeError):  # pragma: no cover - depends on the NumPy
     ENABLED = False
 
 
+#: The row-major layout at offset 0 of each small non-empty shape copied so far (a Layout is
+#: immutable, so every result of one shape may share it).
+ROW_MAJOR: dict[tuple[int, ...], Layout] = {}
+
+
+def row_major_layout(shape: tuple[int, ...]) -> Layout:
+    """The row-major ``Layout`` of a checked ``shape`` (remembered in :data:`ROW_MAJOR`)."""
+    layout = ROW_MAJOR.get(shape)
+    if layout is None:
+        if len(ROW_MAJOR) >= MAX_PLANS:
+            ROW_MAJOR.clear()
+        layout = ROW_MAJOR[shape] = Layout(shape, row_major_strides(shape), 0)
+    return layout
+
+
 def clear() -> None:
     """Forgets every plan (they are made again on the next calls)."""
     PLANS.clear()
     _BYTE_STRIDES.clear()
+    ROW_MAJOR.clear()
 
 
 def remember(key: tuple[object, ...], plan: object) -> None:

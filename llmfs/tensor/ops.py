@@ -58,10 +58,12 @@ from llmfs.tensor.dispatch import (
     ERROR_STATE,
     PLANS,
     QUIET,
+    ROW_MAJOR,
     elementwise_operand,
     fresh_owner,
     numpy_is_active,
     remember,
+    row_major_layout,
     strided_array,
 )
 from llmfs.tensor.dispatch import MAX_VALUES as DISPATCH_MAX_VALUES
@@ -212,6 +214,29 @@ def backend_for(primitive: str, op: str | None, dtype: np.dtype) -> Backend:
             raise UnsupportedOperationError(backend.name, what)
         backend = get_backend(backend.fallback)
     return backend
+
+
+def copy_planned(x: object) -> Tensor | None:
+    """``x.materialize()`` of a fresh, small, non-empty Tensor or TensorView on the NumPy
+    backend: one NumPy copy of the very array the backend's copy reads (the values in logical
+    row-major order; no order of copying changes a value), as a new owner. ``None`` for any
+    other call, which takes :meth:`~llmfs.tensor.view.ViewMethods.materialize`'s full path."""
+    owner = fresh_owner(x)
+    if owner is None or not numpy_is_active():
+        return None
+    layout = x._layout  # type: ignore[attr-defined]
+    result_layout = ROW_MAJOR.get(layout.shape)
+    if result_layout is None:
+        if not 0 < layout.size <= DISPATCH_MAX_VALUES:
+            return None
+        result_layout = row_major_layout(layout.shape)
+    version = owner._version
+    try:
+        values = strided_array(owner._storage, layout).copy()  # C order: row-major
+    except MemoryError:
+        return None  # the full path turns it into an AllocationError with the numbers
+    dispatch_unchanged(owner, version)
+    return Tensor._adopt_layout(values.reshape(-1), result_layout)
 
 
 def empty_result(shape: Sequence[int], dtype: np.dtype, fill: float | bool = 0.0) -> Tensor:
@@ -698,7 +723,9 @@ def _reduction_plan(op: str, x: Operand, axis: object, keepdims: bool, result: T
     """The plan of a reduction that just succeeded on the full path (``False``: never plan its
     key): the NumPy backend's ufunc and the numbers its ``reduce`` works out from the shape."""
     view = as_view(x)
-    axes = tuple(range(view.rank)) if axis is None else tuple(sorted(normalize_axes(axis, view.rank)))
+    axes = (
+        tuple(range(view.rank)) if axis is None else tuple(sorted(normalize_axes(axis, view.rank)))
+    )
     natural, compute = _reduction_dtypes(op, view.dtype)
     backend = get_backend()
     if type(backend) is not NumpyBackend or not backend.supports("reduce", op, view.dtype):
