@@ -69,13 +69,15 @@ PLANS: dict[tuple[object, ...], Any] = {}
 _BYTE_STRIDES: dict[tuple[object, ...], tuple[int, ...]] = {}
 
 try:  # NumPy's floating-point error state (NumPy 2: one context variable per thread/task).
-    from numpy._core._ufunc_config import _extobj_contextvar as ERROR_STATE
+    from numpy._core._ufunc_config import (  # type: ignore[attr-defined]
+        _extobj_contextvar as ERROR_STATE,
+    )
 
     with np.errstate(all="ignore"):
         QUIET: Any = ERROR_STATE.get()
     ENABLED = True
 except (ImportError, AttributeError):  # pragma: no cover - depends on the NumPy version
-    ERROR_STATE = None  # type: ignore[assignment]
+    ERROR_STATE = None
     QUIET = None
     ENABLED = False
 

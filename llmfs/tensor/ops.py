@@ -290,11 +290,11 @@ def _unary_plan(op: str, kind: object, result: Tensor) -> object:
     """The plan of a unary call that just succeeded on the full path (``False``: never plan
     its key): the NumPy backend's function for ``op``, the result dtype, the compute dtype and
     the result's layout."""
-    kind = np.dtype(kind)  # type: ignore[call-overload]
-    compute = np.dtype(np.bool_) if op == "logical_not" else compute_dtype([kind])
-    natural = np.dtype(np.bool_) if op == "logical_not" else kind
+    source: np.dtype = np.dtype(kind)  # type: ignore[call-overload]
+    compute = np.dtype(np.bool_) if op == "logical_not" else compute_dtype([source])
+    natural = np.dtype(np.bool_) if op == "logical_not" else source
     backend = get_backend()
-    if type(backend) is not NumpyBackend or not backend.supports("unary", op, kind):
+    if type(backend) is not NumpyBackend or not backend.supports("unary", op, source):
         return False
     if op not in numpy_backend.UNARY or not np.can_cast(compute, natural, "same_kind"):
         return False
@@ -492,8 +492,9 @@ def _binary_planned(op: str, a: object, b: object) -> Tensor | None:
         return None  # the full path turns it into an AllocationError with the numbers
     finally:
         ERROR_STATE.reset(token)
-    dispatch_unchanged(first[3], first[4])
-    dispatch_unchanged(second[3], second[4])
+    for owner, version in ((first[3], first[4]), (second[3], second[4])):
+        if owner is not None and (owner._writer or owner._version != version):
+            dispatch_unchanged(owner, version)  # raises ConcurrentWriteError
     return Tensor._adopt_layout(out.reshape(-1), layout)
 
 
@@ -719,7 +720,7 @@ def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object
     return _reduction_checked(op, x, axis, keepdims, dtype)
 
 
-def _reduction_plan(op: str, x: Operand, axis: object, keepdims: bool, result: Tensor) -> object:
+def _reduction_plan(op: str, x: object, axis: object, keepdims: bool, result: Tensor) -> object:
     """The plan of a reduction that just succeeded on the full path (``False``: never plan its
     key): the NumPy backend's ufunc and the numbers its ``reduce`` works out from the shape."""
     view = as_view(x)
@@ -1161,7 +1162,7 @@ def _matmul_plan(a: Operand, b: Operand, result: Tensor) -> object:
     return (left.shape, steps_a, right.shape, steps_b, acc_shape, result.layout)
 
 
-def _matmul_checked(a: object, b: object, dtype: object | None) -> Tensor:
+def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:
     scalar_hint = " (to multiply by a number use mul or *)"
     left, right = (
         as_view(a, what="matmul's left operand", hint=scalar_hint if is_scalar(a) else ""),

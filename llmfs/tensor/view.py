@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def _args_key(args: tuple[object, ...]) -> tuple[object, ...] | None:
         if kind is int or arg is None:
             parts.append((kind, arg))
         elif kind is list or kind is tuple:
-            items = tuple(arg)  # type: ignore[call-overload]
+            items = tuple(cast("Sequence[object]", arg))
             for item in items:
                 if type(item) is not int:
                     return None
