@@ -32,7 +32,12 @@ backend happens here, once:
   ``prod`` over an empty axis are 0 and 1; ``max``, ``min`` and ``mean`` over one are an
   :class:`EmptyReductionError`.
 * **Dispatch**: the active backend (:func:`~llmfs.tensor.backends.use_backend`) runs the
-  primitive, or its declared fallback when it does not support the op or dtype.
+  primitive, or its declared fallback when it does not support the op or dtype. On the NumPy
+  backend a small call (an 8x8 matrix, one token's activations) is planned once: the first call
+  of each kind (op, shapes, dtypes) runs every check above, and later calls of that kind reuse
+  its decisions and make the backend's NumPy call directly, still checking on every call what
+  can change between calls (a stale view, a write by another thread). The rules and why a plan
+  never changes a result or an error are in :mod:`llmfs.tensor.dispatch`.
 * **Memory and work**: a result NumPy or the machine cannot hold is refused before any backend
   runs, and a ``MemoryError`` during the computation becomes an :class:`AllocationError` with the
   numbers. The same byte limit bounds what an op reads (:func:`~llmfs.tensor.strided.check_reads`):
