@@ -77,6 +77,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.backends.metal.ops", 3, "backends"),
     ("llmfs.tensor.backends.metal.toolchain", 3, "backends"),
     ("llmfs.tensor.ops", 4, "ops"),
+    ("llmfs.tensor.dispatch", 4, "ops"),  # the ops' cached dispatch decisions
     ("llmfs.tensor.writes", 4, "ops"),  # copyto casts with the ops' dtype rules
     # einsum's plans are built from the ops (autograd will sit here too, above einsum).
     ("llmfs.tensor.einsum", 5, "einsum"),

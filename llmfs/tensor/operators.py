@@ -23,12 +23,18 @@ import numpy as np
 
 from llmfs.tensor.errors import DTypeError
 
+_OPS: Any = None
+
 
 def _ops() -> Any:
-    # ops builds on the tensor types that use this mixin, so it is imported on first use.
-    from llmfs.tensor import ops
+    # ops builds on the tensor types that use this mixin, so it is imported on first use (and
+    # kept: an import statement costs more than the small op it routes to).
+    global _OPS
+    if _OPS is None:
+        from llmfs.tensor import ops
 
-    return ops
+        _OPS = ops
+    return _OPS
 
 
 def _comparable(other: object) -> bool:

@@ -32,7 +32,12 @@ backend happens here, once:
   ``prod`` over an empty axis are 0 and 1; ``max``, ``min`` and ``mean`` over one are an
   :class:`EmptyReductionError`.
 * **Dispatch**: the active backend (:func:`~llmfs.tensor.backends.use_backend`) runs the
-  primitive, or its declared fallback when it does not support the op or dtype.
+  primitive, or its declared fallback when it does not support the op or dtype. On the NumPy
+  backend a small call (an 8x8 matrix, one token's activations) is planned once: the first call
+  of each kind (op, shapes, dtypes) runs every check above, and later calls of that kind reuse
+  its decisions and make the backend's NumPy call directly, still checking on every call what
+  can change between calls (a stale view, a write by another thread). The rules and why a plan
+  never changes a result or an error are in :mod:`llmfs.tensor.dispatch`.
 * **Memory and work**: a result NumPy or the machine cannot hold is refused before any backend
   runs, and a ``MemoryError`` during the computation becomes an :class:`AllocationError` with the
   numbers. The same byte limit bounds what an op reads (:func:`~llmfs.tensor.strided.check_reads`):
@@ -51,8 +56,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from llmfs.tensor.backends import get_backend
+from llmfs.tensor.backends import get_backend, numpy_backend
 from llmfs.tensor.backends.base import COMPARISON_OPS, LOGICAL_OPS, Backend
+from llmfs.tensor.backends.numpy_backend import NumpyBackend
+from llmfs.tensor.dispatch import (
+    ERROR_STATE,
+    PLANS,
+    QUIET,
+    ROW_MAJOR,
+    elementwise_operand,
+    fresh_owner,
+    numpy_is_active,
+    remember,
+    row_major_layout,
+    strided_array,
+)
+from llmfs.tensor.dispatch import MAX_VALUES as DISPATCH_MAX_VALUES
+from llmfs.tensor.dispatch import check_unchanged as dispatch_unchanged
 from llmfs.tensor.dtypes import (
     FLOAT_DTYPES,
     INTEGER_DTYPES,
@@ -81,6 +101,7 @@ from llmfs.tensor.layout import (
     normalize_axes,
     normalize_axis,
     reduced_shape,
+    zero_unused_strides,
 )
 from llmfs.tensor.strided import allocate, allocating, check_reads
 from llmfs.tensor.tensor import Tensor
@@ -200,6 +221,29 @@ def backend_for(primitive: str, op: str | None, dtype: np.dtype) -> Backend:
     return backend
 
 
+def copy_planned(x: object) -> Tensor | None:
+    """``x.materialize()`` of a fresh, small, non-empty Tensor or TensorView on the NumPy
+    backend: one NumPy copy of the very array the backend's copy reads (the values in logical
+    row-major order; no order of copying changes a value), as a new owner. ``None`` for any
+    other call, which takes :meth:`~llmfs.tensor.view.ViewMethods.materialize`'s full path."""
+    owner = fresh_owner(x)
+    if owner is None or not numpy_is_active():
+        return None
+    layout = x._layout  # type: ignore[attr-defined]
+    result_layout = ROW_MAJOR.get(layout.shape)
+    if result_layout is None:
+        if not 0 < layout.size <= DISPATCH_MAX_VALUES:
+            return None
+        result_layout = row_major_layout(layout.shape)
+    version = owner._version
+    try:
+        values = strided_array(owner._storage, layout).copy()  # C order: row-major
+    except MemoryError:
+        return None  # the full path turns it into an AllocationError with the numbers
+    dispatch_unchanged(owner, version)
+    return Tensor._adopt_layout(values.reshape(-1), result_layout)
+
+
 def empty_result(shape: Sequence[int], dtype: np.dtype, fill: float | bool = 0.0) -> Tensor:
     """A new owner of ``shape`` filled with ``fill``, made without any backend."""
     return Tensor._adopt(allocate(element_count(shape), dtype, fill), tuple(shape))
@@ -223,6 +267,48 @@ FLOAT_ONLY_UNARY = ("sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "reci
 
 
 def _unary(op: str, x: object, dtype: object | None) -> Tensor:
+    if dtype is None and numpy_is_active():
+        operand = elementwise_operand(x)
+        if operand is not None and operand[3] is not None:
+            key = (op, operand[0], operand[1])
+            plan = PLANS.get(key)
+            if plan is None:
+                result = _unary_checked(op, x, None)  # every check; its errors are the op's
+                remember(key, _unary_plan(op, operand[1], result))
+                return result
+            if plan is not False:
+                function, out_dtype, compute, layout = plan
+                token = ERROR_STATE.set(QUIET)
+                try:
+                    out = np.empty(layout.shape, dtype=out_dtype)
+                    function(operand[2], out, compute)
+                except MemoryError:
+                    return _unary_checked(op, x, None)  # an AllocationError with the numbers
+                finally:
+                    ERROR_STATE.reset(token)
+                dispatch_unchanged(operand[3], operand[4])
+                return Tensor._adopt_layout(out.reshape(-1), layout)
+    return _unary_checked(op, x, dtype)
+
+
+def _unary_plan(op: str, kind: object, result: Tensor) -> object:
+    """The plan of a unary call that just succeeded on the full path (``False``: never plan
+    its key): the NumPy backend's function for ``op``, the result dtype, the compute dtype and
+    the result's layout."""
+    source: np.dtype = np.dtype(kind)  # type: ignore[call-overload]
+    compute = np.dtype(np.bool_) if op == "logical_not" else compute_dtype([source])
+    natural = np.dtype(np.bool_) if op == "logical_not" else source
+    backend = get_backend()
+    if type(backend) is not NumpyBackend or not backend.supports("unary", op, source):
+        return False
+    if op not in numpy_backend.UNARY or not np.can_cast(compute, natural, "same_kind"):
+        return False
+    if result.dtype != natural or not 0 < result.size <= DISPATCH_MAX_VALUES:
+        return False
+    return (numpy_backend.UNARY[op], natural, compute, result.layout)
+
+
+def _unary_checked(op: str, x: object, dtype: object | None) -> Tensor:
     view = as_view(x, what=f"{op}'s operand")
     kind = view.dtype
     if op in FLOAT_ONLY_UNARY and not is_float(kind):
@@ -337,30 +423,41 @@ def broadcast_operands(
 
 
 def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
-    left, right = broadcast_operands(a, b, what=f"{op}'s operand")
-    dtypes = [left.dtype, right.dtype]
-    promoted = widest_dtype(dtypes)
-    compute: np.dtype = compute_dtype(dtypes)
-    natural: np.dtype
+    if dtype is None and numpy_is_active():
+        planned = _binary_planned(op, a, b)
+        if planned is not None:
+            return planned
+    return _binary_checked(op, a, b, dtype)
+
+
+def _binary_dtypes(op: str, promoted: np.dtype) -> tuple[np.dtype, np.dtype]:
+    """The (natural result, compute) dtypes of binary ``op`` on operands promoting to
+    ``promoted``; raises :class:`DTypeError` for the ops NumPy refuses on bools."""
+    compute: np.dtype = compute_dtype([promoted])
     if op in LOGICAL_OPS:
-        natural = compute = np.dtype(np.bool_)
-    elif op in COMPARISON_OPS:
-        natural = np.dtype(np.bool_)
-    elif op == "div" and not is_float(promoted):
-        natural = compute = np.dtype(np.float64)  # true division, as NumPy
-    else:
-        natural = promoted
-        if is_bool(promoted) and op == "sub":
-            raise refuse_dtype(
-                "sub", promoted, (*INTEGER_DTYPES, *FLOAT_DTYPES), "use logical_xor or ^ on bools"
-            )
-        if is_bool(promoted) and op in ("power", "floor_divide", "remainder"):
-            raise refuse_dtype(
-                op,
-                promoted,
-                (*INTEGER_DTYPES, *FLOAT_DTYPES),
-                "cast first, e.g. x.astype('int64')",
-            )
+        return np.dtype(np.bool_), np.dtype(np.bool_)
+    if op in COMPARISON_OPS:
+        return np.dtype(np.bool_), compute
+    if op == "div" and not is_float(promoted):
+        return np.dtype(np.float64), np.dtype(np.float64)  # true division, as NumPy
+    if is_bool(promoted) and op == "sub":
+        raise refuse_dtype(
+            "sub", promoted, (*INTEGER_DTYPES, *FLOAT_DTYPES), "use logical_xor or ^ on bools"
+        )
+    if is_bool(promoted) and op in ("power", "floor_divide", "remainder"):
+        raise refuse_dtype(
+            op,
+            promoted,
+            (*INTEGER_DTYPES, *FLOAT_DTYPES),
+            "cast first, e.g. x.astype('int64')",
+        )
+    return promoted, compute
+
+
+def _binary_checked(op: str, a: object, b: object, dtype: object | None) -> Tensor:
+    left, right = broadcast_operands(a, b, what=f"{op}'s operand")
+    promoted = widest_dtype([left.dtype, right.dtype])
+    natural, compute = _binary_dtypes(op, promoted)
     out = resolve_dtype(dtype, where="an op's dtype= argument") if dtype is not None else natural
     if left.is_empty:
         return empty_result(left.shape, out)
@@ -371,6 +468,71 @@ def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
         result = backend.binary(op, left, right, dtype=out, compute=compute)
     check_unchanged(left, right)
     return result
+
+
+def _binary_planned(op: str, a: object, b: object) -> Tensor | None:
+    """:func:`_binary` through its cached plan (:mod:`llmfs.tensor.dispatch`): ``None`` when
+    the call is not one a plan covers. The first call of a key runs the full path and stores
+    the plan; later ones make the NumPy backend's ufunc call directly."""
+    first, second = elementwise_operand(a), elementwise_operand(b)
+    if first is None or second is None or (first[3] is None and second[3] is None):
+        return None
+    key = (op, first[0], first[1], second[0], second[1])
+    plan = PLANS.get(key)
+    if plan is None:
+        result = _binary_checked(op, a, b, None)  # every check; its errors are the op's
+        remember(key, _binary_plan(op, a, b, result))
+        return result
+    if plan is False:
+        return None
+    ufunc, out_dtype, options, shape, layout, left_dtype, right_dtype = plan
+    token = ERROR_STATE.set(QUIET)
+    try:
+        # A number becomes a 0-d array of the promoted dtype, as scalar_view makes it.
+        left = first[2] if left_dtype is None else np.asarray(a).astype(left_dtype)
+        right = second[2] if right_dtype is None else np.asarray(b).astype(right_dtype)
+        out = np.empty(shape, dtype=out_dtype)
+        ufunc(left, right, out=out, **options)
+    except MemoryError:
+        return None  # the full path turns it into an AllocationError with the numbers
+    finally:
+        ERROR_STATE.reset(token)
+    for owner, version in ((first[3], first[4]), (second[3], second[4])):
+        if owner is not None and (owner._writer or owner._version != version):
+            dispatch_unchanged(owner, version)  # raises ConcurrentWriteError
+    return Tensor._adopt_layout(out.reshape(-1), layout)
+
+
+def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
+    """The plan of a binary call that just succeeded on the full path with ``result``, or
+    ``False`` when calls of its key must always take the full path: an empty or large result,
+    an integer ``power`` (its exponents are checked value by value), a weak int next to an
+    integer or bool tensor (its value decides whether it fits), an op the NumPy backend has
+    no ufunc table entry for, or one the backend does not run itself."""
+    numbers = [v for v in (a, b) if not isinstance(v, (Tensor, TensorView))]
+    kinds = [v.dtype for v in (a, b) if isinstance(v, (Tensor, TensorView))]
+    promoted = promote(*kinds, *numbers)
+    natural, compute = _binary_dtypes(op, promoted)
+    if builtins.any(type(v) is int for v in numbers) and not is_float(promoted):
+        return False
+    if result.dtype != natural or not 0 < result.size <= DISPATCH_MAX_VALUES:
+        return False
+    if op == "power" and is_integer(compute):
+        return False
+    backend = get_backend()
+    if type(backend) is not NumpyBackend or not backend.supports("binary", op, promoted):
+        return False
+    if op in numpy_backend.BOOL_BINARY:
+        ufunc = numpy_backend.BOOL_BINARY[op]
+        options: dict[str, object] = (
+            {} if op in LOGICAL_OPS else {"signature": (compute, compute, np.dtype(np.bool_))}
+        )
+    elif op in numpy_backend.BINARY and np.can_cast(compute, natural, "same_kind"):
+        ufunc, options = numpy_backend.BINARY[op], {"dtype": compute}
+    else:
+        return False
+    scalar = [None if isinstance(v, (Tensor, TensorView)) else promoted for v in (a, b)]
+    return (ufunc, natural, options, result.shape, result.layout, scalar[0], scalar[1])
 
 
 def _check_integer_exponents(exponents: TensorView) -> None:
@@ -525,6 +687,70 @@ _IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
 
 
 def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object | None) -> Tensor:
+    if (
+        dtype is None
+        and type(keepdims) is bool
+        and (axis is None or type(axis) is int)
+        and numpy_is_active()
+    ):
+        owner = fresh_owner(x)
+        if owner is not None:
+            layout = x._layout  # type: ignore[attr-defined]
+            key = ("reduce", op, layout.shape, layout.strides, owner._storage.dtype, axis, keepdims)
+            plan = PLANS.get(key)
+            if plan is None:
+                result = _reduction_checked(op, x, axis, keepdims, None)  # every check
+                remember(key, _reduction_plan(op, x, axis, keepdims, result))
+                return result
+            if plan is not False:
+                ufunc, axes, shape, compute, out_dtype, divisor, truth, final = plan
+                version = owner._version
+                token = ERROR_STATE.set(QUIET)
+                try:
+                    values = strided_array(owner._storage, layout)
+                    acc = np.empty(shape, dtype=compute)
+                    if truth:  # truth values of any dtype, folded as bools
+                        ufunc.reduce(values, axis=axes, out=acc)
+                    else:
+                        ufunc.reduce(values, axis=axes, dtype=compute, out=acc)
+                    if divisor:
+                        np.divide(acc, divisor, out=acc)
+                    out = acc if acc.dtype == out_dtype else acc.astype(out_dtype)
+                except MemoryError:
+                    return _reduction_checked(op, x, axis, keepdims, None)
+                finally:
+                    ERROR_STATE.reset(token)
+                dispatch_unchanged(owner, version)
+                return Tensor._adopt_layout(out.reshape(-1), final)
+    return _reduction_checked(op, x, axis, keepdims, dtype)
+
+
+def _reduction_plan(op: str, x: object, axis: object, keepdims: bool, result: Tensor) -> object:
+    """The plan of a reduction that just succeeded on the full path (``False``: never plan its
+    key): the NumPy backend's ufunc and the numbers its ``reduce`` works out from the shape."""
+    view = as_view(x)
+    axes = (
+        tuple(range(view.rank)) if axis is None else tuple(sorted(normalize_axes(axis, view.rank)))
+    )
+    natural, compute = _reduction_dtypes(op, view.dtype)
+    backend = get_backend()
+    if type(backend) is not NumpyBackend or not backend.supports("reduce", op, view.dtype):
+        return False
+    if not axes or view.is_empty or op not in numpy_backend.REDUCE:
+        return False
+    if result.dtype != natural or not 0 < result.size <= DISPATCH_MAX_VALUES:
+        return False
+    if view.size > DISPATCH_MAX_VALUES * 16:
+        return False
+    divisor = element_count([view.shape[a] for a in axes]) if op == "mean" else 0
+    shape = reduced_shape(view.shape, axes)
+    truth = op in ("any", "all")
+    return (numpy_backend.REDUCE[op], axes, shape, compute, natural, divisor, truth, result.layout)
+
+
+def _reduction_checked(
+    op: str, x: object, axis: object, keepdims: object, dtype: object | None
+) -> Tensor:
     view = as_view(x, what=f"{op}'s operand")
     keep = _check_keepdims(op, keepdims)
     if axis is None:
@@ -872,6 +1098,76 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
     ``b``'s second-to-last (naming both sizes), and :class:`BroadcastError` when the batch
     axes do not broadcast.
     """
+    if dtype is None and numpy_is_active():
+        first, second = fresh_owner(a), fresh_owner(b)
+        if first is not None and second is not None:
+            la, lb = a._layout, b._layout
+            dtype_a, dtype_b = first._storage.dtype, second._storage.dtype
+            key = ("matmul", la.shape, la.strides, lb.shape, lb.strides, dtype_a, dtype_b)
+            plan = PLANS.get(key)
+            if plan is None:
+                result = _matmul_checked(a, b, None)  # every check; its errors are matmul's
+                remember(key, _matmul_plan(a, b, result))
+                return result
+            if plan is not False:
+                shape_a, steps_a, shape_b, steps_b, acc_shape, final = plan
+                version_a, version_b = first._version, second._version
+                storage_a, storage_b = first._storage, second._storage
+                token = ERROR_STATE.set(QUIET)
+                try:
+                    left = np.ndarray(
+                        shape_a, dtype_a, storage_a, la.offset * storage_a.itemsize, steps_a
+                    )
+                    right = np.ndarray(
+                        shape_b, dtype_b, storage_b, lb.offset * storage_b.itemsize, steps_b
+                    )
+                    acc = np.empty(acc_shape, dtype=dtype_a)
+                    np.matmul(left, right, out=acc)
+                except MemoryError:
+                    return _matmul_checked(a, b, None)  # an AllocationError with the numbers
+                finally:
+                    ERROR_STATE.reset(token)
+                dispatch_unchanged(first, version_a)
+                dispatch_unchanged(second, version_b)
+                return Tensor._adopt_layout(acc.reshape(-1), final)
+    return _matmul_checked(a, b, dtype)
+
+
+def _matmul_plan(a: Operand, b: Operand, result: Tensor) -> object:
+    """The plan of a matrix product that just succeeded on the full path (``False``: never
+    plan its key): the shapes and byte strides of the two arrays the NumPy backend passes to
+    ``np.matmul`` (the operands with the vector axis added and the batch axes broadcast, by the
+    same layout rules as :func:`matmul`), the accumulator's shape and the result's layout. Only
+    operands of one dtype that is its own compute dtype, both read in place by BLAS."""
+    left, right = a._layout, b._layout
+    dtypes = [a.dtype, b.dtype]
+    compute = compute_dtype(dtypes)
+    if a.dtype != b.dtype or a.dtype != compute or result.dtype != compute:
+        return False
+    backend = get_backend()
+    if type(backend) is not NumpyBackend or not backend.supports("matmul", None, compute):
+        return False
+    if not 0 < result.size <= DISPATCH_MAX_VALUES or left.is_empty or right.is_empty:
+        return False
+    if left.size > DISPATCH_MAX_VALUES * 16 or right.size > DISPATCH_MAX_VALUES * 16:
+        return False
+    if left.rank == 1:
+        left = left.unsqueeze(0)
+    if right.rank == 1:
+        right = right.unsqueeze(1)
+    batch = broadcast_shapes(left.shape[:-2], right.shape[:-2])
+    left = left.expand((*batch, *left.shape[-2:]))
+    right = right.expand((*batch, *right.shape[-2:]))
+    if not (left.is_matrix_dense() and right.is_matrix_dense()):
+        return False  # the backend gathers such a matrix first: the full path does that
+    itemsize = compute.itemsize
+    steps_a = tuple(s * itemsize for s in zero_unused_strides(left.shape, left.strides))
+    steps_b = tuple(s * itemsize for s in zero_unused_strides(right.shape, right.strides))
+    acc_shape = (*batch, left.shape[-2], right.shape[-1])
+    return (left.shape, steps_a, right.shape, steps_b, acc_shape, result.layout)
+
+
+def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:
     scalar_hint = " (to multiply by a number use mul or *)"
     left, right = (
         as_view(a, what="matmul's left operand", hint=scalar_hint if is_scalar(a) else ""),

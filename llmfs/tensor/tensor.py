@@ -122,8 +122,13 @@ class Tensor(ViewMethods):
             self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
 
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
+        self._init_layout(storage, Layout(shape, strides, 0))
+
+    def _init_layout(self, storage: np.ndarray, layout: Layout) -> None:
+        """Every field of a new owner (version 0, no write open), through a row-major
+        ``layout`` at offset 0 that matches ``storage.size``."""
         self._storage = storage
-        self._layout = Layout(shape, strides, 0)
+        self._layout = layout
         self._version = 0
         self._window_open = False
         self._writer = 0
@@ -220,6 +225,17 @@ class Tensor(ViewMethods):
         tensor._init(
             storage, dims, tuple(strides) if strides is not None else row_major_strides(dims)
         )
+        return tensor
+
+    @classmethod
+    def _adopt_layout(cls, storage: np.ndarray, layout: Layout) -> Tensor:
+        """:meth:`_adopt` with the row-major ``layout`` already built: the ops' cached dispatch
+        (:mod:`llmfs.tensor.dispatch`) shares one immutable ``Layout`` among the results of
+        one shape, so a result costs no layout arithmetic. Same contract as :meth:`_adopt`:
+        ``storage`` is the only reference to a fresh contiguous 1-D array of ``layout.size``
+        values and ``layout`` is row-major at offset 0."""
+        tensor = object.__new__(cls)
+        tensor._init_layout(storage, layout)
         return tensor
 
     # -- what ViewMethods reads --------------------------------------------------------------

@@ -30,8 +30,8 @@ rather than values from two versions (see "Threads" in :mod:`llmfs.tensor.tensor
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import numpy as np
 
@@ -50,6 +50,43 @@ from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
     from llmfs.tensor.tensor import Tensor
+
+
+#: Layouts already derived by ``T`` and ``reshape``, by (method, shape, strides, offset, the
+#: argument and its types): each is a pure function of those, so a view of an 8x8 matrix is
+#: transposed or reshaped by one dictionary lookup instead of the layout algebra (which ran, and
+#: checked the argument, the first time). A derivation that raised is never stored.
+_DERIVED: dict[tuple[object, ...], Layout] = {}
+
+#: At most this many derived layouts are kept; past it the cache starts again.
+_MAX_DERIVED = 4096
+
+
+def _remember(key: tuple[object, ...], layout: Layout) -> Layout:
+    if len(_DERIVED) >= _MAX_DERIVED:
+        _DERIVED.clear()
+    _DERIVED[key] = layout
+    return layout
+
+
+def _args_key(args: tuple[object, ...]) -> tuple[object, ...] | None:
+    """``args`` as a cache key that tells apart what compares equal (``True == 1 == 1.0``):
+    each plain int or ``None`` with its type, each list or tuple of plain ints as its items with
+    the container type; ``None`` (no caching) for anything else."""
+    parts: list[object] = []
+    for arg in args:
+        kind = type(arg)
+        if kind is int or arg is None:
+            parts.append((kind, arg))
+        elif kind is list or kind is tuple:
+            items = tuple(cast("Sequence[object]", arg))
+            for item in items:
+                if type(item) is not int:
+                    return None
+            parts.append((kind, items))
+        else:
+            return None
+    return tuple(parts)
 
 
 def _varargs(args: tuple[object, ...]) -> object:
@@ -71,6 +108,8 @@ class ViewMethods(OperatorMixin):
     #: The version reads are checked against (a slot of each subclass): a view's is its owner's
     #: version when the view was made, a tensor's is its own, now.
     _version: int
+    #: What :attr:`layout` returns (a slot of each subclass), read directly on the hot paths.
+    _layout: Layout
 
     @property
     def layout(self) -> Layout:
@@ -96,9 +135,15 @@ class ViewMethods(OperatorMixin):
             raise ConcurrentWriteError(version, owner._version, window_open=writing)
 
     def _derive(self, layout: Layout) -> TensorView:
-        """A view of the same owner through ``layout`` (derived from this one, so still valid)."""
-        self._check_fresh()
-        return TensorView._trusted(self.owner, layout)
+        """A view of the same owner through ``layout`` (derived from this one, so still valid).
+
+        Raises what :meth:`_check_fresh` raises; it is called only when the owner is being
+        written or has moved past this object's version (the one case it can raise in), so a
+        fresh view derives another without the call."""
+        owner = self.owner
+        if owner._writer or owner._version != self._version:
+            self._check_fresh()
+        return TensorView._trusted(owner, layout)
 
     # -- metadata ----------------------------------------------------------------------------
 
@@ -313,12 +358,16 @@ class ViewMethods(OperatorMixin):
         owner later never changes the copy. The active backend performs the strided copy (see
         :mod:`llmfs.tensor.backends`). Raises :class:`AllocationError` when the copy does not fit
         in NumPy's largest array or the machine's memory."""
+        # The compute layer (ops, then backends) is built on top of the views: imported on use.
+        from llmfs.tensor.ops import backend_for, copy_planned
+
+        planned = copy_planned(self)
+        if planned is not None:
+            return planned
         self._check_fresh()
         if self.is_empty:
             # type(owner) is Tensor: tensor.py builds on this module, so it is not imported here.
             return type(self.owner)._adopt(np.empty(0, dtype=self.dtype), self.shape)
-        # The compute layer (ops, then backends) is built on top of the views: imported on use.
-        from llmfs.tensor.ops import backend_for
 
         view = self if isinstance(self, TensorView) else self.view()
         with allocating(self.size, self.dtype):
@@ -394,6 +443,32 @@ class ViewMethods(OperatorMixin):
             return self.reshape(*shape)
         return self._derive(self.layout)
 
+    def _derive_cached(
+        self,
+        method: str,
+        args: tuple[object, ...],
+        rule: Callable[[Layout], Layout],
+        fresh_first: bool = False,
+    ) -> TensorView:
+        """``self._derive(rule(self.layout))``, where the derived layout is looked up in
+        :data:`_DERIVED` under ``method``, this layout and ``args`` (with their types, so ``2.0``
+        is not taken for the size ``2``); ``rule`` runs (and checks ``args``) only the first
+        time. ``fresh_first``: the method checks freshness before the rule, so a stale view
+        with a bad argument says it is stale (as ``reshape`` and ``merge`` do)."""
+        layout = self._layout
+        parts = _args_key(args)
+        if parts is None:  # arguments that are not plain ints (or lists of them): no cache
+            if fresh_first:
+                self._check_fresh()
+            return self._derive(rule(layout))
+        key = (method, layout.shape, layout.strides, layout.offset, parts)
+        derived = _DERIVED.get(key)
+        if derived is None:
+            if fresh_first:
+                self._check_fresh()
+            derived = _remember(key, rule(layout))
+        return self._derive(derived)
+
     def reshape(self, *shape: Any) -> TensorView:
         """The same values in the same logical order under a new shape, without copying.
 
@@ -403,8 +478,9 @@ class ViewMethods(OperatorMixin):
         :class:`ReshapeElementCountMismatchError`, :class:`InvalidShapeError`, or
         :class:`NonContiguousReshapeError` (which says to ``materialize()`` first).
         """
-        self._check_fresh()
-        return self._derive(self.layout.reshape(_varargs(shape)))
+        return self._derive_cached(
+            "reshape", shape, lambda layout: layout.reshape(_varargs(shape)), True
+        )
 
     def permute(self, *axes: Any) -> TensorView:
         """Output axis ``k`` takes the size and stride of source axis ``axes[k]``;
@@ -413,7 +489,7 @@ class ViewMethods(OperatorMixin):
         Raises :class:`PermutationLengthMismatchError`, :class:`AxisOutOfRangeError`,
         :class:`DuplicateAxisError`.
         """
-        return self._derive(self.layout.permute(_varargs(axes)))
+        return self._derive_cached("permute", axes, lambda layout: layout.permute(_varargs(axes)))
 
     def transpose(self, *axes: int) -> TensorView:
         """``transpose(a, b)`` swaps two axes (PyTorch's meaning, the course's); ``transpose()``
@@ -423,22 +499,24 @@ class ViewMethods(OperatorMixin):
         :class:`TensorError` for another number of arguments.
         """
         if not axes:
-            return self._derive(self.layout.reversed_axes())
+            return self.T
         if len(axes) != 2:
             raise TensorError(
                 f"transpose takes no axis (reverse all) or two axes to swap, got {len(axes)}: "
                 f"{list(axes)}; use permute(...) for another order"
             )
-        return self._derive(self.layout.swap_axes(axes[0], axes[1]))
+        return self.swapaxes(axes[0], axes[1])
 
     def swapaxes(self, first: int, second: int) -> TensorView:
         """NumPy's name for ``transpose(first, second)``: the two axes exchanged."""
-        return self._derive(self.layout.swap_axes(first, second))
+        return self._derive_cached(
+            "swapaxes", (first, second), lambda layout: layout.swap_axes(first, second)
+        )
 
     @property
     def T(self) -> TensorView:
         """All axes reversed (the matrix transpose for rank 2)."""
-        return self._derive(self.layout.reversed_axes())
+        return self._derive_cached("T", (), Layout.reversed_axes)
 
     def slice(self, axis: int, start: int, stop: int, step: int = 1) -> TensorView:
         """The strict slice ``start..stop`` (half-open) of one axis, taking every ``step``-th index.
@@ -449,11 +527,15 @@ class ViewMethods(OperatorMixin):
         :class:`IndexOutOfBoundsError` (negative bound), :class:`SliceStartAfterEndError`,
         :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`.
         """
-        return self._derive(self.layout.slice(axis, start, stop, step))
+        return self._derive_cached(
+            "slice",
+            (axis, start, stop, step),
+            lambda layout: layout.slice(axis, start, stop, step),
+        )
 
     def flip(self, axis: int) -> TensorView:
         """Reverses one axis: negated stride, base offset moved to the axis's last element."""
-        return self._derive(self.layout.flip(axis))
+        return self._derive_cached("flip", (axis,), lambda layout: layout.flip(axis))
 
     def merge(self, start: int, end: int) -> TensorView:
         """Fuses axes ``start..=end`` (inclusive, like ``torch.flatten``) into one axis.
@@ -462,8 +544,9 @@ class ViewMethods(OperatorMixin):
         :class:`InvalidAxisRangeError` when ``start > end`` and :class:`NonContiguousReshapeError`
         when the axes are not adjacent in storage (a merge would need a copy).
         """
-        self._check_fresh()
-        return self._derive(self.layout.merge(start, end))
+        return self._derive_cached(
+            "merge", (start, end), lambda layout: layout.merge(start, end), True
+        )
 
     def split(self, axis: int, sizes: Sequence[int]) -> TensorView:
         """Splits one axis into ``sizes`` (one may be ``-1``); never needs a copy.
@@ -471,7 +554,7 @@ class ViewMethods(OperatorMixin):
         Raises :class:`ReshapeElementCountMismatchError` when the sizes do not multiply to the
         axis size.
         """
-        return self._derive(self.layout.split(axis, sizes))
+        return self._derive_cached("split", (axis, sizes), lambda layout: layout.split(axis, sizes))
 
     def unflatten(self, axis: int, sizes: Sequence[int]) -> TensorView:
         """PyTorch's name for :meth:`split` (one axis into several; never a copy)."""
@@ -481,7 +564,7 @@ class ViewMethods(OperatorMixin):
         """Broadcasts to ``shape`` with zero strides (new leading axes allowed, ``-1`` keeps a
         size, a size-1 axis may grow to any size); ``expand(2, 3)`` and ``expand([2, 3])`` are
         the same. Raises :class:`BroadcastError`."""
-        return self._derive(self.layout.expand(_varargs(shape)))
+        return self._derive_cached("expand", shape, lambda layout: layout.expand(_varargs(shape)))
 
     def broadcast_to(self, shape: Sequence[int]) -> TensorView:
         """Same as :meth:`expand` (NumPy's name)."""
@@ -489,12 +572,12 @@ class ViewMethods(OperatorMixin):
 
     def unsqueeze(self, axis: int) -> TensorView:
         """Inserts a size-1 axis at position ``axis`` (in ``[-rank-1, rank]``)."""
-        return self._derive(self.layout.unsqueeze(axis))
+        return self._derive_cached("unsqueeze", (axis,), lambda layout: layout.unsqueeze(axis))
 
     def squeeze(self, axis: int | Sequence[int] | None = None) -> TensorView:
         """Drops size-1 axes: all of them, or the ones named. Raises :class:`SqueezeError` for a
         named axis whose size is not 1."""
-        return self._derive(self.layout.squeeze(axis))
+        return self._derive_cached("squeeze", (axis,), lambda layout: layout.squeeze(axis))
 
     def __getitem__(self, key: object) -> TensorView:
         """NumPy-style indexing that returns a view: ints drop an axis (negative ints count from

@@ -1,0 +1,304 @@
+"""The ops' cached dispatch (:mod:`llmfs.tensor.dispatch`) never changes a result or an error.
+
+A plan is remembered after the first call of a kind; these tests call each op again and again
+across those cache hits, with other values, other versions of the owner, stale views, other
+backends and bad operands, and compare with the full path (the cache switched off) bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import llmfs.tensor as lt
+from llmfs.tensor import Tensor, TensorView, dispatch, use_backend
+from llmfs.tensor import backends as registry
+from llmfs.tensor.backends.numpy_backend import NumpyBackend
+from llmfs.tensor.errors import (
+    BroadcastError,
+    ConcurrentWriteError,
+    DTypeError,
+    MatmulShapeError,
+    StaleViewError,
+    TensorError,
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache() -> Iterator[None]:
+    dispatch.clear()
+    yield
+    dispatch.clear()
+
+
+def full_path(fn: Callable[[], Any], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``fn()`` with the cache switched off: every call takes the ops' full path."""
+    with monkeypatch.context() as patch:
+        patch.setattr(dispatch, "ENABLED", False)
+        return fn()
+
+
+def same(result: Any, expected: Any) -> None:
+    """Same dtype, shape and bits (NaN equal to NaN)."""
+    assert isinstance(result, Tensor)
+    assert result.dtype == expected.dtype
+    assert result.shape == expected.shape
+    assert result.layout == expected.layout
+    assert result.to_numpy().tobytes() == expected.to_numpy().tobytes()
+
+
+def matrix(rng: np.random.Generator, shape: tuple[int, ...], dtype: str = "float32") -> Tensor:
+    return Tensor.from_numpy(rng.standard_normal(shape).astype(dtype))
+
+
+OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "add": lt.add,
+    "sub": lt.sub,
+    "mul": lt.mul,
+    "div": lt.div,
+    "less": lt.less,
+    "maximum": lt.maximum,
+    "matmul": lt.matmul,
+    "exp": lambda a, _: lt.exp(a),
+    "tanh": lambda a, _: lt.tanh(a),
+    "sum": lambda a, _: lt.sum(a, -1),
+    "mean": lambda a, _: lt.mean(a, 0, keepdims=True),
+    "max": lambda a, _: lt.max(a, None),
+    "materialize": lambda a, _: a.view().T.materialize(),
+    "scalar": lambda a, _: 0.5 * a - 1,
+}
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_every_cache_hit_computes_the_new_values(name: str) -> None:
+    rng = np.random.default_rng(0)
+    op = OPS[name]
+    for _ in range(4):  # the first call makes the plan, the others use it
+        a, b = matrix(rng, (5, 5)), matrix(rng, (5, 5))
+        with use_backend("reference"):
+            expected = op(a, b)
+        got = op(a, b)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_allclose(got.to_numpy(), expected.to_numpy(), rtol=1e-5, atol=1e-6)
+    assert dispatch.PLANS or name == "materialize"
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_a_write_between_cache_hits_is_seen(name: str) -> None:
+    rng = np.random.default_rng(1)
+    a, b = matrix(rng, (4, 4)), matrix(rng, (4, 4))
+    op = OPS[name]
+    first = op(a, b).to_numpy()
+    op(a, b)
+    with a.mutate() as buf:
+        buf[:] = 2.0
+    after = op(a, b)
+    with use_backend("reference"):
+        expected = op(a, b)
+    np.testing.assert_allclose(after.to_numpy(), expected.to_numpy(), rtol=1e-5, atol=1e-6)
+    assert not np.array_equal(first, after.to_numpy())
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_a_stale_view_is_refused_on_a_cache_hit(name: str) -> None:
+    rng = np.random.default_rng(2)
+    a, b = matrix(rng, (4, 4)), matrix(rng, (4, 4))
+    view = a.view()
+    op = OPS[name]
+    op(view, b)
+    op(view, b)  # a cache hit
+    a.as_mut_slice()[0] = 1.0
+    with pytest.raises(StaleViewError):
+        op(view, b)
+    with pytest.raises(StaleViewError):
+        op(view, b)
+
+
+def test_stale_views_are_refused_by_the_remembered_view_layouts() -> None:
+    t = Tensor.from_numpy(np.arange(12.0).reshape(3, 4))
+    view = t.view()
+    assert view.T.shape == (4, 3) and view.reshape([12]).shape == (12,)
+    assert view.T.shape == (4, 3) and view.reshape([12]).shape == (12,)  # cache hits
+    t.as_mut_slice()[0] = 5.0
+    for derive in (lambda: view.T, lambda: view.reshape([12]), lambda: view.reshape([5])):
+        with pytest.raises(StaleViewError):
+            derive()
+    with pytest.raises(lt.ReshapeElementCountMismatchError):
+        t.reshape([5])
+    with pytest.raises(TensorError):
+        t.reshape([12.0])  # equal to 12 and hashed alike, but a float is no size
+    assert t.reshape((12,)).tolist()[0] == 5.0
+
+
+def test_an_op_inside_a_write_window_is_refused_before_and_after_the_plan_exists() -> None:
+    t = Tensor.from_numpy(np.ones((3, 3), dtype=np.float32))
+    lt.add(t, t)
+    lt.add(t, t)
+    with t.mutate():
+        for op in (lambda: lt.add(t, t), lambda: lt.exp(t), lambda: lt.sum(t, 0)):
+            with pytest.raises(StaleViewError, match="mutate\\(\\) window is open"):
+                op()
+    assert lt.add(t, t).tolist() == [[2.0] * 3] * 3
+
+
+def test_the_after_read_check_raises_what_the_full_path_raises() -> None:
+    t = Tensor.from_numpy(np.ones(3))
+    version = t.version
+    dispatch.check_unchanged(t, version)
+    t.as_mut_slice()[0] = 2.0
+    with pytest.raises(ConcurrentWriteError):
+        dispatch.check_unchanged(t, version)
+
+
+def test_errors_stay_errors_next_to_a_plan_of_the_same_op() -> None:
+    f32 = Tensor.from_numpy(np.ones((3, 3), dtype=np.float32))
+    i32 = Tensor.from_numpy(np.ones((3, 3), dtype=np.int32))
+    flags = Tensor.from_numpy(np.ones((3, 3), dtype=bool))
+    for _ in range(3):
+        lt.add(f32, f32), lt.add(i32, 1), lt.matmul(f32, f32)
+        with pytest.raises(BroadcastError):
+            lt.add(f32, Tensor.from_numpy(np.ones((2, 3), dtype=np.float32)))
+        with pytest.raises(DTypeError):
+            lt.sub(flags, flags)
+        with pytest.raises(DTypeError):
+            lt.exp(i32)
+        with pytest.raises(TensorError, match="does not fit int32"):
+            lt.add(i32, 2**40)  # the value decides: a weak int next to int32 is never planned
+        with pytest.raises(MatmulShapeError):
+            lt.matmul(f32, Tensor.from_numpy(np.ones((2, 3), dtype=np.float32)))
+        with pytest.raises(TensorError, match="at least one"):
+            lt.add(1.0, 2.0)
+        with pytest.raises(TensorError):
+            lt.add(f32, np.ones((3, 3)))
+        with pytest.raises(TensorError, match="keepdims"):
+            lt.sum(f32, 0, keepdims="no")  # type: ignore[arg-type]
+
+
+def test_a_weak_number_keeps_numpy_2_promotion_on_every_hit() -> None:
+    f16 = Tensor.from_numpy(np.array([1.0, 2.0], dtype=np.float16))
+    i32 = Tensor.from_numpy(np.array([1, 2], dtype=np.int32))
+    for _ in range(3):
+        assert (f16 + 1).dtype == np.float16 and (f16 * 0.5).dtype == np.float16
+        assert (i32 + 0.5).dtype == np.float64 and (i32 + 0.5).tolist() == [1.5, 2.5]
+        assert (f16 + 70000.0).tolist() == [np.inf, np.inf]  # rounded to float16, as NumPy
+        assert (f16 + 2**60).tolist() == [np.inf, np.inf]  # outside the planned ints
+        assert (i32 + 3).tolist() == [4, 5] and (i32 + 3).dtype == np.int32
+
+
+class _Recording(NumpyBackend):
+    """The NumPy backend's arithmetic, recording each call: it is not planned for."""
+
+    name = "recording"
+    calls: ClassVar[list[str]] = []
+
+    def binary(self, op, a, b, *, dtype, compute):  # type: ignore[no-untyped-def]
+        self.calls.append(op)
+        return super().binary(op, a, b, dtype=dtype, compute=compute)
+
+
+def test_a_plan_of_the_numpy_backend_is_never_used_by_another_backend() -> None:
+    registry.register_backend("recording", _Recording, replace=True)
+    try:
+        _Recording.calls.clear()
+        a = Tensor.from_numpy(np.ones((2, 2), dtype=np.float32))
+        lt.add(a, a), lt.add(a, a)
+        assert _Recording.calls == []
+        with use_backend("recording"):
+            assert lt.add(a, a).tolist() == [[2.0, 2.0]] * 2
+            assert lt.add(a, a).tolist() == [[2.0, 2.0]] * 2
+        assert _Recording.calls == ["add", "add"]
+        with use_backend("reference"):
+            assert lt.add(a, a).tolist() == [[2.0, 2.0]] * 2
+    finally:
+        registry._loaders.pop("recording", None)
+        registry._loaded.pop("recording", None)
+
+
+def test_a_replaced_numpy_backend_is_still_the_numpy_backend() -> None:
+    a = Tensor.from_numpy(np.ones(2))
+    lt.add(a, a)
+    old = registry._loaded["numpy"]
+    try:
+        registry._loaded["numpy"] = _Recording()
+        _Recording.calls.clear()
+        assert lt.add(a, a).tolist() == [2.0, 2.0]
+        assert _Recording.calls == ["add"]
+    finally:
+        registry._loaded["numpy"] = old
+
+
+def test_large_and_empty_results_take_the_full_path() -> None:
+    big = Tensor.zeros([dispatch.MAX_VALUES + 1], "float32")
+    empty = Tensor.zeros([0, 3], "float32")
+    assert lt.add(big, big).shape == (dispatch.MAX_VALUES + 1,)
+    assert lt.add(empty, empty).shape == (0, 3)
+    assert lt.sum(empty, 0).tolist() == [0.0, 0.0, 0.0]
+    assert all(plan is False for plan in dispatch.PLANS.values())
+
+
+# -- the planned call is the full path's call, bit for bit -------------------------------------
+
+DTYPES = st.sampled_from(["float16", "float32", "float64", "int32", "int64", "bool"])
+
+
+@st.composite
+def operand(draw: st.DrawFn, shape: tuple[int, ...], dtype: str) -> Tensor | TensorView:
+    """A tensor of ``shape``, or the same values through a transposed or sliced view."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    values = (rng.standard_normal(shape) * 4).astype(dtype)
+    kind = draw(st.sampled_from(["tensor", "transposed", "sliced"]))
+    if kind == "transposed" and len(shape) >= 2:
+        return Tensor.from_numpy(np.ascontiguousarray(np.swapaxes(values, -1, -2))).view().T
+    if kind == "sliced" and len(shape) >= 1:
+        padded = np.concatenate([values, values], axis=-1)
+        return Tensor.from_numpy(padded).slice(len(shape) - 1, 0, shape[-1])
+    return Tensor.from_numpy(values)
+
+
+SHAPES = st.lists(st.integers(1, 4), min_size=0, max_size=3).map(tuple)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_planned_results_are_the_full_paths_bit_for_bit(data: st.DataObject) -> None:
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        shape = data.draw(SHAPES)
+        a = data.draw(operand(shape, data.draw(DTYPES)))
+        b = data.draw(operand(shape[data.draw(st.integers(0, len(shape))) :], data.draw(DTYPES)))
+        calls: list[Callable[[], Any]] = [
+            lambda: lt.add(a, b),
+            lambda: lt.mul(a, b),
+            lambda: lt.div(a, b),
+            lambda: lt.equal(a, b),
+            lambda: lt.logical_xor(a, b),
+            lambda: lt.add(a, 1.5),
+            lambda: lt.sub(2, a),
+            lambda: lt.neg(a),
+            lambda: lt.sum(a, None),
+            lambda: lt.mean(a, -1 if shape else None, keepdims=True),
+            lambda: lt.any(a, None),
+            lambda: a.materialize(),
+        ]
+        if a.dtype.kind == "f":
+            calls += [lambda: lt.exp(a), lambda: lt.sigmoid(a)]
+        if shape and a.dtype.kind == "f":
+            column = Tensor.from_numpy(np.linspace(-1, 1, shape[-1]).astype(a.dtype)[:, None])
+            calls += [lambda: lt.matmul(a, column), lambda: lt.matmul(column.view().T, a.view().T)]
+        for call in calls:
+            try:
+                expected = full_path(call, monkeypatch)
+            except TensorError as error:
+                for _ in range(2):
+                    with pytest.raises(type(error)):
+                        call()
+                continue
+            for _ in range(2):  # the first makes the plan, the second uses it
+                same(call(), expected)
+    finally:
+        monkeypatch.undo()
