@@ -5,6 +5,7 @@ descriptor and a kernel that hard-codes the visible answers all fail, without a 
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -20,7 +21,12 @@ from llmfs.course.exercise_checks import (
     run_spec,
 )
 from llmfs.course.exercise_checks.kernels import broadcast_descriptors, descriptor_of
-from llmfs.course.exercise_checks.spec import draw_cases, expected_outcome, outcome_of
+from llmfs.course.exercise_checks.spec import (
+    draw_cases,
+    expected_outcome,
+    outcome_of,
+    outcomes_match,
+)
 from llmfs.tensor import BroadcastError, Tensor
 from llmfs.tensor.backends.metal import emulator_available, is_available
 
@@ -74,7 +80,8 @@ def kernel(exercise_id: str, body: str, helpers: str = "") -> str:
 
 
 GUARD = "    if (gid >= count) { return; }\n"
-RELU = kernel("ch05.relu", GUARD + "    out[gid] = x[gid] > 0.0f ? x[gid] : 0.0f;")
+# NaN fails `x < 0.0f`, so it takes the branch that keeps it, as np.maximum(x, 0) keeps it.
+RELU = kernel("ch05.relu", GUARD + "    out[gid] = x[gid] < 0.0f ? 0.0f : x[gid];")
 SCALE = kernel(
     "ch05.scale", GUARD + "    out[gid] = alpha * x[view_offset(view, gid)];", VIEW_OFFSET
 )
@@ -114,7 +121,10 @@ def test_every_case_is_plain_json_and_launches_extra_threads_now_and_then() -> N
         spec = SPECS[exercise_id]
         for seed in (0, 1):
             cases = draw_cases(spec, seed)
-            assert json.loads(json.dumps(cases)) == [list(c) for c in cases]
+            # NaN and the infinities travel as JSON's NaN/Infinity (what the grader's channel
+            # allows); NaN != NaN, so the round trip is compared as text.
+            text = json.dumps(cases)
+            assert json.dumps(json.loads(text)) == text == json.dumps([list(c) for c in cases])
             counts = [len(expected_outcome(spec, case)["value"]) for case in cases]
             extra = [case for case, count in zip(cases, counts) if case[-1] > count]
             assert extra, f"{exercise_id} seed {seed} never launches more threads than values"
@@ -191,6 +201,46 @@ def test_wrong_kernels_fail_with_the_reason() -> None:
     assert "raised KernelNotFoundError: " in repr(check_relu_kernel(misnamed, record_attempt=False))
 
 
+@needs_kernels
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    out[gid] = x[gid] > 0.0f ? x[gid] : 0.0f;",
+        "    out[gid] = max(x[gid], 0.0f);",
+        "    out[gid] = fmax(x[gid], 0.0f);",
+    ],
+    ids=["comparison keeps only positives", "max", "fmax"],
+)
+def test_a_relu_that_turns_nan_into_0_fails_and_the_report_says_why(body: str) -> None:
+    report = check_relu_kernel(kernel("ch05.relu", GUARD + body), record_attempt=False)
+    assert report.status == "failed"
+    text = " ".join(repr(report).split())  # the explanation is wrapped to the output's width
+    assert "relu keeps NaN" in text and "np.maximum(x, 0)" in text and "torch.relu" in text
+    # The rule, not the answer: the explanation holds no expected value.
+    why = text[text.index("relu keeps NaN") :]
+    assert "[0" not in why
+
+
+def test_every_relu_draw_holds_nan_and_the_reference_keeps_it() -> None:
+    spec = SPECS["ch05.relu"]
+    for seed in (0, 1, 2, 3):
+        cases = draw_cases(spec, seed=seed)
+        with_nan = [c for c in cases if any(math.isnan(v) for v in c[0])]
+        assert with_nan, seed
+        for case in with_nan:
+            got = expected_outcome(spec, case)["value"]
+            assert [math.isnan(v) for v in got] == [math.isnan(v) for v in case[0]]
+
+
+def _msl_float(value: float) -> str:
+    # NaN and the infinities have no literal: MSL's macros spell them.
+    if math.isnan(value):
+        return "NAN"
+    if math.isinf(value):
+        return "INFINITY" if value > 0 else "-INFINITY"
+    return f"{float(value)!r}f"
+
+
 def _table_kernel(exercise_id: str) -> str:
     """A kernel that hard-codes the visible answers: it recognises a visible case by its count
     and first stored value and writes that case's expected values."""
@@ -202,9 +252,9 @@ def _table_kernel(exercise_id: str) -> str:
             continue  # no values: nothing to write, the guard alone answers it
         first = case[0][0]
         writes = " ".join(
-            f"if (gid == {k}u) out[{k}] = {float(v)!r}f;" for k, v in enumerate(values)
+            f"if (gid == {k}u) out[{k}] = {_msl_float(v)};" for k, v in enumerate(values)
         )
-        test = f"count == {len(values)}u && x[0] == {float(first)!r}f"
+        test = f"count == {len(values)}u && x[0] == {_msl_float(first)}"
         branches.append(f"    if ({test}) {{ {writes} }}")
     return kernel(exercise_id, GUARD + "\n".join(branches))
 
@@ -268,7 +318,9 @@ def test_the_graders_worker_compiles_a_kernel_under_its_own_limit_before_timing_
     spec = SPECS["ch05.relu"]
     replies = _worker_replies(tmp_path, source, cases, compile_timeout=600.0)
     assert replies[:2] == [{"ready": True}, {"defined": True}]
-    assert replies[2:] == [expected_outcome(spec, tuple(case)) for case in cases]
+    expected = [expected_outcome(spec, tuple(case)) for case in cases]
+    assert len(replies) == 2 + len(cases)
+    assert all(map(outcomes_match, replies[2:], expected))  # NaN != NaN: compared as outcomes
     # No compile of a cold cache fits in a millisecond: the compile's own limit is what stops it.
     stopped = _worker_replies(tmp_path, source, cases, compile_timeout=0.001)
     assert stopped[1] == {"load_error": "defining the function raised CaseTimeout"}

@@ -18,6 +18,7 @@ against the library's own offset walk.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
 from typing import Any
@@ -67,16 +68,43 @@ def _extra_threads(rng: random.Random) -> int:
 
 
 def _relu_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
-    # No values at all, with threads launched past them: only the guard runs.
-    cases: list[tuple[Any, ...]] = [([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0], 8), ([], 3)]
+    # No values at all, with threads launched past them: only the guard runs. NaN and the
+    # infinities come up in the fixed case and in about a third of the random ones: relu keeps
+    # NaN (np.maximum(x, 0) and torch.relu do), which a kernel built on one comparison may not.
+    cases: list[tuple[Any, ...]] = [
+        ([-2.0, -1.0, 0.0, 1.0, 2.0, 3.0], 8),
+        ([], 3),
+        ([math.nan, -1.5, math.inf, -math.inf], 5),
+    ]
     while len(cases) < n:
         count = rng.randint(1, 12)
-        cases.append((_values(rng, count), count + _extra_threads(rng)))
+        values = _values(rng, count)
+        if rng.random() < 0.35:
+            values[rng.randrange(count)] = rng.choice((math.nan, math.nan, math.inf, -math.inf))
+        cases.append((values, count + _extra_threads(rng)))
     return cases[:n]
 
 
 def _relu_reference(values: list[float], grid: int) -> list[Any]:
     return _floats(np.maximum(np.array(values, dtype=np.float32), np.float32(0)))
+
+
+def _relu_explain(got: Any, want: Any, values: list[float], grid: int) -> str | None:
+    """The NaN rule, when a wrong result turned a NaN input into a number."""
+    if not isinstance(got, list) or len(got) != len(values):
+        return None
+    for value, result in zip(values, got):
+        lost = isinstance(result, (int, float)) and not math.isnan(result)
+        if math.isnan(value) and lost:
+            return (
+                "relu keeps NaN, as NumPy's np.maximum(x, 0) and PyTorch's torch.relu do: a NaN "
+                "is a missing or broken value, and turning it into a number would hide it from "
+                "every later check. Every comparison with NaN is false, so a kernel that keeps x "
+                "only when a comparison is true sends NaN to the other branch; and MSL's max "
+                "(like fmax) returns the operand that is not NaN. Let NaN take the branch that "
+                "keeps x, or test isnan(x)."
+            )
+    return None
 
 
 def _run_relu(source: str, values: list[float], grid: int) -> list[Any]:
@@ -280,9 +308,11 @@ check_relu_kernel = register(
         cases=KERNEL_CASES,
         parameters=("values", "grid"),
         kernel=_run_relu,
+        explain=_relu_explain,
     ),
     "Checks ``relu_kernel() -> MSL``: kernel ``relu`` (buffers 0 x, 1 out, 2 count, all float "
-    "but the uint count) writes ``max(x, 0)``, launched with up to 7 threads more than values.",
+    "but the uint count) writes ``np.maximum(x, 0)`` (NaN kept, as NumPy and PyTorch keep it), "
+    "launched with up to 7 threads more than values; inputs include NaN and the infinities.",
 )
 check_view_offset = register(
     ImplementSpec(

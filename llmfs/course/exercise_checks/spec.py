@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import random
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -101,6 +102,11 @@ class ImplementSpec:
     #: view), ...]``, drawn as offset tables under the smallest failing case. A case whose
     #: layout is not a valid view (one the exercise must refuse) raises ``TensorError``: no table.
     views: Callable[..., Sequence[tuple[str, TensorView]]] | None = None
+    #: The rule a wrong answer breaks, for the cases where the exercise knows one:
+    #: ``explain(got, want, *args)`` (the two outcomes' values) returns a sentence naming the rule
+    #: (never the expected values), or ``None``. The report adds it under the smallest failing
+    #: case it explains.
+    explain: Callable[..., str | None] | None = None
 
 
 def expected_outcome(spec: ImplementSpec, args: Sequence[Any]) -> Outcome:
@@ -286,6 +292,21 @@ def _smallest_failure(spec: ImplementSpec, case: _Case) -> str:
     return "\n".join(lines) if len(lines) > 1 else ""
 
 
+def _explanation(spec: ImplementSpec, failures: Sequence[_Case]) -> str:
+    # The rule the smallest explained failure breaks (a case whose got or wanted outcome is an
+    # error has a value to explain on neither side).
+    if spec.explain is None:
+        return ""
+    for case in sorted(failures, key=lambda c: case_order(spec, c.args)):
+        got, want = case.got.outcome, case.want.outcome
+        if "value" in got and "value" in want:
+            why = spec.explain(got["value"], want["value"], *case.args)
+            if why:
+                # Wrapped: a notebook's output area is narrower than the sentence.
+                return textwrap.fill(f"why {case_label(spec, case.args)} is wrong: {why}", 88)
+    return ""
+
+
 def case_views(spec: ImplementSpec, args: Sequence[Any]) -> str:
     """The offset tables of the layouts one case describes (its spec's ``views``), or ``""``
     when the spec draws none or the case's layout is not a valid view."""
@@ -349,6 +370,8 @@ def run_spec(
         note = f"{len(failures)} of {len(drawn)} random cases ({label}) wrong; {smallest} shown"
         detail = _smallest_failure(spec, shown[0])
         note += f"\n{detail}" if detail else ""
+        why = _explanation(spec, failures)
+        note += f"\n{why}" if why else ""
     else:
         # The smallest case of each kind of answer (a scalar's, an empty one's, an error): three
         # scalars in a row would show one kind of answer three times.
