@@ -58,7 +58,7 @@ import numpy as np
 
 from llmfs.tensor.backends import get_backend, numpy_backend
 from llmfs.tensor.backends.base import COMPARISON_OPS, LOGICAL_OPS, Backend
-from llmfs.tensor.backends.numpy_backend import NumpyBackend
+from llmfs.tensor.backends.numpy_backend import NumpyBackend, matrix_orientation
 from llmfs.tensor.dispatch import (
     ERROR_STATE,
     PLANS,
@@ -1158,7 +1158,9 @@ def _matmul_plan(a: Operand, b: Operand, result: Tensor) -> object:
     batch = broadcast_shapes(left.shape[:-2], right.shape[:-2])
     left = left.expand((*batch, *left.shape[-2:]))
     right = right.expand((*batch, *right.shape[-2:]))
-    if not (left.is_matrix_dense() and right.is_matrix_dense()):
+    if matrix_orientation(left.shape, left.strides) is None or (
+        matrix_orientation(right.shape, right.strides) is None
+    ):
         return False  # the backend gathers such a matrix first: the full path does that
     itemsize = compute.itemsize
     steps_a = tuple(s * itemsize for s in zero_unused_strides(left.shape, left.strides))
