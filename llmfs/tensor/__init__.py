@@ -8,11 +8,15 @@
 * :mod:`llmfs.tensor.layout` holds all layout arithmetic as pure functions.
 * Storage is bool, int32, int64, float16, float32 or float64 (:data:`SUPPORTED_DTYPES`); ops
   promote as NumPy 2 does (:mod:`llmfs.tensor.dtypes`).
+* Reverse-mode autograd (:mod:`llmfs.tensor.autograd`): ``requires_grad=True``, ``y.backward()``,
+  ``t.grad``, :class:`no_grad`, :func:`gradcheck`; the backward of every view is one rule over
+  its layout.
 * Every refusal is a :class:`TensorError` naming the violated condition.
 """
 
 from __future__ import annotations
 
+from llmfs.tensor.autograd import gradcheck
 from llmfs.tensor.backends import (
     Backend,
     available_backends,
@@ -36,6 +40,7 @@ from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
 from llmfs.tensor.errors import (
     AllocationError,
+    AutogradError,
     AxisOutOfRangeError,
     BackendUnavailableError,
     BroadcastError,
@@ -47,6 +52,8 @@ from llmfs.tensor.errors import (
     EinsumError,
     ElementCountMismatchError,
     EmptyReductionError,
+    GradcheckError,
+    GradientShapeError,
     IndexOutOfBoundsError,
     InvalidArgumentError,
     InvalidAxisRangeError,
@@ -56,7 +63,9 @@ from llmfs.tensor.errors import (
     InvalidStepError,
     MatmulShapeError,
     NegativeSliceBoundError,
+    NoGradientError,
     NonContiguousReshapeError,
+    NotDifferentiableError,
     OutputBufferError,
     OverlappingWriteError,
     PermutationLengthMismatchError,
@@ -64,6 +73,7 @@ from llmfs.tensor.errors import (
     RankMismatchError,
     ReduceError,
     ReshapeElementCountMismatchError,
+    SavedTensorModifiedError,
     ShapeOverflowError,
     SliceEndOutOfBoundsError,
     SliceStartAfterEndError,
@@ -132,6 +142,7 @@ from llmfs.tensor.ops import (
     tanh,
     where,
 )
+from llmfs.tensor.tape import no_grad
 from llmfs.tensor.tensor import MutableStorage, Tensor
 from llmfs.tensor.threads import get_num_threads, set_num_threads
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
@@ -142,6 +153,7 @@ __all__ = [
     "INTEGER_DTYPES",
     "SUPPORTED_DTYPES",
     "AllocationError",
+    "AutogradError",
     "AxisOutOfRangeError",
     "Backend",
     "BackendUnavailableError",
@@ -156,6 +168,8 @@ __all__ = [
     "EinsumPlan",
     "ElementCountMismatchError",
     "EmptyReductionError",
+    "GradcheckError",
+    "GradientShapeError",
     "IndexOutOfBoundsError",
     "InvalidArgumentError",
     "InvalidAxisRangeError",
@@ -176,7 +190,9 @@ __all__ = [
     "MetalUnavailableError",
     "MutableStorage",
     "NegativeSliceBoundError",
+    "NoGradientError",
     "NonContiguousReshapeError",
+    "NotDifferentiableError",
     "OutputBufferError",
     "OverlappingWriteError",
     "PermutationLengthMismatchError",
@@ -184,6 +200,7 @@ __all__ = [
     "RankMismatchError",
     "ReduceError",
     "ReshapeElementCountMismatchError",
+    "SavedTensorModifiedError",
     "ShapeOverflowError",
     "SliceEndOutOfBoundsError",
     "SliceStartAfterEndError",
@@ -218,6 +235,7 @@ __all__ = [
     "floor_divide",
     "get_backend",
     "get_num_threads",
+    "gradcheck",
     "greater",
     "greater_equal",
     "is_contiguous",
@@ -238,6 +256,7 @@ __all__ = [
     "minimum",
     "mul",
     "neg",
+    "no_grad",
     "not_equal",
     "power",
     "prod",

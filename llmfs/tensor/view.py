@@ -46,6 +46,7 @@ from llmfs.tensor.errors import (
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import allocating, gather, numpy_view, read_only_view
+from llmfs.tensor.tape import differentiable
 from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
@@ -71,6 +72,12 @@ class ViewMethods(OperatorMixin):
     #: The version reads are checked against (a slot of each subclass): a view's is its owner's
     #: version when the view was made, a tensor's is its own, now.
     _version: int
+    #: Whether ops on this object are recorded for autograd (a slot of each subclass; see
+    #: :mod:`llmfs.tensor.tape`): a view copies it from what it is derived from, when made.
+    _requires_grad: bool
+    #: Whether ops on this object are recorded (see :mod:`llmfs.tensor.tape`): a slot of each
+    #: subclass; a view copies it from what it is derived from.
+    _requires_grad: bool
 
     @property
     def layout(self) -> Layout:
@@ -98,7 +105,7 @@ class ViewMethods(OperatorMixin):
     def _derive(self, layout: Layout) -> TensorView:
         """A view of the same owner through ``layout`` (derived from this one, so still valid)."""
         self._check_fresh()
-        return TensorView._trusted(self.owner, layout)
+        return TensorView._trusted(self.owner, layout, self._requires_grad)
 
     # -- metadata ----------------------------------------------------------------------------
 
@@ -307,6 +314,7 @@ class ViewMethods(OperatorMixin):
         self._check_fresh()
         return StridedOffsets(self.layout, self.owner._storage.size)
 
+    @differentiable("materialize")
     def materialize(self) -> Tensor:
         """Copies the values, in logical row-major order, into a NEW owning tensor with row-major
         strides. The copy is independent: mutating it never affects this owner, and mutating the
@@ -364,6 +372,38 @@ class ViewMethods(OperatorMixin):
             )
         array = self.to_numpy()
         return array if dtype is None else array.astype(dtype)
+
+    # -- autograd (the engine is llmfs.tensor.autograd) ----------------------------------------
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether ops on this are recorded for :meth:`backward` (PyTorch's name). A view has
+        the flag of what it was derived from, at the time it was made."""
+        return self._requires_grad
+
+    def backward(self, gradient: object = None) -> None:
+        """Computes the gradient of this result with respect to every leaf it was computed from
+        and adds it to each leaf's ``.grad`` (PyTorch's ``backward``); gradients through views
+        land in the owner's ``.grad``. ``gradient`` is d(loss)/d(this), of this shape; without
+        it this must hold one value (the gradient is 1).
+
+        Raises :class:`~llmfs.tensor.errors.NoGradientError` when this does not require grad,
+        :class:`~llmfs.tensor.errors.GradientShapeError` for a missing gradient of a result of
+        several values or a gradient of another shape, and
+        :class:`~llmfs.tensor.errors.SavedTensorModifiedError` when a tensor an op saved was
+        written after the op ran. See :mod:`llmfs.tensor.autograd`.
+        """
+        # The engine runs the ops' backward rules, built on top of the views: imported on use.
+        from llmfs.tensor.autograd import backward
+
+        backward(self, gradient)
+
+    def detach(self) -> TensorView:
+        """A view of the same storage and layout that does not require grad (PyTorch's
+        ``detach``): ops on it are not recorded and no gradient flows back through it. It is a
+        view (an owner's storage has one owner), so a write to the owner makes it stale."""
+        self._check_fresh()
+        return TensorView._trusted(self.owner, self.layout, False)
 
     # -- shared storage ----------------------------------------------------------------------
 
@@ -522,11 +562,12 @@ class TensorView(ViewMethods):
     return new views.
     """
 
-    __slots__ = ("_layout", "_owner", "_version")
+    __slots__ = ("_layout", "_owner", "_requires_grad", "_version")
 
     _layout: Layout
     _owner: Tensor
     _version: int
+    _requires_grad: bool
 
     def __init__(self, *_: object, **__: object) -> None:
         raise TensorError(
@@ -535,12 +576,14 @@ class TensorView(ViewMethods):
         )
 
     @classmethod
-    def _trusted(cls, owner: Tensor, layout: Layout) -> TensorView:
-        """Builds a view from a layout already known to be valid for ``owner``'s storage."""
+    def _trusted(cls, owner: Tensor, layout: Layout, requires_grad: bool = False) -> TensorView:
+        """Builds a view from a layout already known to be valid for ``owner``'s storage
+        (``requires_grad``: whether ops on it are recorded, from what it is derived from)."""
         view = object.__new__(cls)
         view._owner = owner
         view._layout = layout
         view._version = owner._version
+        view._requires_grad = requires_grad
         return view
 
     @classmethod
@@ -561,7 +604,7 @@ class TensorView(ViewMethods):
         Raises :class:`InvalidLayoutError`.
         """
         layout.validate(_size(owner))
-        return cls._trusted(owner, layout)
+        return cls._trusted(owner, layout, owner._requires_grad)
 
     def _check_fresh(self) -> None:
         owner = self._owner
@@ -598,6 +641,37 @@ class TensorView(ViewMethods):
     def version(self) -> int:
         """The owner's version when this view was made."""
         return self._version
+
+    def requires_grad_(self, requires_grad: bool = True) -> TensorView:
+        """A view's flag is its owner's (it was copied when the view was made): this returns the
+        view when the flag already is ``requires_grad``, and otherwise raises
+        :class:`TensorError` saying to set it on the owner (``v.owner.requires_grad_()``) and
+        make the view again, or to use :meth:`detach`."""
+        if bool(requires_grad) != self._requires_grad:
+            raise TensorError(
+                f"requires_grad_({bool(requires_grad)}) on a view: a view takes its flag from "
+                "what it was derived from; set it on the owner (v.owner.requires_grad_()) and "
+                "make the view again, or use v.detach() for a view that does not require grad"
+            )
+        return self
+
+    @property
+    def grad(self) -> None:
+        """Always ``None``: a view is not a leaf; the gradient of what it reads lands in its
+        owner's ``.grad`` (``v.owner.grad``)."""
+        return None
+
+    @property
+    def grad_fn(self) -> None:
+        """Always ``None``: a view records no op; its layout is the record, and its backward is
+        the one view rule (:func:`llmfs.tensor.autograd.view_backward`)."""
+        return None
+
+    @property
+    def is_leaf(self) -> bool:
+        """True only when the view does not require grad (PyTorch's convention); a view that
+        requires grad passes its gradient on to its owner."""
+        return not self._requires_grad
 
     @property
     def is_stale(self) -> bool:
