@@ -727,7 +727,7 @@ class GradientShapeError(AutogradError):
 
     condition = "the gradient has the result's shape"
     shape: tuple[int, ...]
-    given: tuple[int, ...] | None = None
+    given: None | tuple[int, ...] = None
 
     def explain(self) -> str:
         count = 1
