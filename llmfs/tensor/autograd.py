@@ -574,7 +574,10 @@ def _einsum(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
         other_terms = [term(binding.keys[j]) for j in range(len(operands)) if j != i]
         spec = ",".join([term(binding.output), *other_terms]) + "->" + term(made)
         grad: Grad = ops.einsum(spec, g, *others)
-        grad = grad.reshape([sizes[k] if k in made else 1 for k in unique])
+        # A made label may come out of size 1 (its only other operand broadcast it): it
+        # expands back to the operand's size, as the missing labels do.
+        produced = dict(zip(made, grad.shape))
+        grad = grad.reshape([produced.get(k, 1) for k in unique])
         grad = grad.expand([sizes[k] for k in unique])
         if len(unique) != len(keys):
             grad = _onto_diagonal(grad, operand.shape, keys, unique, operand.dtype)

@@ -779,11 +779,6 @@ class GradcheckError(AutogradError):
     finite difference by more than the tolerance."""
 
     condition = "analytic gradient equals the finite difference"
-    template = (
-        "gradcheck: d output{output} / d input {input} at position {position}: backward gives "
-        "{analytic!r} but the central finite difference gives {numeric!r} (difference "
-        "{difference:.3g} > atol {atol} + rtol {rtol} * |numeric|)"
-    )
     input: int
     position: tuple[int, ...]
     output: tuple[int, ...]
@@ -792,8 +787,17 @@ class GradcheckError(AutogradError):
     atol: float
     rtol: float
 
-    def __post_init__(self) -> None:
-        self.difference = abs(self.analytic - self.numeric)
+    def explain(self) -> str:
+        try:
+            difference = f"{abs(float(self.analytic) - float(self.numeric)):.3g}"  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            difference = "?"
+        return (
+            f"gradcheck: d output{shown(self.output)} / d input {self.input} at position "
+            f"{shown(self.position)}: backward gives {self.analytic!r} but the central finite "
+            f"difference gives {self.numeric!r} (difference {difference} > atol {self.atol} + "
+            f"rtol {self.rtol} * |numeric|)"
+        )
 
 
 #: Every error class of this module (they are exported by :mod:`llmfs.tensor`), and the helpers.

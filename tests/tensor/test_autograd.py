@@ -68,7 +68,6 @@ def test_requires_grad_on_an_integer_or_bool_tensor_names_the_dtype(dtype: str) 
         Tensor.zeros([2], dtype=dtype).requires_grad_()
 
 
-
 def test_arange_is_int64_by_default_so_it_needs_a_float_dtype_to_require_grad() -> None:
     with pytest.raises(DTypeError, match="int64"):
         Tensor.arange(3, requires_grad=True)

@@ -47,7 +47,9 @@ def test_any_chain_of_view_ops_sends_its_gradient_to_the_cells_it_read(
 
 @settings(max_examples=60, deadline=None)
 @given(view_chains(max_ops=5), st.integers(0, 2**16))
-def test_a_chain_inside_a_computation_is_the_same_rule(chain: tuple[Tensor, list], seed: int) -> None:
+def test_a_chain_inside_a_computation_is_the_same_rule(
+    chain: tuple[Tensor, list], seed: int
+) -> None:
     tensor, ops = chain
     tensor.requires_grad_()
     view = apply_llmfs(tensor, ops)
