@@ -727,7 +727,7 @@ class GradientShapeError(AutogradError):
 
     condition = "the gradient has the result's shape"
     shape: tuple[int, ...]
-    given: None | tuple[int, ...] = None
+    given: tuple[int, ...] | None = None
 
     def explain(self) -> str:
         count = 1

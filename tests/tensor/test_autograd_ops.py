@@ -274,7 +274,7 @@ def test_binary_ops_on_random_broadcast_shapes(
     assert gradcheck(BINARY[name], [leaf(shape, 1), leaf(other, 2)])
 
 
-# -- gradcheck itself ----------------------------------------------------------------------------------
+# -- gradcheck itself ---------------------------------------------------------------------------
 
 
 def test_gradcheck_names_the_input_the_position_and_both_values(

@@ -113,7 +113,7 @@ def test_an_overlapping_explicit_layout_adds_every_read() -> None:
     assert owner.grad is not None and owner.grad.tolist() == [1.0, 2.0, 2.0, 1.0]
 
 
-# -- the fast paths equal the plain rule ------------------------------------------------------------
+# -- the fast paths equal the plain rule -------------------------------------------------------
 
 
 @st.composite
