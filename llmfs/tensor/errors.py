@@ -727,12 +727,13 @@ class GradientShapeError(AutogradError):
 
     condition = "the gradient has the result's shape"
     shape: tuple[int, ...]
-    given: tuple[int, ...] | None = None
+    #: The gradient's shape, or ``None`` when no gradient was given (not stored as a tuple).
+    given: object = None
 
     def explain(self) -> str:
         count = 1
         for size in self.shape:
-            count *= size
+            count *= size if isinstance(size, int) else 1
         if self.given is None:
             return (
                 f"backward() without a gradient needs a result of exactly one value, but shape "
