@@ -249,10 +249,10 @@ def backward(root: ViewMethods, gradient: object = None) -> None:
     owner = root.owner
     buffers: dict[int, list[Any]] = {}
     with no_grad():
-        if isinstance(root, Tensor):
-            buffers[id(owner)] = [seed.reshape(-1), True]
-        else:
+        if isinstance(root, TensorView):
             buffers[id(owner)] = list(owner_gradient(seed, root))
+        else:
+            buffers[id(owner)] = [seed.reshape(-1), True]
         for tensor in _topological(owner):
             entry = buffers.pop(id(tensor), None)
             if entry is None:
@@ -396,7 +396,7 @@ def _unary_rule(local: Callable[[Context, Tensor, TensorView], Grad]) -> Rule:
 
 
 def _input(ctx: Context, x: TensorView) -> TensorView:
-    return ctx.values(x, "its operand")  # type: ignore[no-any-return]
+    return ctx.values(x, "its operand")
 
 
 def _mask(condition: Tensor, like: Tensor) -> Tensor:

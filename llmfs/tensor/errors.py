@@ -790,7 +790,7 @@ class GradcheckError(AutogradError):
 
     def explain(self) -> str:
         try:
-            difference = f"{abs(float(self.analytic) - float(self.numeric)):.3g}"  # type: ignore[arg-type]
+            difference = f"{abs(float(self.analytic) - float(self.numeric)):.3g}"
         except (TypeError, ValueError):
             difference = "?"
         return (

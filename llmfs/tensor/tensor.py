@@ -276,44 +276,6 @@ class Tensor(ViewMethods):
 
     # -- autograd ----------------------------------------------------------------------------
 
-    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
-        """Makes this tensor a leaf whose ops are recorded (``True``) or not (``False``), in
-        place, and returns it, as PyTorch's ``requires_grad_``. Views made before keep what
-        they had (a view copies the flag when it is made).
-
-        Raises :class:`DTypeError` naming the dtype for an integer or bool tensor (only floats
-        have gradients), and :class:`TensorError` for a flag that is not a bool, or for turning
-        it off on an op's result (use :meth:`detach`).
-        """
-        if not isinstance(requires_grad, (bool, np.bool_)):
-            raise TensorError(
-                f"requires_grad must be True or False, got {type(requires_grad).__name__} "
-                f"{requires_grad!r}"
-            )
-        if requires_grad and self.dtype.kind != "f":
-            raise DTypeError(
-                self.dtype.name,
-                FLOAT_DTYPES,
-                "requires_grad (only float tensors have gradients: cast first, e.g. "
-                "t.astype('float64').requires_grad_())",
-            )
-        if not requires_grad and self._grad_fn is not None:
-            raise TensorError(
-                "requires_grad_(False) on the result of a recorded op: only a leaf can stop "
-                "requiring grad; use t.detach() for a view of it that does not"
-            )
-        self._requires_grad = bool(requires_grad)
-        return self
-
-    @property
-    def requires_grad(self) -> bool:
-        """Whether ops on this tensor are recorded for :meth:`backward` (PyTorch's name)."""
-        return self._requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, value: bool) -> None:
-        self.requires_grad_(value)
-
     @property
     def grad(self) -> Tensor | None:
         """A leaf's gradient, accumulated (added to) by every ``backward()`` that reaches it:

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
+from llmfs.tensor.dtypes import FLOAT_DTYPES
 from llmfs.tensor.errors import (
     ConcurrentWriteError,
+    DTypeError,
     IndexOutOfBoundsError,
     RankMismatchError,
     StaleViewError,
@@ -51,6 +53,9 @@ from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
     from llmfs.tensor.tensor import Tensor
+
+
+_V = TypeVar("_V", bound="ViewMethods")
 
 
 def _varargs(args: tuple[object, ...]) -> object:
@@ -74,9 +79,6 @@ class ViewMethods(OperatorMixin):
     _version: int
     #: Whether ops on this object are recorded for autograd (a slot of each subclass; see
     #: :mod:`llmfs.tensor.tape`): a view copies it from what it is derived from, when made.
-    _requires_grad: bool
-    #: Whether ops on this object are recorded (see :mod:`llmfs.tensor.tape`): a slot of each
-    #: subclass; a view copies it from what it is derived from.
     _requires_grad: bool
 
     @property
@@ -378,8 +380,52 @@ class ViewMethods(OperatorMixin):
     @property
     def requires_grad(self) -> bool:
         """Whether ops on this are recorded for :meth:`backward` (PyTorch's name). A view has
-        the flag of what it was derived from, at the time it was made."""
+        the flag of what it was derived from, at the time it was made. Setting it is
+        ``requires_grad_(value)``."""
         return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self: _V, requires_grad: bool = True) -> _V:
+        """A ``Tensor``: makes it a leaf whose ops are recorded (``True``) or not (``False``), in
+        place, and returns it, as PyTorch's ``requires_grad_``; views made before keep what they
+        had (a view copies the flag when it is made). A view: its flag is its owner's, copied
+        when it was made, so this returns the view when the flag already is ``requires_grad``.
+
+        Raises :class:`DTypeError` naming the dtype for an integer or bool tensor (only floats
+        have gradients), and :class:`TensorError` for a flag that is not a bool, for turning it
+        off on an op's result (use :meth:`detach`), or for changing a view's flag.
+        """
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TensorError(
+                f"requires_grad must be True or False, got {type(requires_grad).__name__} "
+                f"{requires_grad!r}"
+            )
+        wanted = bool(requires_grad)
+        if not self._owns_storage:
+            if wanted != self._requires_grad:
+                raise TensorError(
+                    f"requires_grad_({wanted}) on a view: a view takes its flag from what it was "
+                    "derived from; set it on the owner (v.owner.requires_grad_()) and make the "
+                    "view again, or use v.detach() for a view that does not require grad"
+                )
+            return self
+        if wanted and self.dtype.kind != "f":
+            raise DTypeError(
+                self.dtype.name,
+                FLOAT_DTYPES,
+                "requires_grad (only float tensors have gradients: cast first, e.g. "
+                "t.astype('float64').requires_grad_())",
+            )
+        if not wanted and self.owner._grad_fn is not None:
+            raise TensorError(
+                "requires_grad_(False) on the result of a recorded op: only a leaf can stop "
+                "requiring grad; use t.detach() for a view of it that does not"
+            )
+        self._requires_grad = wanted
+        return self
 
     def backward(self, gradient: object = None) -> None:
         """Computes the gradient of this result with respect to every leaf it was computed from
@@ -641,19 +687,6 @@ class TensorView(ViewMethods):
     def version(self) -> int:
         """The owner's version when this view was made."""
         return self._version
-
-    def requires_grad_(self, requires_grad: bool = True) -> TensorView:
-        """A view's flag is its owner's (it was copied when the view was made): this returns the
-        view when the flag already is ``requires_grad``, and otherwise raises
-        :class:`TensorError` saying to set it on the owner (``v.owner.requires_grad_()``) and
-        make the view again, or to use :meth:`detach`."""
-        if bool(requires_grad) != self._requires_grad:
-            raise TensorError(
-                f"requires_grad_({bool(requires_grad)}) on a view: a view takes its flag from "
-                "what it was derived from; set it on the owner (v.owner.requires_grad_()) and "
-                "make the view again, or use v.detach() for a view that does not require grad"
-            )
-        return self
 
     @property
     def grad(self) -> None:
