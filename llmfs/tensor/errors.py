@@ -794,10 +794,10 @@ class GradcheckError(AutogradError):
         except (TypeError, ValueError):
             difference = "?"
         return (
-            f"gradcheck: d output{shown(self.output)} / d input {self.input} at position "
-            f"{shown(self.position)}: backward gives {self.analytic!r} but the central finite "
-            f"difference gives {self.numeric!r} (difference {difference} > atol {self.atol} + "
-            f"rtol {self.rtol} * |numeric|)"
+            f"gradcheck: d output{shown(self.output)} / d input {shown(self.input)} at position "
+            f"{shown(self.position)}: backward gives {shown(self.analytic)!r} but the central "
+            f"finite difference gives {shown(self.numeric)!r} (difference {difference} > atol "
+            f"{shown(self.atol)} + rtol {shown(self.rtol)} * |numeric|)"
         )
 
 
