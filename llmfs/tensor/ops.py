@@ -38,6 +38,11 @@ backend happens here, once:
   numbers. The same byte limit bounds what an op reads (:func:`~llmfs.tensor.strided.check_reads`):
   a reduction, a matrix product or an einsum of a view with more values than memory holds (a
   huge broadcast) is a :class:`ViewTooLargeError`, never a loop of hours.
+* **Autograd**: each differentiable op is decorated with
+  :func:`~llmfs.tensor.tape.differentiable`, which records it for ``backward()`` when an operand
+  requires grad (one slot read per operand otherwise); the backward rules live in
+  :mod:`llmfs.tensor.autograd`. Comparisons, logical ops, ``any``/``all`` and the whole-tensor
+  questions are not recorded (their results are bools).
 * **Threads**: every op checks its operands' versions again after reading them, so a write by
   another thread during the read is a :class:`ConcurrentWriteError` (a :class:`StaleViewError`),
   never a result mixing two versions (the single-writer rule of :mod:`llmfs.tensor.tensor`).
