@@ -260,7 +260,8 @@ def backward(root: ViewMethods, gradient: object = None) -> None:
             grad, owned = entry
             node = tensor._grad_fn
             if node is None:
-                _accumulate(tensor, grad, owned)
+                if tensor._requires_grad:  # (a leaf may have stopped requiring grad since)
+                    _accumulate(tensor, grad, owned)
                 continue
             if tensor._version != node.version:
                 what = f"its own result (a tensor of shape {list(tensor.shape)})"
@@ -525,7 +526,7 @@ def _matmul(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     if _needs(b):
         values = ctx.values(left, "its left operand")
         gb: Grad | None = None
-        if right.rank == 2 and len(batch) > 0:
+        if right.rank == 2 and len(batch) > 0 and values.size and g2.size:
             # A shared weight: one product over every batch row at once, when the rows merge.
             try:
                 rows = values.expand((*batch, *left.shape[-2:])).reshape(-1, left.shape[-1])

@@ -24,6 +24,7 @@ What is recorded
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from types import TracebackType
@@ -104,6 +105,9 @@ class Node:
         return f"<{self.name} backward, {len(self.inputs)} input(s) that require grad>"
 
 
+_SEQUENCES = (list, tuple)
+
+
 def _requires(arg: object) -> bool:
     """True for a tensor that requires grad, or a list/tuple holding one (einsum's operands)."""
     if getattr(arg, "_requires_grad", False):
@@ -157,13 +161,24 @@ def differentiable(name: str) -> Callable[[F], F]:
     argument."""
 
     def decorate(function: F) -> F:
+        signature = inspect.signature(function)
+
         @functools.wraps(function)
         def op(*args: Any, **kwargs: Any) -> Any:
             for arg in args:
-                if _requires(arg):
+                # Inlined (this runs on every op): a slot read, and a list only for einsum.
+                if getattr(arg, "_requires_grad", False) or (
+                    type(arg) in _SEQUENCES and _requires(arg)
+                ):
                     if _MODE.enabled:
                         return record(name, function, args, kwargs)
                     break
+            else:
+                if kwargs and _MODE.enabled and any(_requires(v) for v in kwargs.values()):
+                    # A tensor passed by name (matmul(a=x, b=y)): recorded by position, as the
+                    # rules read it.
+                    bound = signature.bind(*args, **kwargs)
+                    return record(name, function, bound.args, bound.kwargs)
             return function(*args, **kwargs)
 
         return op  # type: ignore[return-value]

@@ -173,6 +173,22 @@ def test_matmul_batched_broadcast_and_vectors(
     assert gradcheck(lt.matmul, [leaf(left, 1), leaf(right, 2)])
 
 
+def test_matmul_with_empty_axes_gives_zero_or_empty_gradients() -> None:
+    a, b = leaf((2, 0), 1), leaf((0, 3), 2)
+    lt.sum(a @ b).backward()
+    assert a.grad is not None and a.grad.shape == (2, 0)
+    assert b.grad is not None and b.grad.shape == (0, 3)
+    c, d = leaf((0, 2, 3), 1), leaf((3, 4), 2)
+    lt.sum(c @ d).backward()
+    assert d.grad is not None and d.grad.tolist() == [[0.0] * 4] * 3
+
+
+def test_tensors_passed_by_name_are_recorded_too() -> None:
+    a, b = leaf((2, 3), 1), leaf((3, 2), 2)
+    assert gradcheck(lambda a, b: lt.matmul(a=a, b=b), [a, b])
+    assert gradcheck(lambda a: lt.sum(x=a, axis=1), [a])
+
+
 def test_matmul_of_views() -> None:
     a, b = leaf((4, 3), 1), leaf((2, 4, 5), 2)
     assert gradcheck(lambda a, b: a.T @ b[:, :, ::2].flip(0), [a, b])
