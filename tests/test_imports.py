@@ -63,6 +63,8 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.traversal", 2, "views"),
     ("llmfs.tensor.strided", 2, "views"),
     ("llmfs.tensor.operators", 2, "views"),
+    # The tape (grad mode, the recording decorator): below the views and ops it decorates.
+    ("llmfs.tensor.tape", 2, "views"),
     ("llmfs.tensor.backends", 3, "backends"),
     ("llmfs.tensor.backends.base", 3, "backends"),
     ("llmfs.tensor.backends.numpy_backend", 3, "backends"),
@@ -79,7 +81,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.ops", 4, "ops"),
     ("llmfs.tensor.dispatch", 4, "ops"),  # the ops' cached dispatch decisions
     ("llmfs.tensor.writes", 4, "ops"),  # copyto casts with the ops' dtype rules
-    # einsum's plans are built from the ops (autograd will sit here too, above einsum).
+    # einsum's plans are built from the ops; autograd's backward rules run ops and einsums.
     ("llmfs.tensor.einsum", 5, "einsum"),
     ("llmfs.tensor.einsum.contraction", 5, "einsum"),
     ("llmfs.tensor.einsum.descriptor", 5, "einsum"),
@@ -87,6 +89,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.einsum.output", 5, "einsum"),
     ("llmfs.tensor.einsum.parse", 5, "einsum"),
     ("llmfs.tensor.einsum.plan", 5, "einsum"),
+    ("llmfs.tensor.autograd", 5, "einsum"),
     ("llmfs.tensor", 5, "einsum"),  # the package facade re-exports every layer below
     # The capstone model, on the tensor library and on NumPy. Its figure and its training
     # command draw with the widgets, so they sit higher (below).
@@ -197,6 +200,11 @@ INVERSIONS: list[tuple[str, str, str]] = [
         "llmfs.tensor.view",
         "llmfs.tensor.ops",
         "materialize() and integer-array indexing copy with the backend that ops chooses",
+    ),
+    (
+        "llmfs.tensor.view",
+        "llmfs.tensor.autograd",
+        "t.backward() runs the engine, whose rules compute with the ops built on the views",
     ),
     (
         "llmfs.tensor.ops",

@@ -9,11 +9,15 @@
   :mod:`llmfs.tensor.checks` the input checks and 64-bit limits it stands on.
 * Storage is bool, int32, int64, float16, float32 or float64 (:data:`SUPPORTED_DTYPES`); ops
   promote as NumPy 2 does (:mod:`llmfs.tensor.dtypes`).
+* Reverse-mode autograd (:mod:`llmfs.tensor.autograd`): ``requires_grad=True``, ``y.backward()``,
+  ``t.grad``, :class:`no_grad`, :func:`gradcheck`; the backward of every view is one rule over
+  its layout.
 * Every refusal is a :class:`TensorError` naming the violated condition.
 """
 
 from __future__ import annotations
 
+from llmfs.tensor.autograd import gradcheck
 from llmfs.tensor.backends import (
     Backend,
     available_backends,
@@ -37,6 +41,7 @@ from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
 from llmfs.tensor.errors import (
     AllocationError,
+    AutogradError,
     AxisOutOfRangeError,
     BackendUnavailableError,
     BroadcastError,
@@ -48,6 +53,8 @@ from llmfs.tensor.errors import (
     EinsumError,
     ElementCountMismatchError,
     EmptyReductionError,
+    GradcheckError,
+    GradientShapeError,
     IndexOutOfBoundsError,
     InvalidArgumentError,
     InvalidAxisRangeError,
@@ -57,7 +64,9 @@ from llmfs.tensor.errors import (
     InvalidStepError,
     MatmulShapeError,
     NegativeSliceBoundError,
+    NoGradientError,
     NonContiguousReshapeError,
+    NotDifferentiableError,
     OutputBufferError,
     OverlappingWriteError,
     PermutationLengthMismatchError,
@@ -65,6 +74,7 @@ from llmfs.tensor.errors import (
     RankMismatchError,
     ReduceError,
     ReshapeElementCountMismatchError,
+    SavedTensorModifiedError,
     ShapeOverflowError,
     SliceEndOutOfBoundsError,
     SliceStartAfterEndError,
@@ -133,6 +143,7 @@ from llmfs.tensor.ops import (
     tanh,
     where,
 )
+from llmfs.tensor.tape import no_grad
 from llmfs.tensor.tensor import MutableStorage, Tensor
 from llmfs.tensor.threads import get_num_threads, set_num_threads
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
@@ -143,6 +154,7 @@ __all__ = [
     "INTEGER_DTYPES",
     "SUPPORTED_DTYPES",
     "AllocationError",
+    "AutogradError",
     "AxisOutOfRangeError",
     "Backend",
     "BackendUnavailableError",
@@ -157,6 +169,8 @@ __all__ = [
     "EinsumPlan",
     "ElementCountMismatchError",
     "EmptyReductionError",
+    "GradcheckError",
+    "GradientShapeError",
     "IndexOutOfBoundsError",
     "InvalidArgumentError",
     "InvalidAxisRangeError",
@@ -177,7 +191,9 @@ __all__ = [
     "MetalUnavailableError",
     "MutableStorage",
     "NegativeSliceBoundError",
+    "NoGradientError",
     "NonContiguousReshapeError",
+    "NotDifferentiableError",
     "OutputBufferError",
     "OverlappingWriteError",
     "PermutationLengthMismatchError",
@@ -185,6 +201,7 @@ __all__ = [
     "RankMismatchError",
     "ReduceError",
     "ReshapeElementCountMismatchError",
+    "SavedTensorModifiedError",
     "ShapeOverflowError",
     "SliceEndOutOfBoundsError",
     "SliceStartAfterEndError",
@@ -219,6 +236,7 @@ __all__ = [
     "floor_divide",
     "get_backend",
     "get_num_threads",
+    "gradcheck",
     "greater",
     "greater_equal",
     "is_contiguous",
@@ -239,6 +257,7 @@ __all__ = [
     "minimum",
     "mul",
     "neg",
+    "no_grad",
     "not_equal",
     "power",
     "prod",

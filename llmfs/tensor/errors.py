@@ -697,6 +697,112 @@ class ViewTooLargeError(TensorError):
     reason: str
 
 
+# -- Autograd ----------------------------------------------------------------------------------
+
+
+class AutogradError(TensorError):
+    """A gradient request that cannot be answered: the base of the autograd refusals
+    (:mod:`llmfs.tensor.autograd`)."""
+
+    condition = "autograd rule"
+
+
+class NoGradientError(AutogradError):
+    """``backward()`` of a result that no gradient reaches: it was not computed from a tensor
+    that requires grad (or only through ops without a gradient: comparisons, ``astype`` to an
+    integer), or grad recording was off (``no_grad()``)."""
+
+    condition = "the result requires grad"
+    template = (
+        "backward() of a {kind} of shape {shape} that does not require grad: no tensor it was "
+        "computed from requires grad (make a leaf with requires_grad=True or "
+        "t.requires_grad_()), or it was computed under no_grad(), or by an op with no gradient "
+        "(comparisons, logical ops, astype to an integer or bool)"
+    )
+    kind: str
+    shape: tuple[int, ...]
+
+
+class GradientShapeError(AutogradError):
+    """``backward(gradient)`` with no gradient for a result of several values, or a gradient
+    whose shape is not the result's."""
+
+    condition = "the gradient has the result's shape"
+    shape: tuple[int, ...]
+    #: The gradient's shape, or ``None`` when no gradient was given (not stored as a tuple).
+    given: object = None
+
+    def explain(self) -> str:
+        count = 1
+        for size in self.shape:
+            count *= size if isinstance(size, int) else 1
+        if self.given is None:
+            return (
+                f"backward() without a gradient needs a result of exactly one value, but shape "
+                f"{shown(self.shape)} holds {count}: reduce it first (sum(y).backward()) or pass "
+                f"backward(gradient) with shape {shown(self.shape)}"
+            )
+        return (
+            f"backward(gradient): the gradient has shape {shown(self.given)} but the result has "
+            f"shape {shown(self.shape)}; they must be equal (no broadcasting)"
+        )
+
+
+class SavedTensorModifiedError(AutogradError):
+    """A tensor that an op saved for its backward was written (``copyto``, ``mutate()``,
+    ``as_mut_slice()``) after the op ran, so its gradient would be computed from values that
+    are not the ones it read: PyTorch's rule for in-place changes of saved tensors, raised at
+    ``backward()`` time, never a wrong gradient."""
+
+    condition = "a tensor saved for backward is unchanged"
+    template = (
+        "{op}'s backward needs {what}, which was written after {op} ran (its storage version "
+        "moved from {saved_version} to {version}): the gradient would use the new values, not "
+        "the ones {op} read. Write into a copy (materialize()) or after backward(), or compute "
+        "the forward pass again"
+    )
+    op: str
+    what: str
+    saved_version: int
+    version: int
+
+
+class NotDifferentiableError(AutogradError):
+    """``backward()`` through an op that has no gradient in llmfs (``prod``, ``floor_divide``,
+    ``remainder``)."""
+
+    condition = "every op on the path has a gradient"
+    template = "backward() through {op}: {op} has no gradient in llmfs ({reason})"
+    op: str
+    reason: str
+
+
+class GradcheckError(AutogradError):
+    """:func:`~llmfs.tensor.gradcheck` found an analytic gradient that differs from the central
+    finite difference by more than the tolerance."""
+
+    condition = "analytic gradient equals the finite difference"
+    input: int
+    position: tuple[int, ...]
+    output: tuple[int, ...]
+    analytic: float
+    numeric: float
+    atol: float
+    rtol: float
+
+    def explain(self) -> str:
+        try:
+            difference = f"{abs(float(self.analytic) - float(self.numeric)):.3g}"
+        except (TypeError, ValueError):
+            difference = "?"
+        return (
+            f"gradcheck: d output{shown(self.output)} / d input {shown(self.input)} at position "
+            f"{shown(self.position)}: backward gives {shown(self.analytic)!r} but the central "
+            f"finite difference gives {shown(self.numeric)!r} (difference {difference} > atol "
+            f"{shown(self.atol)} + rtol {shown(self.rtol)} * |numeric|)"
+        )
+
+
 #: Every error class of this module (they are exported by :mod:`llmfs.tensor`), and the helpers.
 __all__ = [
     "INDEX_MAX",

@@ -43,6 +43,11 @@ backend happens here, once:
   numbers. The same byte limit bounds what an op reads (:func:`~llmfs.tensor.strided.check_reads`):
   a reduction, a matrix product or an einsum of a view with more values than memory holds (a
   huge broadcast) is a :class:`ViewTooLargeError`, never a loop of hours.
+* **Autograd**: each differentiable op is decorated with
+  :func:`~llmfs.tensor.tape.differentiable`, which records it for ``backward()`` when an operand
+  requires grad (one slot read per operand otherwise); the backward rules live in
+  :mod:`llmfs.tensor.autograd`. Comparisons, logical ops, ``any``/``all`` and the whole-tensor
+  questions are not recorded (their results are bools).
 * **Threads**: every op checks its operands' versions again after reading them, so a write by
   another thread during the read is a :class:`ConcurrentWriteError` (a :class:`StaleViewError`),
   never a result mixing two versions (the single-writer rule of :mod:`llmfs.tensor.tensor`).
@@ -104,6 +109,7 @@ from llmfs.tensor.layout import (
     zero_unused_strides,
 )
 from llmfs.tensor.strided import allocate, allocating, check_reads
+from llmfs.tensor.tape import differentiable
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView, ViewMethods
 
@@ -330,56 +336,67 @@ def _unary_checked(op: str, x: object, dtype: object | None) -> Tensor:
     return result
 
 
+@differentiable("neg")
 def neg(x: Operand, *, dtype: object | None = None) -> Tensor:
     """``-x`` value by value."""
     return _unary("neg", x, dtype)
 
 
+@differentiable("abs")
 def abs(x: Operand, *, dtype: object | None = None) -> Tensor:
     """``|x|`` value by value."""
     return _unary("abs", x, dtype)
 
 
+@differentiable("sqrt")
 def sqrt(x: Operand, *, dtype: object | None = None) -> Tensor:
     """Square root; NaN for negative values (IEEE)."""
     return _unary("sqrt", x, dtype)
 
 
+@differentiable("exp")
 def exp(x: Operand, *, dtype: object | None = None) -> Tensor:
     """``e**x``; inf where it overflows."""
     return _unary("exp", x, dtype)
 
 
+@differentiable("log")
 def log(x: Operand, *, dtype: object | None = None) -> Tensor:
     """Natural logarithm; ``log(0)`` is -inf and a negative value gives NaN."""
     return _unary("log", x, dtype)
 
 
+@differentiable("sin")
 def sin(x: Operand, *, dtype: object | None = None) -> Tensor:
     """Sine (radians); NaN for infinities."""
     return _unary("sin", x, dtype)
 
 
+@differentiable("cos")
 def cos(x: Operand, *, dtype: object | None = None) -> Tensor:
     """Cosine (radians); NaN for infinities."""
     return _unary("cos", x, dtype)
 
 
+@differentiable("tanh")
 def tanh(x: Operand, *, dtype: object | None = None) -> Tensor:
     """Hyperbolic tangent."""
     return _unary("tanh", x, dtype)
 
 
+@differentiable("sigmoid")
 def sigmoid(x: Operand, *, dtype: object | None = None) -> Tensor:
     """``1 / (1 + e**-x)``, computed without overflow for any ``x``."""
     return _unary("sigmoid", x, dtype)
 
 
+@differentiable("relu")
 def relu(x: Operand, *, dtype: object | None = None) -> Tensor:
     """``max(x, 0)``; NaN stays NaN."""
     return _unary("relu", x, dtype)
 
 
+@differentiable("reciprocal")
 def reciprocal(x: Operand, *, dtype: object | None = None) -> Tensor:
     """``1 / x``; +-inf at zero."""
     return _unary("reciprocal", x, dtype)
@@ -545,27 +562,32 @@ def _check_integer_exponents(exponents: TensorView) -> None:
         )
 
 
+@differentiable("add")
 def add(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
     """``a + b`` with broadcasting; either side may be a real Python number."""
     return _binary("add", a, b, dtype)
 
 
+@differentiable("sub")
 def sub(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
     """``a - b`` with broadcasting; either side may be a real Python number."""
     return _binary("sub", a, b, dtype)
 
 
+@differentiable("mul")
 def mul(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
     """``a * b`` with broadcasting; either side may be a real Python number."""
     return _binary("mul", a, b, dtype)
 
 
+@differentiable("div")
 def div(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
     """``a / b`` with broadcasting (IEEE: ``x/0`` is +-inf, ``0/0`` NaN); true division, so
     integer and bool operands give float64 (NumPy's ``true_divide``)."""
     return _binary("div", a, b, dtype)
 
 
+@differentiable("power")
 def power(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
     """``a ** b`` with broadcasting. Integers stay integers (wrapping on overflow) and a negative
     integer exponent is a :class:`TensorError`, as in NumPy; two bool operands are a
@@ -573,6 +595,7 @@ def power(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = No
     return _binary("power", a, b, dtype)
 
 
+@differentiable("floor_divide")
 def floor_divide(
     a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None
 ) -> Tensor:
@@ -582,6 +605,7 @@ def floor_divide(
     return _binary("floor_divide", a, b, dtype)
 
 
+@differentiable("remainder")
 def remainder(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
     """``a % b`` with broadcasting: the remainder with the sign of ``b`` (NumPy's
     ``remainder``, Python's ``%``). ``x % 0`` is 0 for integers and NaN for floats. Two bool
@@ -634,16 +658,19 @@ def logical_xor(a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
     return _binary("logical_xor", a, b, None)
 
 
+@differentiable("minimum")
 def minimum(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
     """The smaller of each pair, with broadcasting; NaN if either is NaN."""
     return _binary("minimum", a, b, dtype)
 
 
+@differentiable("maximum")
 def maximum(a: Operand | Scalar, b: Operand | Scalar, *, dtype: object | None = None) -> Tensor:
     """The larger of each pair, with broadcasting; NaN if either is NaN."""
     return _binary("maximum", a, b, dtype)
 
 
+@differentiable("scale")
 def scale(x: Operand, alpha: Scalar, *, dtype: object | None = None) -> Tensor:
     """``alpha * x`` for a real number ``alpha`` , in ``x``'s dtype.
 
@@ -779,6 +806,7 @@ def _reduction_checked(
     return with_shape(result, final)
 
 
+@differentiable("sum")
 def sum(
     x: Operand, axis: object = None, *, keepdims: bool = False, dtype: object | None = None
 ) -> Tensor:
@@ -791,6 +819,7 @@ def sum(
     return _reduction("sum", x, axis, keepdims, dtype)
 
 
+@differentiable("prod")
 def prod(
     x: Operand, axis: object = None, *, keepdims: bool = False, dtype: object | None = None
 ) -> Tensor:
@@ -798,6 +827,7 @@ def prod(
     return _reduction("prod", x, axis, keepdims, dtype)
 
 
+@differentiable("max")
 def max(
     x: Operand, axis: object = None, *, keepdims: bool = False, dtype: object | None = None
 ) -> Tensor:
@@ -808,6 +838,7 @@ def max(
     return _reduction("max", x, axis, keepdims, dtype)
 
 
+@differentiable("min")
 def min(
     x: Operand, axis: object = None, *, keepdims: bool = False, dtype: object | None = None
 ) -> Tensor:
@@ -818,6 +849,7 @@ def min(
     return _reduction("min", x, axis, keepdims, dtype)
 
 
+@differentiable("mean")
 def mean(
     x: Operand, axis: object = None, *, keepdims: bool = False, dtype: object | None = None
 ) -> Tensor:
@@ -853,6 +885,7 @@ def _modes(modes: object, what: str, modes_in: object, modes_out: object) -> tup
     )
 
 
+@differentiable("reduce")
 def reduce(
     x: Operand,
     modes_in: object,
@@ -923,6 +956,7 @@ def reduce(
 # --------------------------------------------------------------------------------------------
 
 
+@differentiable("where")
 def where(cond: Operand, a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
     """``a`` where ``cond`` is non-zero, else ``b``, with the three broadcast together (NumPy's
     ``where``). ``cond`` is a tensor of any dtype; ``a`` and ``b`` are tensors or real numbers,
@@ -946,6 +980,7 @@ def where(cond: Operand, a: Operand | Scalar, b: Operand | Scalar) -> Tensor:
     return result
 
 
+@differentiable("take")
 def take(x: ViewMethods, ids: ViewMethods, axis: int = 0) -> Tensor:
     """NumPy's ``take``: the entries of ``x`` along ``axis`` chosen by the integer tensor ``ids``
     (negative ids count from the end). The result's shape is ``x.shape[:axis] + ids.shape +
@@ -997,6 +1032,7 @@ def _check_ids(index: TensorView, axis: int, size: int) -> None:
     raise IndexOutOfBoundsError(axis, int(values[outside].flat[0]), size, what="id", from_end=True)
 
 
+@differentiable("astype")
 def astype(x: Operand, dtype: object) -> Tensor:
     """A NEW tensor holding ``x``'s values converted to ``dtype`` (NumPy's ``astype``; always a
     copy). Floats to integers truncate towards zero; anything non-zero becomes True; integers
@@ -1089,6 +1125,7 @@ def allclose(
 # --------------------------------------------------------------------------------------------
 
 
+@differentiable("matmul")
 def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
     """Matrix product with NumPy's ``@`` rules: the last two axes are matrices, leading axes are
     batch axes that broadcast; a 1-D ``a`` is a row vector and a 1-D ``b`` a column vector (the
@@ -1211,6 +1248,7 @@ def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:
     return with_shape(result, final)
 
 
+@differentiable("einsum")
 def einsum(expression: str, *operands: object, dtype: object | None = None) -> Tensor:
     """Einstein summation over labelled axes (the rules are stated in :mod:`llmfs.tensor.einsum`:
     shared labels need equal sizes or 1, ``...`` broadcasts right-aligned, a label repeated in

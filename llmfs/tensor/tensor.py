@@ -76,6 +76,7 @@ from llmfs.tensor.layout import (
 )
 from llmfs.tensor.layout import as_int as layout_as_int
 from llmfs.tensor.strided import allocate, allocating, read_only
+from llmfs.tensor.tape import Node
 from llmfs.tensor.view import ViewMethods
 
 #: Held while a write starts or ends (the writer and the version change together), for every
@@ -95,7 +96,17 @@ class Tensor(ViewMethods):
     ``t.view().reshape(s)``, the same code.
     """
 
-    __slots__ = ("_layout", "_storage", "_version", "_window_open", "_writer", "_writes")
+    __slots__ = (
+        "_grad",
+        "_grad_fn",
+        "_layout",
+        "_requires_grad",
+        "_storage",
+        "_version",
+        "_window_open",
+        "_writer",
+        "_writes",
+    )
 
     _owns_storage = True
     _layout: Layout
@@ -106,8 +117,20 @@ class Tensor(ViewMethods):
     #: many writes it has open (a storage write inside a ``mutate()`` window is two).
     _writer: int
     _writes: int
+    #: Autograd (:mod:`llmfs.tensor.autograd`): whether ops on this tensor are recorded, its
+    #: accumulated gradient (a leaf's), and the recorded op that made it (a result's).
+    _requires_grad: bool
+    _grad: Tensor | None
+    _grad_fn: Node | None
 
-    def __init__(self, shape: Sequence[int], values: object, dtype: object | None = None) -> None:
+    def __init__(
+        self,
+        shape: Sequence[int],
+        values: object,
+        dtype: object | None = None,
+        *,
+        requires_grad: bool = False,
+    ) -> None:
         grid = Layout.row_major(shape)
         dims, strides, count = grid.shape, grid.strides, grid.size
         array, resolved = storage_values(values, dtype, where="from_vec")
@@ -120,6 +143,8 @@ class Tensor(ViewMethods):
             raise ElementCountMismatchError(count, array.size)
         with np.errstate(over="ignore"):  # floats past a float dtype's range round to +-inf
             self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
+        if requires_grad is not False:
+            self.requires_grad_(requires_grad)
 
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
         self._init_layout(storage, Layout(shape, strides, 0))
@@ -133,11 +158,21 @@ class Tensor(ViewMethods):
         self._window_open = False
         self._writer = 0
         self._writes = 0
+        self._requires_grad = False
+        self._grad = None
+        self._grad_fn = None
 
     # -- constructors ------------------------------------------------------------------------
 
     @classmethod
-    def from_vec(cls, shape: Sequence[int], values: object, dtype: object | None = None) -> Tensor:
+    def from_vec(
+        cls,
+        shape: Sequence[int],
+        values: object,
+        dtype: object | None = None,
+        *,
+        requires_grad: bool = False,
+    ) -> Tensor:
         """A new owner of ``shape`` holding a copy of the flat ``values`` in row-major order.
 
         Without ``dtype`` the values keep their kind, as ``np.array`` does: Python floats give
@@ -149,11 +184,15 @@ class Tensor(ViewMethods):
         sizes overflow 64 bits, :class:`ElementCountMismatchError` when ``len(values)`` is not the
         product of the sizes, :class:`DTypeError` for an unsupported dtype and
         :class:`TensorError` for a value that is not a real number or does not fit ``dtype``.
+        ``requires_grad=True`` makes it a leaf of autograd (a :class:`DTypeError` unless the dtype
+        is a float dtype).
         """
-        return cls(shape, values, dtype)
+        return cls(shape, values, dtype, requires_grad=requires_grad)
 
     @classmethod
-    def from_numpy(cls, array: object, dtype: object | None = None) -> Tensor:
+    def from_numpy(
+        cls, array: object, dtype: object | None = None, *, requires_grad: bool = False
+    ) -> Tensor:
         """A new owner holding a row-major copy of any array-like (nested lists too).
 
         Without ``dtype`` the values keep their kind, as ``np.array`` does: float arrays keep
@@ -165,15 +204,24 @@ class Tensor(ViewMethods):
         with allocating(count, resolved), np.errstate(over="ignore"):
             # A broadcast source may be far larger than its memory: the guard refuses it first.
             storage = np.array(source, dtype=resolved, order="C", copy=True).reshape(-1)
-        return cls._adopt(storage, dims, strides)
+        return cls._adopt(storage, dims, strides)._leaf(requires_grad)
 
     @classmethod
-    def zeros(cls, shape: Sequence[int], dtype: object = DEFAULT_DTYPE) -> Tensor:
+    def zeros(
+        cls, shape: Sequence[int], dtype: object = DEFAULT_DTYPE, *, requires_grad: bool = False
+    ) -> Tensor:
         """A new owner of ``shape`` filled with 0 (errors as :meth:`full`)."""
-        return cls.full(shape, 0.0, dtype)
+        return cls.full(shape, 0.0, dtype, requires_grad=requires_grad)
 
     @classmethod
-    def full(cls, shape: Sequence[int], value: float, dtype: object = DEFAULT_DTYPE) -> Tensor:
+    def full(
+        cls,
+        shape: Sequence[int],
+        value: float,
+        dtype: object = DEFAULT_DTYPE,
+        *,
+        requires_grad: bool = False,
+    ) -> Tensor:
         """A new owner of ``shape`` with every value equal to ``value``.
 
         Raises :class:`InvalidShapeError` or :class:`ShapeOverflowError` for a bad shape and
@@ -185,10 +233,11 @@ class Tensor(ViewMethods):
         if fill.ndim != 0:
             raise TensorError(f"full() takes one real number as its value, got shape {fill.shape}")
         with np.errstate(over="ignore"):
-            return cls._adopt(allocate(count, resolved, fill), dims, strides)
+            made = cls._adopt(allocate(count, resolved, fill), dims, strides)
+        return made._leaf(requires_grad)
 
     @classmethod
-    def arange(cls, n: int, dtype: object = "int64") -> Tensor:
+    def arange(cls, n: int, dtype: object = "int64", *, requires_grad: bool = False) -> Tensor:
         """A rank-1 owner holding ``0, 1, ..., n-1``, int64 unless ``dtype`` says otherwise (as
         NumPy's ``arange`` of an int); errors as :meth:`full`.
 
@@ -209,7 +258,7 @@ class Tensor(ViewMethods):
         check_integer_range(np.asarray(max(count - 1, 0)), resolved, where=f"arange({count})")
         with allocating(count, resolved):
             storage = np.arange(count, dtype=resolved)
-        return cls._adopt(storage, dims, strides)
+        return cls._adopt(storage, dims, strides)._leaf(requires_grad)
 
     @classmethod
     def _adopt(
@@ -237,6 +286,45 @@ class Tensor(ViewMethods):
         tensor = object.__new__(cls)
         tensor._init_layout(storage, layout)
         return tensor
+    def _leaf(self, requires_grad: bool) -> Tensor:
+        """This new tensor, made a leaf that requires grad when asked (constructors end here)."""
+        if requires_grad is not False:
+            self.requires_grad_(requires_grad)
+        return self
+
+    # -- autograd ----------------------------------------------------------------------------
+
+    @property
+    def grad(self) -> Tensor | None:
+        """A leaf's gradient, accumulated (added to) by every ``backward()`` that reaches it:
+        a tensor of this shape and dtype, or ``None`` before the first (and after
+        ``t.grad = None``). Gradients through views of this tensor land here too. A result of
+        an op keeps no gradient (``None``), as in PyTorch."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and not (
+            isinstance(value, Tensor) and value.shape == self.shape and value.dtype == self.dtype
+        ):
+            shape = getattr(value, "shape", None)
+            raise TensorError(
+                f"t.grad must be None or a Tensor of shape {list(self.shape)} and dtype "
+                f"{self.dtype.name}, got {type(value).__name__}"
+                + (f" of shape {list(shape)}" if shape is not None else "")
+            )
+        self._grad = value
+
+    @property
+    def grad_fn(self) -> Node | None:
+        """The recorded op that computed this tensor (``None`` for a leaf)."""
+        return self._grad_fn
+
+    @property
+    def is_leaf(self) -> bool:
+        """True unless this tensor is the result of a recorded op (PyTorch's rule: every
+        tensor that does not require grad is a leaf too)."""
+        return self._grad_fn is None
 
     # -- what ViewMethods reads --------------------------------------------------------------
 

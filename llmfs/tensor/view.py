@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import numpy as np
 
+from llmfs.tensor.dtypes import FLOAT_DTYPES
 from llmfs.tensor.errors import (
     ConcurrentWriteError,
+    DTypeError,
     IndexOutOfBoundsError,
     RankMismatchError,
     StaleViewError,
@@ -46,6 +48,7 @@ from llmfs.tensor.errors import (
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import allocating, gather, numpy_view, read_only_view
+from llmfs.tensor.tape import differentiable
 from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
@@ -89,6 +92,9 @@ def _args_key(args: tuple[object, ...]) -> tuple[object, ...] | None:
     return tuple(parts)
 
 
+_V = TypeVar("_V", bound="ViewMethods")
+
+
 def _varargs(args: tuple[object, ...]) -> object:
     """``f(3, 2)`` and ``f([3, 2])`` alike: one argument is the sequence, several are its items."""
     return args[0] if len(args) == 1 else args
@@ -110,6 +116,9 @@ class ViewMethods(OperatorMixin):
     _version: int
     #: What :attr:`layout` returns (a slot of each subclass), read directly on the hot paths.
     _layout: Layout
+    #: Whether ops on this object are recorded for autograd (a slot of each subclass; see
+    #: :mod:`llmfs.tensor.tape`): a view copies it from what it is derived from, when made.
+    _requires_grad: bool
 
     @property
     def layout(self) -> Layout:
@@ -143,7 +152,7 @@ class ViewMethods(OperatorMixin):
         owner = self.owner
         if owner._writer or owner._version != self._version:
             self._check_fresh()
-        return TensorView._trusted(owner, layout)
+        return TensorView._trusted(owner, layout, self._requires_grad)
 
     # -- metadata ----------------------------------------------------------------------------
 
@@ -352,6 +361,7 @@ class ViewMethods(OperatorMixin):
         self._check_fresh()
         return StridedOffsets(self.layout, self.owner._storage.size)
 
+    @differentiable("materialize")
     def materialize(self) -> Tensor:
         """Copies the values, in logical row-major order, into a NEW owning tensor with row-major
         strides. The copy is independent: mutating it never affects this owner, and mutating the
@@ -413,6 +423,82 @@ class ViewMethods(OperatorMixin):
             )
         array = self.to_numpy()
         return array if dtype is None else array.astype(dtype)
+
+    # -- autograd (the engine is llmfs.tensor.autograd) ----------------------------------------
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether ops on this are recorded for :meth:`backward` (PyTorch's name). A view has
+        the flag of what it was derived from, at the time it was made. Setting it is
+        ``requires_grad_(value)``."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self: _V, requires_grad: bool = True) -> _V:
+        """A ``Tensor``: makes it a leaf whose ops are recorded (``True``) or not (``False``), in
+        place, and returns it, as PyTorch's ``requires_grad_``; views made before keep what they
+        had (a view copies the flag when it is made). A view: its flag is its owner's, copied
+        when it was made, so this returns the view when the flag already is ``requires_grad``.
+
+        Raises :class:`DTypeError` naming the dtype for an integer or bool tensor (only floats
+        have gradients), and :class:`TensorError` for a flag that is not a bool, for turning it
+        off on an op's result (use :meth:`detach`), or for changing a view's flag.
+        """
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TensorError(
+                f"requires_grad must be True or False, got {type(requires_grad).__name__} "
+                f"{requires_grad!r}"
+            )
+        wanted = bool(requires_grad)
+        if not self._owns_storage:
+            if wanted != self._requires_grad:
+                raise TensorError(
+                    f"requires_grad_({wanted}) on a view: a view takes its flag from what it was "
+                    "derived from; set it on the owner (v.owner.requires_grad_()) and make the "
+                    "view again, or use v.detach() for a view that does not require grad"
+                )
+            return self
+        if wanted and self.dtype.kind != "f":
+            raise DTypeError(
+                self.dtype.name,
+                FLOAT_DTYPES,
+                "requires_grad (only float tensors have gradients: cast first, e.g. "
+                "t.astype('float64').requires_grad_())",
+            )
+        if not wanted and self.owner._grad_fn is not None:
+            raise TensorError(
+                "requires_grad_(False) on the result of a recorded op: only a leaf can stop "
+                "requiring grad; use t.detach() for a view of it that does not"
+            )
+        self._requires_grad = wanted
+        return self
+
+    def backward(self, gradient: object = None) -> None:
+        """Computes the gradient of this result with respect to every leaf it was computed from
+        and adds it to each leaf's ``.grad`` (PyTorch's ``backward``); gradients through views
+        land in the owner's ``.grad``. ``gradient`` is d(loss)/d(this), of this shape; without
+        it this must hold one value (the gradient is 1).
+
+        Raises :class:`~llmfs.tensor.errors.NoGradientError` when this does not require grad,
+        :class:`~llmfs.tensor.errors.GradientShapeError` for a missing gradient of a result of
+        several values or a gradient of another shape, and
+        :class:`~llmfs.tensor.errors.SavedTensorModifiedError` when a tensor an op saved was
+        written after the op ran. See :mod:`llmfs.tensor.autograd`.
+        """
+        # The engine runs the ops' backward rules, built on top of the views: imported on use.
+        from llmfs.tensor.autograd import backward
+
+        backward(self, gradient)
+
+    def detach(self) -> TensorView:
+        """A view of the same storage and layout that does not require grad (PyTorch's
+        ``detach``): ops on it are not recorded and no gradient flows back through it. It is a
+        view (an owner's storage has one owner), so a write to the owner makes it stale."""
+        self._check_fresh()
+        return TensorView._trusted(self.owner, self.layout, False)
 
     # -- shared storage ----------------------------------------------------------------------
 
@@ -605,11 +691,12 @@ class TensorView(ViewMethods):
     return new views.
     """
 
-    __slots__ = ("_layout", "_owner", "_version")
+    __slots__ = ("_layout", "_owner", "_requires_grad", "_version")
 
     _layout: Layout
     _owner: Tensor
     _version: int
+    _requires_grad: bool
 
     def __init__(self, *_: object, **__: object) -> None:
         raise TensorError(
@@ -618,12 +705,14 @@ class TensorView(ViewMethods):
         )
 
     @classmethod
-    def _trusted(cls, owner: Tensor, layout: Layout) -> TensorView:
-        """Builds a view from a layout already known to be valid for ``owner``'s storage."""
+    def _trusted(cls, owner: Tensor, layout: Layout, requires_grad: bool = False) -> TensorView:
+        """Builds a view from a layout already known to be valid for ``owner``'s storage
+        (``requires_grad``: whether ops on it are recorded, from what it is derived from)."""
         view = object.__new__(cls)
         view._owner = owner
         view._layout = layout
         view._version = owner._version
+        view._requires_grad = requires_grad
         return view
 
     @classmethod
@@ -644,7 +733,7 @@ class TensorView(ViewMethods):
         Raises :class:`InvalidLayoutError`.
         """
         layout.validate(_size(owner))
-        return cls._trusted(owner, layout)
+        return cls._trusted(owner, layout, owner._requires_grad)
 
     def _check_fresh(self) -> None:
         owner = self._owner
@@ -681,6 +770,24 @@ class TensorView(ViewMethods):
     def version(self) -> int:
         """The owner's version when this view was made."""
         return self._version
+
+    @property
+    def grad(self) -> None:
+        """Always ``None``: a view is not a leaf; the gradient of what it reads lands in its
+        owner's ``.grad`` (``v.owner.grad``)."""
+        return None
+
+    @property
+    def grad_fn(self) -> None:
+        """Always ``None``: a view records no op; its layout is the record, and its backward is
+        the one view rule (:func:`llmfs.tensor.autograd.view_backward`)."""
+        return None
+
+    @property
+    def is_leaf(self) -> bool:
+        """True only when the view does not require grad (PyTorch's convention); a view that
+        requires grad passes its gradient on to its owner."""
+        return not self._requires_grad
 
     @property
     def is_stale(self) -> bool:
