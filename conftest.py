@@ -13,6 +13,12 @@ nbval's own behaviour (one mode for every notebook named on the command line). K
 interpreter running pytest, so the notebooks import the ``llmfs`` under test. Exercise attempts
 that notebooks record go to a temporary log, never into the repository. With pytest-xdist, run
 ``--dist loadfile`` so that a notebook's cells stay in one worker, and in one kernel.
+
+Long files run first. A file whose tests are marked ``slow``, ``notebooks`` or ``browser`` (they
+start kernels, servers, compilers or subprocesses, and take seconds to minutes) is moved ahead of
+the others, each file's tests kept together and in order. With ``--no-loadscope-reorder`` (set in
+pyproject.toml) xdist hands files to its workers in that order, so the many short files fill the
+end of the run on both workers instead of one long file running alone while the other waits.
 """
 
 from __future__ import annotations
@@ -55,6 +61,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.environ.pop("LLMFS_ATTEMPTS", None)
         else:
             os.environ["LLMFS_ATTEMPTS"] = previous
+
+
+#: Marks of tests that run for seconds or more: their files are scheduled first.
+LONG_MARKS = ("slow", "notebooks", "browser")
+
+
+def _is_long(item: pytest.Item) -> bool:
+    return any(item.get_closest_marker(name) is not None for name in LONG_MARKS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Moves every file holding a long test ahead of the others (a stable reordering: the files
+    keep their collection order within each group, and each file's tests theirs)."""
+    long_files = {item.path for item in items if _is_long(item)}
+    items[:] = sorted(items, key=lambda item: item.path not in long_files)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:

@@ -9,6 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# mypy on the whole package takes a minute from a cold cache (scheduled early).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

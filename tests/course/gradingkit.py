@@ -6,18 +6,24 @@ exercises), so the tests follow the chapters as they change:
 * :func:`correct_notebook`: the student notebook with every exercise cell replaced by the
   solution's cell (fully correct);
 * :func:`answered_notebook`: the student notebook with chosen predict fields filled in;
-* :func:`wrong_value`: a literal that surely differs from a solution's literal.
+* :func:`wrong_value`: a literal that surely differs from a solution's literal;
+* :func:`learner_copies` and :func:`run_check`: a learner's folder of chapter notebooks and
+  ``llmfs check`` run on it (the self-check's tests share them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import random
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
+from llmfs.cli import main as llmfs_main
 from llmfs.course.exercise_checks.spec import SPECS, expected_outcome
 from llmfs.course.grading import extract
 from llmfs.course.grading.key import ChapterKey, load_chapter_key
@@ -157,3 +163,20 @@ def hard_coded_source(item: Any) -> str:
 def specs_present() -> bool:
     """True when at least one implement exercise has a hidden check."""
     return bool(SPECS)
+
+
+def learner_copies(folder: Path, which: str) -> Path:
+    """``folder`` holding every published chapter's ``which`` notebook (``"solution"`` or
+    ``"notebook"``) under the student notebook's name, as a learner's copies are named."""
+    for chapter in MANIFEST.published_chapters:
+        shutil.copy(REPO / getattr(chapter, which), folder / Path(chapter.notebook).name)
+    return folder
+
+
+def run_check(folder: Path, *extra: str) -> tuple[int, str]:
+    """``llmfs check --dir folder --cell-timeout 60 *extra``: its exit status and what it
+    printed on stdout (stderr is dropped)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = llmfs_main(["check", "--dir", str(folder), "--cell-timeout", "60", *extra])
+    return code, out.getvalue()

@@ -57,6 +57,9 @@ from llmfs.course.notebooks import (
     read_notebook,
 )
 
+# Every course notebook is executed in-process (scheduled early).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = load_manifest(REPO / "course" / "manifest.toml")
 CHAPTERS = MANIFEST.published_chapters

@@ -1,5 +1,9 @@
-"""``llmfs check``: the learner's self-check on the solutions (all right) and on the unanswered
-notebooks (nothing right, and not one solution in what it prints)."""
+"""``llmfs check``: the learner's self-check on single notebooks: a wrong answer, a forged log, a
+headless run, broken and hostile files, and where it looks.
+
+Its runs on every chapter are in ``test_grading_selfcheck_solutions.py`` (the solutions: all
+right) and ``test_grading_selfcheck_blank.py`` (the unanswered notebooks: nothing right, and not
+one solution in what it prints), one file each so that two test workers run them side by side."""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ import contextlib
 import csv
 import io
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,106 +20,12 @@ import pytest
 from llmfs.cli import build_parser
 from llmfs.cli import main as llmfs_main
 from llmfs.course.grading.key import hints_of
-from llmfs.course.grading.limits import Limits
-from llmfs.course.grading.selfcheck import as_json, check_notebook, hints_used, render
+from llmfs.course.grading.selfcheck import hints_used
 from llmfs.course.paths import DEFAULT_FOLDER
 
 pytestmark = pytest.mark.notebooks
 
 CHAPTERS = kit.MANIFEST.published_chapters
-
-
-def _check(folder: Path, *extra: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = llmfs_main(["check", "--dir", str(folder), "--cell-timeout", "60", *extra])
-    return code, out.getvalue()
-
-
-def _copy(tmp: Path, which: str) -> Path:
-    # Learners' copies carry the student notebooks' names, whichever version they hold.
-    for chapter in CHAPTERS:
-        shutil.copy(kit.REPO / getattr(chapter, which), tmp / Path(chapter.notebook).name)
-    return tmp
-
-
-@pytest.fixture(scope="module")
-def on_solutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    code, text = _check(_copy(tmp_path_factory.mktemp("solved"), "solution"), "--json")
-    assert code == 0, text
-    return json.loads(text)
-
-
-@pytest.fixture(scope="module")
-def on_blank(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
-    # One run of each notebook, rendered both ways (the command prints one or the other).
-    folder = _copy(tmp_path_factory.mktemp("blank"), "notebook")
-    limits = Limits(cell_timeout=60)
-    chapters = [
-        check_notebook(kit.MANIFEST, folder / Path(c.notebook).name, limits) for c in CHAPTERS
-    ]
-    return render(chapters), json.loads(json.dumps(as_json(chapters)))
-
-
-def test_the_solutions_are_answered_and_right_everywhere(on_solutions: dict[str, Any]) -> None:
-    assert [c["chapter"] for c in on_solutions["chapters"]] == [c.id for c in CHAPTERS]
-    for chapter in on_solutions["chapters"]:
-        assert chapter["run"] == "ok"
-        for exercise in chapter["exercises"]:
-            assert exercise["answered"], exercise["id"]
-            if exercise["kind"] == "explain":
-                assert exercise["right"] is None
-            else:
-                assert exercise["right"] is True, exercise
-                assert exercise["score"] == exercise["points"]
-        totals = chapter["totals"]
-        assert totals["answered"] == totals["exercises"]
-
-
-def test_the_unanswered_notebooks_have_nothing_answered_or_right(
-    on_blank: tuple[str, dict[str, Any]],
-) -> None:
-    _, data = on_blank
-    for chapter in data["chapters"]:
-        assert chapter["run"] == "ok"
-        assert chapter["totals"]["answered"] == 0
-        assert chapter["totals"]["right"] == 0
-        assert chapter["totals"]["points"] == 0
-
-
-def test_no_solution_appears_in_the_output_on_unanswered_notebooks(
-    on_blank: tuple[str, dict[str, Any]],
-) -> None:
-    text, data = on_blank
-    output = text + json.dumps(data)
-    # Every chapter's titles and hints are in the report, so an answer of one chapter that is
-    # also part of another chapter's question (a shape such as [3, 2]) is not a leak.
-    keys = [kit.key_of(chapter) for chapter in CHAPTERS]
-    shown = " ".join(
-        [e.title for chapter in CHAPTERS for e in chapter.exercises]
-        + [h for key in keys for i in key.exercises for h in i.hints]
-    )
-    for chapter, key in zip(CHAPTERS, keys):
-        secrets: list[str] = []
-        for item in key.exercises:
-            for value in item.answers.values():
-                secrets += [json.dumps(value), repr(value)]
-            secrets += [line.strip() for line in item.model_answer.splitlines()]
-            secrets += [line.strip() for line in item.solution_source.splitlines()[2:]]
-        secrets = [s for s in secrets if len(s) >= 6 and s not in shown]
-        leaked = sorted({s for s in secrets if s in output})
-        assert not leaked, chapter.id
-
-
-def test_the_text_report_is_a_table_per_chapter(on_blank: tuple[str, dict[str, Any]]) -> None:
-    text, _ = on_blank
-    for chapter in CHAPTERS:
-        assert f"{chapter.id}: {chapter.title}" in text
-        for exercise in chapter.exercises:
-            assert f"  {exercise.id} " in text
-    assert text.count(
-        "exercise                kind       answered  right   points    hints"
-    ) == len(CHAPTERS)
 
 
 def test_hints_used_come_from_the_learners_log(tmp_path: Path) -> None:
@@ -198,7 +107,7 @@ def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: 
     )
     path = tmp_path / Path(chapter.notebook).name
     path.write_text(json.dumps(notebook), encoding="utf-8")
-    code, text = _check(tmp_path)
+    code, text = kit.run_check(tmp_path)
     assert code == 0
     line = next(x for x in text.splitlines() if x.startswith(f"  {item.exercise.id} "))
     assert line.split()[2:4] == ["yes", "no"]  # answered, not right
@@ -212,7 +121,7 @@ def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: 
 
 
 def _json_check(folder: Path) -> dict[str, Any]:
-    code, text = _check(folder, "--json")
+    code, text = kit.run_check(folder, "--json")
     assert code == 0, text
     (chapter,) = json.loads(text)["chapters"]
     return {e["id"]: e for e in chapter["exercises"]}

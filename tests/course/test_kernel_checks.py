@@ -30,6 +30,9 @@ from llmfs.course.exercise_checks.spec import (
 from llmfs.tensor import BroadcastError, Tensor
 from llmfs.tensor.backends.metal import emulator_available, is_available
 
+# Each case runs a compiled kernel in its own process: seconds per check (scheduled early).
+pytestmark = pytest.mark.slow
+
 needs_kernels = pytest.mark.skipif(
     not (emulator_available() or is_available()),
     reason="kernel checks need the Metal emulator's C++ compiler or a Metal device",

@@ -19,6 +19,9 @@ from coursekit import code, notebook, write_notebook
 pytest.importorskip("nbval")
 pytest.importorskip("xdist")
 
+# A pytest run in a subprocess, with two workers and four kernels (scheduled early).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 # The pytest options the repository's pyproject.toml must carry for notebook validation.
@@ -75,29 +78,30 @@ def _run(root: Path) -> dict[str, str]:
 
 def test_solutions_are_strict_notebooks_are_lax_and_others_are_ignored(tmp_path: Path) -> None:
     root = _project(tmp_path)
-    wrong_output = notebook(_with_output("c1", "print(6 * 7)", "41\n"))
-    write_notebook(root / "solutions" / "wrong.ipynb", wrong_output)
-    write_notebook(root / "notebooks" / "wrong.ipynb", wrong_output)
+    # One notebook per folder (each notebook costs a kernel): the same stored outputs are
+    # compared in solutions/ and not in notebooks/, cell by cell.
     write_notebook(
-        root / "solutions" / "right.ipynb",
+        root / "solutions" / "mixed.ipynb",
         notebook(
             _with_output("c1", "print(6 * 7)", "42\n"),
             # A default repr carries a memory address that differs from the stored one on every
             # run: this cell passes only because the sanitize file is applied.
             _with_output("c2", "print(object())", "<object object at 0x7f0000000000>\n"),
+            _with_output("c3", "print(6 * 7)", "41\n"),
         ),
     )
     write_notebook(
-        root / "notebooks" / "raises.ipynb",
+        root / "notebooks" / "mixed.ipynb",
         notebook(
+            _with_output("c1", "print(6 * 7)", "41\n"),
             # Attempts recorded while validating go to a temporary log, not into the checkout.
             code(
-                "c1",
+                "c2",
                 "import os, tempfile\n"
                 "path = os.environ['LLMFS_ATTEMPTS']\n"
                 "assert path.startswith(tempfile.gettempdir()), path",
             ),
-            code("c2", "raise ValueError('unanswered crash')"),
+            code("c3", "raise ValueError('unanswered crash')"),
         ),
     )
     write_notebook(root / "docs" / "elsewhere.ipynb", notebook(code("c1", "raise SystemExit(3)")))
@@ -105,10 +109,10 @@ def test_solutions_are_strict_notebooks_are_lax_and_others_are_ignored(tmp_path:
     outcomes = _run(root)
 
     assert outcomes == {
-        "solutions/wrong.ipynb::Cell 0": "FAILED",  # stored output compared
-        "notebooks/wrong.ipynb::Cell 0": "PASSED",  # lax: only errors fail
-        "solutions/right.ipynb::Cell 0": "PASSED",
-        "solutions/right.ipynb::Cell 1": "PASSED",
-        "notebooks/raises.ipynb::Cell 0": "PASSED",
-        "notebooks/raises.ipynb::Cell 1": "FAILED",
+        "solutions/mixed.ipynb::Cell 0": "PASSED",
+        "solutions/mixed.ipynb::Cell 1": "PASSED",
+        "solutions/mixed.ipynb::Cell 2": "FAILED",  # stored output compared
+        "notebooks/mixed.ipynb::Cell 0": "PASSED",  # lax: only errors fail
+        "notebooks/mixed.ipynb::Cell 1": "PASSED",
+        "notebooks/mixed.ipynb::Cell 2": "FAILED",
     }

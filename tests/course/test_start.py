@@ -31,6 +31,9 @@ from llmfs.course.start import (
     port_is_free,
 )
 
+# JupyterLab is started for real, and stopped by signals (scheduled early).
+pytestmark = pytest.mark.slow
+
 
 def _course(root: Path) -> Path:
     """A course with one published chapter (its student notebook) and the learner guide."""
