@@ -56,7 +56,6 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.errors", 0, "errors"),
     ("llmfs.tensor.layout", 1, "layout"),
     ("llmfs.tensor.dtypes", 1, "layout"),
-    ("llmfs.tensor.threads", 1, "layout"),  # the copy threads: below the copies that use them
     ("llmfs.tensor.tensor", 2, "views"),
     ("llmfs.tensor.view", 2, "views"),
     ("llmfs.tensor.traversal", 2, "views"),
@@ -65,6 +64,8 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.backends", 3, "backends"),
     ("llmfs.tensor.backends.base", 3, "backends"),
     ("llmfs.tensor.backends.numpy_backend", 3, "backends"),
+    ("llmfs.tensor.backends.numpy_copies", 3, "backends"),  # the numpy backend's fast copies
+    ("llmfs.tensor.backends.threads", 3, "backends"),  # the threads those copies split over
     ("llmfs.tensor.backends.reference", 3, "backends"),
     ("llmfs.tensor.backends.metal", 3, "backends"),
     ("llmfs.tensor.backends.metal.backend", 3, "backends"),

@@ -13,12 +13,17 @@ iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape
 offset 0, owner: itself) and ``TensorView`` both inherit it, so ``t.reshape(...)`` and
 ``t.view().reshape(...)`` are the same code.
 
+Every reader that copies values (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) asks
+the active backend to copy (``Backend.copy``): the reference backend walks the offset cursor, the
+numpy backend makes a cache-blocked, threaded copy. This module keeps only the rules around the
+copy: the allocation guard and the version checks before and after it.
+
 Invariant (checked once, when a view is made): every offset the view can reach lies inside its
 owner's storage, and sizes and offsets fit in 64 bits. Operations that derive a view from a valid
 one keep the invariant by construction (a permutation, a shrinking slice, a merge or split of
 axes visit a subset of the same offsets); explicit layouts from :meth:`TensorView.from_parts` /
 :func:`as_strided` go through :func:`~llmfs.tensor.layout.validate`. So readers (the offset
-cursor, the fast gather, the backends) trust a view's layout without re-checking it.
+cursor, the backends' copies and kernels) trust a view's layout without re-checking it.
 
 A view also remembers its owner's *version*; once the owner is mutated, using the view raises
 :class:`~llmfs.tensor.errors.StaleViewError` (the run-time form of Rust's borrow rule). Readers
@@ -45,7 +50,7 @@ from llmfs.tensor.errors import (
 )
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
-from llmfs.tensor.strided import allocating, gather, numpy_view, read_only_view
+from llmfs.tensor.strided import allocating, numpy_view, read_only_view
 from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
@@ -335,16 +340,15 @@ class ViewMethods(OperatorMixin):
         return self.materialize()
 
     def tolist(self) -> Any:
-        """Nested lists of Python numbers (a bare number for rank 0), like ``ndarray.tolist``."""
+        """Nested lists of Python numbers (a bare number for rank 0), like ``ndarray.tolist``;
+        the values are copied by the active backend (see :meth:`materialize`)."""
         return self.to_numpy().tolist()
 
     def to_numpy(self) -> np.ndarray:
-        """A new NumPy array (a copy) with this shape and these values."""
-        self._check_fresh()
-        version = self._version  # a view's: its owner's when made; a tensor's: its own now
-        array = gather(self.owner._storage, self.layout)
-        self._end_read(version)
-        return array
+        """A new NumPy array (a copy) with this shape and these values, copied by the active
+        backend (see :meth:`materialize`, whose errors it raises)."""
+        # The copy is a new owner that nothing else holds: its storage becomes the array.
+        return self.materialize()._storage.reshape(self.shape)
 
     def numpy_view(self) -> np.ndarray:
         """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.
