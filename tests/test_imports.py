@@ -195,7 +195,8 @@ INVERSIONS: list[tuple[str, str, str]] = [
     (
         "llmfs.tensor.view",
         "llmfs.tensor.ops",
-        "materialize() and integer-array indexing copy with the backend that ops chooses",
+        "materialize(), to_numpy(), tolist() and integer-array indexing copy with the backend "
+        "that ops chooses",
     ),
     (
         "llmfs.tensor.ops",

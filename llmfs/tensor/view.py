@@ -34,8 +34,10 @@ rather than values from two versions (see "Threads" in :mod:`llmfs.tensor.tensor
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Iterator, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -319,15 +321,15 @@ class ViewMethods(OperatorMixin):
         :mod:`llmfs.tensor.backends`). Raises :class:`AllocationError` when the copy does not fit
         in NumPy's largest array or the machine's memory."""
         self._check_fresh()
-        if self.is_empty:
+        owner, layout = self.owner, self.layout
+        dtype = owner._storage.dtype
+        if layout.is_empty:
             # type(owner) is Tensor: tensor.py builds on this module, so it is not imported here.
-            return type(self.owner)._adopt(np.empty(0, dtype=self.dtype), self.shape)
-        # The compute layer (ops, then backends) is built on top of the views: imported on use.
-        from llmfs.tensor.ops import backend_for
-
-        view = self if isinstance(self, TensorView) else self.view()
-        with allocating(self.size, self.dtype):
-            copy = backend_for("copy", None, self.dtype).copy(view, dtype=self.dtype)
+            return type(owner)._adopt(np.empty(0, dtype=dtype), layout.shape)
+        # A fresh view is at its owner's version, so a view made now reads at the same one.
+        view = self if isinstance(self, TensorView) else TensorView._trusted(owner, layout)
+        with allocating(layout.size, dtype):
+            copy = _ops().backend_for("copy", None, dtype).copy(view, dtype=dtype)
         view._end_read(view._version)
         return copy
 
@@ -607,6 +609,16 @@ class TensorView(ViewMethods):
     def is_stale(self) -> bool:
         """True once the owner has been mutated since this view was made (or is being written)."""
         return bool(self._owner._writer) or self._owner._version != self._version
+
+
+@functools.cache
+def _ops() -> ModuleType:
+    """:mod:`llmfs.tensor.ops`, which chooses the backend that copies. The compute layer (ops,
+    then backends) is built on top of the views, so it is imported on first use, then kept: an
+    import statement in :meth:`ViewMethods.materialize` would cost more than a small copy."""
+    from llmfs.tensor import ops
+
+    return ops
 
 
 def _rebuild_view(owner: Tensor, layout: Layout) -> TensorView:
