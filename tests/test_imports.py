@@ -57,7 +57,6 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.checks", 1, "layout"),  # the input checks and limits the algebra stands on
     ("llmfs.tensor.layout", 1, "layout"),
     ("llmfs.tensor.dtypes", 1, "layout"),
-    ("llmfs.tensor.threads", 1, "layout"),  # the copy threads: below the copies that use them
     ("llmfs.tensor.tensor", 2, "views"),
     ("llmfs.tensor.view", 2, "views"),
     ("llmfs.tensor.traversal", 2, "views"),
@@ -68,6 +67,8 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.backends", 3, "backends"),
     ("llmfs.tensor.backends.base", 3, "backends"),
     ("llmfs.tensor.backends.numpy_backend", 3, "backends"),
+    ("llmfs.tensor.backends.numpy_copies", 3, "backends"),  # the numpy backend's fast copies
+    ("llmfs.tensor.backends.threads", 3, "backends"),  # the threads those copies split over
     ("llmfs.tensor.backends.reference", 3, "backends"),
     ("llmfs.tensor.backends.metal", 3, "backends"),
     ("llmfs.tensor.backends.metal.backend", 3, "backends"),
@@ -199,7 +200,8 @@ INVERSIONS: list[tuple[str, str, str]] = [
     (
         "llmfs.tensor.view",
         "llmfs.tensor.ops",
-        "materialize() and integer-array indexing copy with the backend that ops chooses",
+        "materialize(), to_numpy(), tolist() and integer-array indexing copy with the backend "
+        "that ops chooses",
     ),
     (
         "llmfs.tensor.view",

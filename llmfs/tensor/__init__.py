@@ -37,6 +37,7 @@ from llmfs.tensor.backends.metal.errors import (
     MetalError,
     MetalUnavailableError,
 )
+from llmfs.tensor.backends.threads import get_num_threads, set_num_threads
 from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
 from llmfs.tensor.errors import (
@@ -145,7 +146,6 @@ from llmfs.tensor.ops import (
 )
 from llmfs.tensor.tape import no_grad
 from llmfs.tensor.tensor import MutableStorage, Tensor
-from llmfs.tensor.threads import get_num_threads, set_num_threads
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
 from llmfs.tensor.writes import copyto
 

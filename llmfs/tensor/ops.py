@@ -62,7 +62,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from llmfs.tensor.backends import get_backend, numpy_backend
-from llmfs.tensor.backends.base import COMPARISON_OPS, LOGICAL_OPS, Backend
+from llmfs.tensor.backends.base import COMPARISON_OPS, LOGICAL_OPS, Backend, read_array
 from llmfs.tensor.backends.numpy_backend import NumpyBackend, matrix_orientation
 from llmfs.tensor.dispatch import (
     ERROR_STATE,
@@ -554,7 +554,7 @@ def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
 
 def _check_integer_exponents(exponents: TensorView) -> None:
     """NumPy's rule: integers to negative integer powers are not allowed (no integer result)."""
-    smallest = without_repeats(exponents.numpy_view()).min()
+    smallest = without_repeats(read_array(exponents)).min()
     if smallest < 0:
         raise TensorError(
             f"integers to negative integer powers are not allowed (an exponent is {smallest}); "
@@ -1024,7 +1024,7 @@ def _check_ids(index: TensorView, axis: int, size: int) -> None:
     only when one is outside is the first such id looked for.
     """
     check_reads(index.size, index.dtype, "take's check of its ids")
-    values = without_repeats(index.numpy_view())
+    values = without_repeats(read_array(index))
     low, high = int(values.min()), int(values.max())
     if -size <= low and high < size:
         return
@@ -1048,7 +1048,7 @@ def astype(x: Operand, dtype: object) -> Tensor:
         return empty_result(view.shape, target)
     with allocating(view.size, target):
         if is_integer(target) and is_float(view.dtype):
-            check_integer_cast(view.numpy_view(), target, where=f"astype({target.name})")
+            check_integer_cast(read_array(view), target, where=f"astype({target.name})")
         result = backend_for("copy", None, view.dtype).copy(view, dtype=target)
     check_unchanged(view)
     return result

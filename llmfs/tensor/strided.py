@@ -1,47 +1,26 @@
-"""NumPy arrays of storage: allocating it, exporting it read-only, viewing it, gathering from it.
+"""NumPy arrays of storage: the rules for making them, exporting them read-only, viewing them.
 
 * :func:`allocate` and :func:`allocating` make (or guard the making of) new storage, so that an
   array NumPy or the machine cannot hold is an :class:`~llmfs.tensor.errors.AllocationError`
-  naming the element count and the bytes, never NumPy's own ``ValueError``/``MemoryError``.
+  naming the element count and the bytes, never NumPy's own ``ValueError``/``MemoryError``;
+  :func:`check_reads` applies the same byte limit (:func:`byte_limit`) to what one op reads.
+  Every allocation and every read of the library goes through these, whatever the backend.
 * :class:`ReadOnlyArray` is the type of the zero-copy exports (``as_slice()``, ``numpy_view()``):
   writing into one is a :class:`~llmfs.tensor.errors.TensorError` that says how to write.
+* :func:`numpy_view` turns a :class:`~llmfs.tensor.layout.Layout` into an ndarray over the *same*
+  memory (no copy): the one constructor of every NumPy array over a view's storage. It takes a
+  layout the caller has already validated (views are checked when they are made), so it does no
+  bounds checks of its own.
 
-:func:`numpy_view` and :func:`gather` take a layout that the caller has already validated (views
-are checked when they are made), so they do no bounds checks of their own; :func:`numpy_view`
-turns a :class:`~llmfs.tensor.layout.Layout` into an ndarray over the *same* memory, and
-:func:`gather` copies a layout's values into a new contiguous array in logical row-major order.
-
-``gather`` returns exactly the values the offset cursor (:mod:`llmfs.tensor.traversal`) visits,
-but moves whole runs at once instead of one value per Python step:
-
-* axes that are contiguous with each other are coalesced first (``layout.coalesce``), so most
-  views become one or two axes;
-* when the innermost coalesced axis is already unit-stride, one NumPy copy does it;
-* when it is not (a transpose: consecutive outputs sit far apart in storage), the copy is cache
-  blocked, whatever the stride: the output's columns are copied in strips, one slice assignment
-  each, so the source lines a strip reads stay in cache until all of their values are used.
-  NumPy's own copy walks whole output rows and reads each source line once per output row; with
-  a stride that is a multiple of 4 KiB every read even evicts the previous ones (a transposed
-  2048x2048 matrix is the classic case).
-
-A strip is as wide (source rows read in parallel) as the cache can hold lines of: a stride that
-is a multiple of 4 KiB maps every source row onto the same cache set, so only a few rows fit and
-the strip is narrow; other strides spread the rows over many sets and allow wide strips.
-
-A large copy (:data:`PARALLEL_MIN_VALUES` values or more) is also split into ranges of its
-outermost axis, one per thread (:mod:`llmfs.tensor.threads`): each range is copied as above into
-its own rows of the result, while NumPy has released the interpreter lock. One core walking
-memory in two orders is what limits a transpose, so a second core nearly halves its time; the
-values are the same for any thread count.
+Copies are not made here: a copy is the active backend's work (``Backend.copy``), a loop over the
+offset cursor on the reference backend and a cache-blocked, threaded copy on the numpy backend
+(:mod:`llmfs.tensor.backends.numpy_copies`).
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
-import math
 import os
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,27 +28,6 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from llmfs.tensor.errors import AllocationError, TensorError, ViewTooLargeError
 from llmfs.tensor.layout import INDEX_MAX, Layout, element_count, zero_unused_strides
-from llmfs.tensor.threads import get_num_threads, run_all
-
-#: L1 data cache geometry assumed by the strips (typical of x86-64 and Apple cores alike): 64-byte
-#: lines, 64 sets (8 ways each). Set conflicts repeat every SETS * LINE_BYTES = 4 KiB of stride.
-LINE_BYTES = 64
-CACHE_SETS = 64
-
-#: Source rows a strip reads in parallel: 12 per group of cache sets that distinct rows can use
-#: (12 rather than the 8 ways fit, measured: L2 absorbs the rest), capped at the widest strip
-#: that paid off. Measured with ``benchmarks/bench_materialize.py`` and strips of 12 to 1024 on
-#: 1500, 2000, 2048 and 3000-square transposes.
-ROWS_PER_SET_GROUP = 12
-MAX_STRIP_COLUMNS = 512
-
-#: Below this many values a blocked copy's per-strip overhead outweighs its cache benefit.
-BLOCKED_MIN_VALUES = 64 * 64
-
-#: From this many values on, a copy is split over threads: below it, handing a piece to another
-#: thread (tens of microseconds) costs more than the second core saves.
-PARALLEL_MIN_VALUES = 1 << 18
-
 
 #: The most bytes one NumPy array can span: its byte size is a C ``intp``, 64 bits on every
 #: platform llmfs runs on, so this is the library's one 64-bit maximum (layout's ``INDEX_MAX``).
@@ -185,75 +143,76 @@ _READ_ONLY_MESSAGE = (
 
 class ReadOnlyArray(np.ndarray):
     """The ndarray type of the library's zero-copy exports (``Tensor.as_slice()``,
-    ``TensorView.numpy_view()``): a plain ndarray whose writes, while it is read-only, raise a
-    :class:`TensorError` that says how to write instead of NumPy's bare
-    ``assignment destination is read-only``.
+    ``TensorView.numpy_view()``): an ndarray made read-only by NumPy's own flag
+    (``flags.writeable = False``), whose writes raise a :class:`TensorError` that says how to
+    write instead of NumPy's bare ``assignment destination is read-only``.
 
-    Item assignment, the in-place operators (``+=`` ...), ``fill``, ``put`` and ``sort`` are
-    covered; NumPy functions given it as ``out=`` (``np.copyto``, ``np.add(..., out=a)``) still
-    raise NumPy's ``ValueError``. Copies (``a.copy()``) are writable and behave as ndarrays;
-    ufunc results (``a * 2``, ``np.exp(a)``) are plain ndarrays, and the repr is an ndarray's.
+    The flag is the guarantee (NumPy refuses writes through a read-only array); the subclass
+    words the refusal. It sees the writes that reach the array through Python: item assignment,
+    every ufunc given it as an output, which covers the in-place operators (``a += 1`` is
+    ``np.add(a, 1, out=a)``) and ``np.add(x, y, out=a)``, ``ufunc.at(a, ...)`` (which NumPy lets
+    through a read-only array: refused here), and the writing methods in
+    :data:`_WRITING_METHODS`. A write from NumPy's C code (``np.copyto(a, x)``) still raises
+    NumPy's ``ValueError``: the flag refuses it all the same. Copies (``a.copy()``) are writable;
+    ufunc results (``a * 2``, ``np.exp(a)``, ``a.sum()``) are plain ndarrays, and the repr is an
+    ndarray's.
+
+    The library's own reads go through plain read-only ndarrays (:func:`numpy_view`), so these
+    checks cost nothing to an op.
     """
 
-    def _check_writeable(self) -> None:
-        if not self.flags.writeable:
-            raise TensorError(_READ_ONLY_MESSAGE)
-
     def __setitem__(self, key: Any, value: Any) -> None:
-        self._check_writeable()
+        _refuse_write(self)
         super().__setitem__(key, value)
 
-    def fill(self, value: Any) -> None:
-        self._check_writeable()
-        super().fill(value)
-
-    def put(self, *args: object, **kwargs: object) -> None:
-        self._check_writeable()
-        super().put(*args, **kwargs)  # type: ignore[arg-type]
-
-    def sort(self, *args: object, **kwargs: object) -> None:
-        self._check_writeable()
-        super().sort(*args, **kwargs)  # type: ignore[arg-type]
-
-    def __array_wrap__(  # a scalar result is returned as a scalar
-        self, array: np.ndarray, context: object = None, return_scalar: bool = False
+    def __array_ufunc__(
+        self, ufunc: np.ufunc, method: str, *inputs: Any, out: Any = None, **kwargs: Any
     ) -> Any:
-        # Computed results are new arrays, not exports: hand them back as plain ndarrays.
-        if return_scalar:
-            return array[()]
-        return array.view(np.ndarray)
+        # Run as on plain ndarrays (so results are plain ndarrays), refusing read-only outputs.
+        if method == "at":
+            # ``ufunc.at(a, ...)`` writes into its first input, and NumPy (2.4) does not check
+            # the flag there: this check is the only thing that stops it.
+            _refuse_write(inputs[0])
+        if out is not None:
+            for array in out:
+                _refuse_write(array)
+            kwargs["out"] = tuple(_plain(array) for array in out)
+        result = getattr(ufunc, method)(*(_plain(value) for value in inputs), **kwargs)
+        if out is None or method == "at":
+            return result
+        return out[0] if len(out) == 1 else out  # the caller's own output objects
 
     def __repr__(self) -> str:
         return repr(self.view(np.ndarray))
 
 
-def _in_place(name: str) -> object:
+def _plain(value: Any) -> Any:
+    return value.view(np.ndarray) if isinstance(value, ReadOnlyArray) else value
+
+
+def _refuse_write(array: object) -> None:
+    if isinstance(array, ReadOnlyArray) and not array.flags.writeable:
+        raise TensorError(_READ_ONLY_MESSAGE)
+
+
+#: ndarray methods that write into the array itself (NumPy would raise its bare ``ValueError``).
+_WRITING_METHODS = ("fill", "put", "sort", "partition", "setfield")
+
+
+def _checked(name: str) -> object:
     method = getattr(np.ndarray, name)
 
-    def operator(self: ReadOnlyArray, other: object) -> object:
-        self._check_writeable()
-        return method(self, other)
+    def write(self: ReadOnlyArray, *args: Any, **kwargs: Any) -> Any:
+        _refuse_write(self)
+        return method(self, *args, **kwargs)
 
-    operator.__name__ = name
-    return operator
+    write.__name__ = write.__qualname__ = name
+    write.__doc__ = method.__doc__
+    return write
 
 
-for _name in (
-    "__iadd__",
-    "__isub__",
-    "__imul__",
-    "__imatmul__",
-    "__itruediv__",
-    "__ifloordiv__",
-    "__imod__",
-    "__ipow__",
-    "__ilshift__",
-    "__irshift__",
-    "__iand__",
-    "__ixor__",
-    "__ior__",
-):
-    setattr(ReadOnlyArray, _name, _in_place(_name))
+for _name in _WRITING_METHODS:
+    setattr(ReadOnlyArray, _name, _checked(_name))
 
 
 def read_only(array: np.ndarray) -> ReadOnlyArray:
@@ -283,8 +242,8 @@ def writable_view(storage: np.ndarray, layout: Layout) -> np.ndarray:
 
 
 def read_only_view(storage: np.ndarray, layout: Layout) -> np.ndarray:
-    """:func:`numpy_view` as a :class:`ReadOnlyArray` (what ``view.numpy_view()`` exports), made
-    in one step: every op reads its operands this way."""
+    """:func:`numpy_view` as a :class:`ReadOnlyArray` (what ``view.numpy_view()`` exports to a
+    learner), made in one step."""
     return _as_strided(storage, layout, writeable=False, kind=ReadOnlyArray)
 
 
@@ -301,8 +260,8 @@ def _as_strided(
     # NumPy only needs a harmless 0 there.
     byte_strides = tuple(stride * itemsize for stride in zero_unused_strides(shape, layout.strides))
     # The ndarray constructor over the storage's buffer (NumPy's ``as_strided`` is the same
-    # thing behind several Python calls; this runs on every op). NumPy checks again that every
-    # reachable byte lies inside the buffer.
+    # thing behind several Python calls; this runs on every operand of every op). NumPy checks
+    # again that every reachable byte lies inside the buffer.
     try:
         array: np.ndarray = np.ndarray.__new__(
             kind,
@@ -329,103 +288,3 @@ def _as_strided(
     if not writeable:
         array.flags.writeable = False
     return array
-
-
-def gather(storage: np.ndarray, layout: Layout) -> np.ndarray:
-    """Copies a validated layout's values into a new C-contiguous array of its shape.
-
-    Raises :class:`AllocationError` when the copy cannot be allocated (see :func:`allocating`).
-    """
-    with allocating(element_count(layout.shape), storage.dtype):
-        out = np.empty(layout.shape, dtype=storage.dtype)
-    count = out.size
-    if count == 0:
-        return out
-    flat = layout.coalesce()
-    source = numpy_view(storage, flat)
-    target = out.reshape(flat.shape)
-    if flat.rank >= 2 and count >= BLOCKED_MIN_VALUES:
-        strides = flat.strides
-        _by_rows(target, source, lambda t, s: _blocked_copy(t, s, strides))
-    else:
-        _by_rows(target, source, _assign)
-    return out
-
-
-def copy_strided(target: np.ndarray, source: np.ndarray) -> None:
-    """``target[...] = source`` (same shape; values cast to ``target``'s dtype), cache blocked
-    when the two arrays walk memory in different orders (a transpose on either side)."""
-    if target.ndim >= 2 and target.size >= BLOCKED_MIN_VALUES:
-        if target.flags.c_contiguous:
-            strides = _element_strides(source)
-            _by_rows(target, source, lambda t, s: _blocked_copy(t, s, strides))
-            return
-        if source.flags.c_contiguous:
-            strides = _element_strides(target)
-            _by_rows(target, source, lambda t, s: _blocked_copy(t, s, strides))
-            return
-    _by_rows(target, source, _assign)
-
-
-def _by_rows(
-    target: np.ndarray, source: np.ndarray, copy: Callable[[np.ndarray, np.ndarray], None]
-) -> None:
-    """``copy(target, source)``, split into ranges of axis 0 run on separate threads when the
-    copy is large (:mod:`llmfs.tensor.threads`). The ranges write disjoint rows of ``target``, so
-    the result is the same for any thread count."""
-    rows = target.shape[0] if target.ndim else 1
-    pieces = min(get_num_threads(), rows)
-    if pieces <= 1 or target.size < PARALLEL_MIN_VALUES or np.may_share_memory(target, source):
-        # One NumPy call: it buffers a source that overlaps the target, which pieces running
-        # at once could not (one piece would read rows another has already overwritten).
-        copy(target, source)
-        return
-    bounds = [rows * piece // pieces for piece in range(pieces + 1)]
-    run_all(
-        [
-            functools.partial(copy, target[start:stop], source[start:stop])
-            for start, stop in itertools.pairwise(bounds)
-        ]
-    )
-
-
-def _element_strides(array: np.ndarray) -> tuple[int, ...]:
-    return tuple(stride // array.itemsize for stride in array.strides)
-
-
-def _assign(target: np.ndarray, source: np.ndarray) -> None:
-    if target.dtype == source.dtype:
-        target[...] = source
-    else:
-        with np.errstate(over="ignore"):
-            np.copyto(target, source, casting="unsafe")
-
-
-def _strip_columns(stride_bytes: int) -> int:
-    """How many output columns a strip of a transpose copies when source rows are
-    ``stride_bytes`` apart."""
-    # Rows k apart share a cache set when k * stride is a multiple of 4 KiB: the gcd says how
-    # many groups of sets the rows cycle through.
-    groups = CACHE_SETS * LINE_BYTES // math.gcd(stride_bytes, CACHE_SETS * LINE_BYTES)
-    return min(MAX_STRIP_COLUMNS, ROWS_PER_SET_GROUP * groups)
-
-
-def _blocked_copy(target: np.ndarray, source: np.ndarray, strides: Sequence[int]) -> None:
-    """Copies in strips of the innermost axis when it reads far apart and an outer axis reads
-    densely (a transpose): each strip is one NumPy assignment, which walks the strip's output
-    rows in order, so the few source lines the strip reads stay in cache while they are used.
-
-    ``strides`` (in elements) are those of the array that is not walked in order: the source
-    when the target is C-contiguous (``materialize``), the target when the source is (writing a
-    result through a permuted output). Anything else is one NumPy call.
-    """
-    last = len(strides) - 1
-    inner = abs(strides[last])
-    dense = min(range(last), key=lambda axis: abs(strides[axis]))
-    if inner <= 1 or abs(strides[dense]) >= inner:
-        _assign(target, source)
-        return
-    width = _strip_columns(inner * source.itemsize)
-    for col in range(0, source.shape[last], width):
-        strip = (..., slice(col, col + width))
-        _assign(target[strip], source[strip])

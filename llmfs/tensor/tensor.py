@@ -286,6 +286,7 @@ class Tensor(ViewMethods):
         tensor = object.__new__(cls)
         tensor._init_layout(storage, layout)
         return tensor
+
     def _leaf(self, requires_grad: bool) -> Tensor:
         """This new tensor, made a leaf that requires grad when asked (constructors end here)."""
         if requires_grad is not False:

@@ -11,8 +11,9 @@ size, rewind it to 0 and carry into the axis before it. So a scalar yields its b
 empty layout yields nothing, a zero stride repeats offsets (broadcasting) and a size-1 axis never
 advances whatever its stride.
 
-The fast paths (:mod:`llmfs.tensor.strided`) produce exactly the offsets this cursor yields; the
-tests hold them to it.
+It is also how the reference backend copies (``materialize``, ``tolist``): one cursor step per
+value. The numpy backend's fast copies (:mod:`llmfs.tensor.backends.numpy_copies`) produce
+exactly the values this cursor visits; the tests hold them to it.
 """
 
 from __future__ import annotations

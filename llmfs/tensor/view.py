@@ -13,12 +13,17 @@ iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape
 offset 0, owner: itself) and ``TensorView`` both inherit it, so ``t.reshape(...)`` and
 ``t.view().reshape(...)`` are the same code.
 
+Every reader that copies values (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) asks
+the active backend to copy (``Backend.copy``): the reference backend walks the offset cursor, the
+numpy backend makes a cache-blocked, threaded copy. This module keeps only the rules around the
+copy: the allocation guard and the version checks before and after it.
+
 Invariant (checked once, when a view is made): every offset the view can reach lies inside its
 owner's storage, and sizes and offsets fit in 64 bits. Operations that derive a view from a valid
 one keep the invariant by construction (a permutation, a shrinking slice, a merge or split of
 axes visit a subset of the same offsets); explicit layouts from :meth:`TensorView.from_parts` /
 :func:`as_strided` go through :func:`~llmfs.tensor.layout.validate`. So readers (the offset
-cursor, the fast gather, the backends) trust a view's layout without re-checking it.
+cursor, the backends' copies and kernels) trust a view's layout without re-checking it.
 
 A view also remembers its owner's *version*; once the owner is mutated, using the view raises
 :class:`~llmfs.tensor.errors.StaleViewError` (the run-time form of Rust's borrow rule). Readers
@@ -29,8 +34,10 @@ rather than values from two versions (see "Threads" in :mod:`llmfs.tensor.tensor
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 import numpy as np
@@ -47,7 +54,7 @@ from llmfs.tensor.errors import (
 )
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
-from llmfs.tensor.strided import allocating, gather, numpy_view, read_only_view
+from llmfs.tensor.strided import allocating, numpy_view, read_only_view
 from llmfs.tensor.tape import differentiable
 from llmfs.tensor.traversal import StridedOffsets
 
@@ -368,20 +375,20 @@ class ViewMethods(OperatorMixin):
         owner later never changes the copy. The active backend performs the strided copy (see
         :mod:`llmfs.tensor.backends`). Raises :class:`AllocationError` when the copy does not fit
         in NumPy's largest array or the machine's memory."""
-        # The compute layer (ops, then backends) is built on top of the views: imported on use.
-        from llmfs.tensor.ops import backend_for, copy_planned
-
-        planned = copy_planned(self)
+        ops = _ops()
+        planned = ops.copy_planned(self)
         if planned is not None:
             return planned
         self._check_fresh()
-        if self.is_empty:
+        owner, layout = self.owner, self.layout
+        dtype = owner._storage.dtype
+        if layout.is_empty:
             # type(owner) is Tensor: tensor.py builds on this module, so it is not imported here.
-            return type(self.owner)._adopt(np.empty(0, dtype=self.dtype), self.shape)
-
-        view = self if isinstance(self, TensorView) else self.view()
-        with allocating(self.size, self.dtype):
-            copy = backend_for("copy", None, self.dtype).copy(view, dtype=self.dtype)
+            return type(owner)._adopt(np.empty(0, dtype=dtype), layout.shape)
+        # A fresh view is at its owner's version, so a view made now reads at the same one.
+        view = self if isinstance(self, TensorView) else TensorView._trusted(owner, layout)
+        with allocating(layout.size, dtype):
+            copy = ops.backend_for("copy", None, dtype).copy(view, dtype=dtype)
         view._end_read(view._version)
         return copy
 
@@ -394,16 +401,15 @@ class ViewMethods(OperatorMixin):
         return self.materialize()
 
     def tolist(self) -> Any:
-        """Nested lists of Python numbers (a bare number for rank 0), like ``ndarray.tolist``."""
+        """Nested lists of Python numbers (a bare number for rank 0), like ``ndarray.tolist``;
+        the values are copied by the active backend (see :meth:`materialize`)."""
         return self.to_numpy().tolist()
 
     def to_numpy(self) -> np.ndarray:
-        """A new NumPy array (a copy) with this shape and these values."""
-        self._check_fresh()
-        version = self._version  # a view's: its owner's when made; a tensor's: its own now
-        array = gather(self.owner._storage, self.layout)
-        self._end_read(version)
-        return array
+        """A new NumPy array (a copy) with this shape and these values, copied by the active
+        backend (see :meth:`materialize`, whose errors it raises)."""
+        # The copy is a new owner that nothing else holds: its storage becomes the array.
+        return self.materialize()._storage.reshape(self.shape)
 
     def numpy_view(self) -> np.ndarray:
         """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.
@@ -793,6 +799,16 @@ class TensorView(ViewMethods):
     def is_stale(self) -> bool:
         """True once the owner has been mutated since this view was made (or is being written)."""
         return bool(self._owner._writer) or self._owner._version != self._version
+
+
+@functools.cache
+def _ops() -> ModuleType:
+    """:mod:`llmfs.tensor.ops`, which chooses the backend that copies. The compute layer (ops,
+    then backends) is built on top of the views, so it is imported on first use, then kept: an
+    import statement in :meth:`ViewMethods.materialize` would cost more than a small copy."""
+    from llmfs.tensor import ops
+
+    return ops
 
 
 def _rebuild_view(owner: Tensor, layout: Layout) -> TensorView:

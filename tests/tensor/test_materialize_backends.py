@@ -1,4 +1,5 @@
-"""``materialize`` runs on the active backend's strided copy, with the same result everywhere."""
+"""Every copying read (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) runs on the
+active backend's copy, with NumPy's values on every backend for every dtype it stores."""
 
 from __future__ import annotations
 
@@ -25,6 +26,30 @@ def test_materialize_on_every_backend(backend: str, case) -> None:
     assert copy.shape == expected.shape
     assert copy.strides == row_major_strides(expected.shape)
     assert np.array_equal(copy.to_numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int32", "int64", "float16", "float64"])
+@pytest.mark.parametrize("backend", available_backends())
+@settings(max_examples=20, deadline=None)
+@given(case=view_chains())
+def test_every_copying_read_gives_numpys_values_on_every_backend(
+    backend: str, dtype: str, case
+) -> None:
+    if dtype not in get_backend(backend).dtypes:
+        pytest.skip(f"{backend} does not store {dtype}")
+    tensor, ops = case
+    tensor = Tensor.from_numpy(tensor.to_numpy(), dtype=dtype)
+    expected = apply_numpy(tensor.as_slice(), tensor.shape, ops)
+    view = apply_llmfs(tensor, ops)
+    with use_backend(backend):
+        array = view.to_numpy()
+        listed = view.tolist()
+        converted = np.asarray(view)
+    for got in (array, converted):
+        assert type(got) is np.ndarray and got.flags.c_contiguous and got.flags.writeable
+        assert got.dtype == np.dtype(dtype) and np.array_equal(got, expected)
+        assert not np.shares_memory(got, tensor.as_slice())
+    assert listed == expected.tolist()
 
 
 @pytest.mark.parametrize("backend", available_backends())

@@ -1,65 +1,42 @@
-"""The fast strided copies: the same values as NumPy's copy, whichever tile a stride gets and
-however many threads a copy is split over."""
+"""The core's NumPy arrays of storage: views over the same memory, and the read-only export type.
+
+The export (``as_slice()``, ``numpy_view()``) is read-only by NumPy's own flag; every write that
+reaches it through Python is refused with our error, which says how to write, and the storage
+never changes. Results computed from an export are plain, writable ndarrays.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import operator
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from llmfs.tensor import Tensor, strided
+from llmfs.tensor import Tensor, TensorError
 from llmfs.tensor.layout import Layout
-from llmfs.tensor.strided import copy_strided, gather, numpy_view, writable_view
-from llmfs.tensor.threads import get_num_threads, set_num_threads
+from llmfs.tensor.strided import ReadOnlyArray, numpy_view
 
+READ_ONLY = r"read-only export of a tensor's storage .*: write through tensor\.as_mut_slice\(\)"
 
-def _source(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-
-
-@pytest.mark.parametrize(
-    "rows",
-    [
-        2048,  # rows 8 KiB apart: every row in the same cache set, narrow tiles
-        2000,  # 8000 bytes: rows spread over the sets, wide tiles
-        1031,  # an odd stride, ragged edge tiles
-        96,  # small: one NumPy call
-    ],
-)
-def test_gather_of_a_transpose_equals_numpy(rows: int) -> None:
-    data = _source((rows, 300))
-    storage = data.reshape(-1)
-    got = gather(storage, Layout((300, rows), (1, 300), 0))
-    np.testing.assert_array_equal(got, data.T)
-    flipped = gather(storage, Layout((300, rows), (-1, 300), 299))  # a flipped transpose
-    np.testing.assert_array_equal(flipped, data.T[::-1])
-
-
-def test_gather_of_a_batched_transpose_equals_numpy() -> None:
-    data = _source((3, 200, 128))
-    got = gather(data.reshape(-1), Layout((3, 128, 200), (200 * 128, 1, 128), 0))
-    np.testing.assert_array_equal(got, data.transpose(0, 2, 1))
-
-
-def test_strips_are_narrow_for_aliasing_strides_and_wide_otherwise() -> None:
-    assert strided._strip_columns(8192) == strided.ROWS_PER_SET_GROUP  # a multiple of 4 KiB
-    assert strided._strip_columns(2048) == 2 * strided.ROWS_PER_SET_GROUP  # two set groups
-    assert strided._strip_columns(8000) == strided.MAX_STRIP_COLUMNS  # spread over the sets
-
-
-@pytest.mark.parametrize("transposed_target", [False, True])
-def test_copy_strided_writes_through_either_layout(transposed_target: bool) -> None:
-    data = _source((600, 700))
-    owner = np.full(600 * 700, -1.0, dtype=np.float64)
-    if transposed_target:  # a contiguous source written into a transposed target, with a cast
-        target = writable_view(owner, Layout((700, 600), (1, 700), 0))
-        copy_strided(target, data.T.copy())
-        np.testing.assert_array_equal(owner.reshape(600, 700), data)
-    else:
-        target = writable_view(owner, Layout((700, 600), (600, 1), 0))
-        copy_strided(target, numpy_view(data.reshape(-1), Layout((700, 600), (1, 700), 0)))
-        np.testing.assert_array_equal(owner.reshape(700, 600), data.T)
+#: Every in-place operator Python has, with an operand each dtype accepts.
+IN_PLACE: list[tuple[str, Callable[[Any, Any], Any], object]] = [
+    ("+=", operator.iadd, 1),
+    ("-=", operator.isub, 1),
+    ("*=", operator.imul, 2),
+    ("/=", operator.itruediv, 2),
+    ("//=", operator.ifloordiv, 2),
+    ("%=", operator.imod, 2),
+    ("**=", operator.ipow, 2),
+    ("<<=", operator.ilshift, 1),
+    (">>=", operator.irshift, 1),
+    ("&=", operator.iand, 1),
+    ("|=", operator.ior, 1),
+    ("^=", operator.ixor, 1),
+]
 
 
 def test_numpy_view_is_read_only_and_shares_memory() -> None:
@@ -67,61 +44,91 @@ def test_numpy_view_is_read_only_and_shares_memory() -> None:
     view = numpy_view(storage, Layout((3, 2), (-2, 5), 4))
     assert view.tolist() == [[4, 9], [2, 7], [0, 5]]
     assert np.shares_memory(view, storage) and not view.flags.writeable
+    assert type(view) is np.ndarray  # the library's own reads carry no export type
 
 
-@pytest.fixture(params=[1, 2, 3, 5], ids=lambda count: f"{count}threads")
-def threads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
-    """Every copy split over ``count`` threads, however small (the threshold is lowered)."""
-    monkeypatch.setattr(strided, "PARALLEL_MIN_VALUES", 1)
-    before = get_num_threads()
-    set_num_threads(request.param)
-    yield request.param
-    set_num_threads(before)
-
-
-@pytest.mark.parametrize(
-    ("shape", "strides", "offset", "peer"),
-    [
-        ((1100, 700), (1, 1100), 0, lambda d: d.T),  # wide strips cut into row blocks
-        ((1100, 700), (-1, 1100), 1099, lambda d: d.T[::-1]),  # a flipped transpose
-        ((2, 385000), (0, 1), 0, lambda d: np.broadcast_to(d.reshape(-1)[:385000], (2, 385000))),
-        ((7, 5), (1, 7), 0, lambda d: d.reshape(-1)[:35].reshape(5, 7).T),  # fewer rows than work
-        ((3,), (2,), 1, lambda d: d.reshape(-1)[1:7:2]),  # rank 1: fewer values than threads
-    ],
-    ids=["transpose", "flipped-transpose", "broadcast", "tiny", "rank1"],
-)
-def test_gather_is_the_same_for_any_thread_count(
-    threads: int,
-    shape: tuple[int, ...],
-    strides: tuple[int, ...],
-    offset: int,
-    peer: Callable[[np.ndarray], np.ndarray],
+@pytest.mark.parametrize(("name", "apply", "operand"), IN_PLACE, ids=[row[0] for row in IN_PLACE])
+def test_every_in_place_operator_on_an_export_is_refused(
+    name: str, apply: Callable[[Any, Any], Any], operand: object
 ) -> None:
-    data = _source((700, 1100))
-    got = gather(data.reshape(-1), Layout(shape, strides, offset))
-    np.testing.assert_array_equal(got, peer(data))
+    tensor = Tensor.arange(4)  # int64: every operator above has a meaning
+    exported = tensor.as_slice()
+    with pytest.raises(TensorError, match=READ_ONLY):
+        apply(exported, operand)
+    with pytest.raises(TensorError, match=READ_ONLY):
+        apply(tensor.view()[1:].numpy_view(), operand)
+    assert tensor.tolist() == [0, 1, 2, 3] and tensor.version == 0
 
 
-def test_copy_strided_is_the_same_for_any_thread_count(threads: int) -> None:
-    data = _source((900, 1300))
-    owner = np.zeros(900 * 1300, dtype=np.float64)
-    target = writable_view(owner, Layout((1300, 900), (1, 1300), 0))  # a transposed output
-    copy_strided(target, data.T.copy())
-    np.testing.assert_array_equal(owner.reshape(900, 1300), data)
+def test_a_matrix_product_in_place_is_refused() -> None:
+    tensor = Tensor.from_vec([2, 2], [1.0, 2.0, 3.0, 4.0])
+    exported = tensor.view().numpy_view()
+    with pytest.raises(TensorError, match=READ_ONLY):
+        exported @= np.eye(2)
+    assert tensor.tolist() == [[1.0, 2.0], [3.0, 4.0]]
 
 
-def test_materialize_of_a_large_transpose_splits_over_threads(threads: int) -> None:
-    data = _source((613, 1031))
-    view = Tensor.from_numpy(data).view().T
-    np.testing.assert_array_equal(view.materialize().to_numpy(), data.T)
+WRITES: dict[str, Callable[[np.ndarray], object]] = {
+    "item": lambda a: a.__setitem__(0, 9),
+    "slice": lambda a: a.__setitem__(slice(None), 9),
+    "part": lambda a: a[1:].__setitem__(0, 9),  # a NumPy view of the export is an export too
+    "reshaped": lambda a: a.reshape(2, 2).__setitem__((0, 0), 9),
+    "ufunc-out": lambda a: np.add(a, 1, out=a),
+    "ufunc-out-tuple": lambda a: np.negative(a, out=(a,)),
+    "ufunc-at": lambda a: np.add.at(a, [0], 1),
+    "reduce-out": lambda a: np.add.reduce(np.ones((2, 4)), axis=0, out=a),
+    "divmod-second-out": lambda a: np.divmod(np.ones(4), 2, out=(np.empty(4), a)),
+    "fill": lambda a: a.fill(9),
+    "put": lambda a: a.put([0], [9]),
+    "sort": lambda a: a.sort(),
+    "partition": lambda a: a.partition(1),
+}
 
 
-def test_a_copy_whose_source_overlaps_its_target_is_not_split(threads: int) -> None:
-    # Shift rows down by one within the same storage: pieces running at once would read rows
-    # another piece had already overwritten; one NumPy call buffers the overlap.
-    storage = np.arange(600 * 700, dtype=np.float64)
-    expected = storage.reshape(600, 700)[:-1].copy()
-    target = writable_view(storage, Layout((599, 700), (700, 1), 700))
-    source = numpy_view(storage, Layout((599, 700), (700, 1), 0))
-    copy_strided(target, source)
-    np.testing.assert_array_equal(storage.reshape(600, 700)[1:], expected)
+@pytest.mark.parametrize("write", WRITES.values(), ids=list(WRITES))
+def test_every_python_level_write_into_an_export_is_our_error(
+    write: Callable[[np.ndarray], object],
+) -> None:
+    tensor = Tensor.from_vec([4], [3.0, 1.0, 2.0, 0.0])
+    for exported in (tensor.as_slice(), tensor.view().numpy_view()):
+        with pytest.raises(TensorError, match=READ_ONLY):
+            write(exported)
+    assert tensor.tolist() == [3.0, 1.0, 2.0, 0.0] and tensor.version == 0
+
+
+def test_a_write_from_numpys_c_code_is_still_refused_by_the_flag() -> None:
+    tensor = Tensor.arange(3)
+    with pytest.raises(ValueError, match="read-only"):
+        np.copyto(tensor.as_slice(), 5)
+    assert tensor.tolist() == [0, 1, 2]
+
+
+@given(
+    st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=12),
+    st.sampled_from(["add", "multiply", "maximum", "subtract"]),
+)
+def test_computing_from_an_export_gives_plain_ndarrays_with_numpys_values(
+    values: list[float], name: str
+) -> None:
+    tensor = Tensor.from_vec([len(values)], values)
+    exported = tensor.view().numpy_view()
+    plain = np.asarray(values)
+    ufunc = getattr(np, name)
+    result = ufunc(exported, exported[::-1])
+    assert type(result) is np.ndarray and result.flags.writeable
+    np.testing.assert_array_equal(result, ufunc(plain, plain[::-1]))
+    total = exported.sum()
+    assert not isinstance(total, np.ndarray) and total == plain.sum()
+    out = np.empty(len(values))
+    assert ufunc(exported, 2.0, out=out) is out  # a writable output of the caller's own
+    np.testing.assert_array_equal(out, ufunc(plain, 2.0))
+
+
+def test_a_copy_of_an_export_is_the_learners_own_writable_array() -> None:
+    tensor = Tensor.arange(4)
+    copied = tensor.as_slice().copy()
+    assert isinstance(copied, ReadOnlyArray) and copied.flags.writeable
+    copied += 10
+    copied[0] = -1
+    copied.sort()
+    assert copied.tolist() == [-1, 11, 12, 13] and tensor.tolist() == [0, 1, 2, 3]

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmfs.tensor import InvalidLayoutError, Tensor, as_strided, validate
+from llmfs.tensor.backends.numpy_copies import gather
 from llmfs.tensor.layout import Layout
-from llmfs.tensor.strided import gather
 from llmfs.tensor.traversal import StridedOffsets, contiguous_runs
 
 from .strategies import apply_llmfs, view_chains

@@ -18,7 +18,7 @@ QUIET_ENV: dict[str, str] = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "NUMEXPR_NUM_THREADS": "1",
-    "LLMFS_NUM_THREADS": "1",  # llmfs.tensor's copy threads (llmfs.tensor.threads)
+    "LLMFS_NUM_THREADS": "1",  # llmfs.tensor's copy threads (llmfs.tensor.backends.threads)
     "MALLOC_ARENA_MAX": "2",
     "MPLBACKEND": "Agg",
     "PYTHONDONTWRITEBYTECODE": "1",

@@ -12,11 +12,11 @@ small and uniform:
                                                 ``a.shape == b.shape`` (already broadcast)
 ``reduce(op, x, axes, *, dtype, compute)``      required; ``op`` in :data:`REDUCE_OPS`
 ``matmul(a, b, *, dtype, compute)``             required; ``(*batch, m, k) @ (*batch, k, n)``
-``copy(x, *, dtype)``                           default here (fast gather, then cast)
+``copy(x, *, dtype)``                           default here (one NumPy copy, cast on the way)
 ``where(cond, a, b, *, dtype)``                 default here (``np.where`` on the views)
 ``take(x, ids, axis, *, dtype)``                default here (``np.take`` on the views)
 ``supports(primitive, op, dtype)``              default here: ``dtype.name in self.dtypes``
-``copy_into``, ``binary_into``, ``reduce_into``, default here (the primitive, then a strided
+``copy_into``, ``binary_into``, ``reduce_into``, default here (the primitive, then one NumPy
 ``matmul_into(..., out, *, compute)``           copy into ``out``); see "Writing into an output"
 ==============================================  ===============================================
 
@@ -25,9 +25,10 @@ Contract of every primitive
 * Inputs are :class:`~llmfs.tensor.view.TensorView` objects: the owner's storage read through a
   :class:`~llmfs.tensor.layout.Layout` (``view.layout``: shape, signed strides, offset). They may
   be non-contiguous, flipped (negative strides) or broadcast (zero strides); a backend reads them
-  in place (``view.numpy_view()``, ``view.logical_offsets()``, or ``(view.owner.as_slice(),
-  view.layout)`` for the gather and the kernels) and must not copy an input that it can read as
-  it is.
+  in place (:func:`read_array`, ``view.logical_offsets()``, or ``(view.owner.as_slice(),
+  view.layout)`` for the kernels) and must not copy an input that it can read as it is.
+  :func:`read_array` is ``view.numpy_view()`` without the learner's export type
+  (:class:`~llmfs.tensor.strided.ReadOnlyArray`), whose write checks would run on every ufunc.
 * Inputs are never empty, and ``reduce`` always has at least one axis: the caller answers those
   cases itself, so a backend never launches work for nothing.
 * The result is a NEW owning :class:`~llmfs.tensor.tensor.Tensor` with row-major strides and dtype
@@ -49,9 +50,18 @@ writable NumPy array over another owner's storage that the caller opened inside 
 ``mutate()`` window (an einsum plan's ``execute_into``). ``out`` has the result's shape, any
 strides (a permuted or sliced output), no two elements at one address, and the storage dtype;
 the precision rule is the same (computed in ``compute``, rounded to ``out.dtype`` once). The
-defaults here run the primitive and copy its result through ``out``'s layout (cache blocked); a
-backend that can write strided memory itself (the numpy backend) overrides them so that no
-full-size temporary is made.
+defaults here run the primitive and copy its result through ``out``'s layout (one
+``np.copyto``); a backend that can write strided memory itself (the numpy backend) overrides them
+so that no full-size temporary is made.
+
+Copies
+------
+``copy`` is every copy the library makes of a view: ``materialize``, ``to_numpy``, ``tolist``
+and ``np.asarray(view)`` all ask the active backend for it, so each backend copies its own way:
+the reference backend one cursor step at a time, the numpy backend cache blocked and split over
+threads (:mod:`llmfs.tensor.backends.numpy_copies`), Metal with a kernel. The library's rules
+stay outside the backends: the caller checks the allocation
+(:func:`~llmfs.tensor.strided.allocating`) and the owner's version before and after the copy.
 
 Unsupported operations
 ----------------------
@@ -68,7 +78,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from llmfs.tensor.strided import copy_strided, gather
+from llmfs.tensor.strided import numpy_view
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -136,6 +146,30 @@ def _dtype_name(dtype: object) -> str:
     return np.dtype(dtype).name  # type: ignore[call-overload]
 
 
+def read_array(view: TensorView) -> np.ndarray:
+    """The view's values in place: a plain read-only ndarray over its owner's storage with the
+    view's shape and strides (no copy). What a backend reads its inputs through.
+
+    The same array as ``view.numpy_view()`` without the export type of a learner's array
+    (NumPy's read-only flag alone: a backend never writes its inputs, and NumPy refuses if one
+    tried). Raises :class:`~llmfs.tensor.errors.StaleViewError` for a stale view.
+    """
+    view._check_fresh()
+    return numpy_view(view.owner._storage, view.layout)
+
+
+def _array_of(result: Tensor) -> np.ndarray:
+    """A fresh result's storage under its shape (the backend made it, nobody else holds it)."""
+    return result._storage.reshape(result.shape)
+
+
+def _write(out: np.ndarray, values: np.ndarray) -> None:
+    """``out[...] = values``, rounded to ``out.dtype`` as ``astype`` rounds (NumPy buffers a
+    ``values`` that overlaps ``out``)."""
+    with np.errstate(over="ignore"):
+        np.copyto(out, values, casting="unsafe")
+
+
 #: The primitive names :meth:`Backend.supports` is asked about.
 PRIMITIVES: tuple[str, ...] = ("unary", "binary", "reduce", "matmul", "copy", "where", "take")
 
@@ -199,13 +233,11 @@ class Backend(ABC):
     def copy(self, x: TensorView, *, dtype: np.dtype) -> Tensor:
         """The values of ``x`` in logical row-major order as a new owner of dtype ``dtype``.
 
-        Default: the cache-blocked gather of :mod:`llmfs.tensor.strided`, then one cast.
+        Default: one NumPy copy of the view read in place, cast on the way (as ``astype``).
         """
-        values = gather(x.owner.as_slice(), x.layout).reshape(-1)
-        if values.dtype != dtype:
-            with np.errstate(over="ignore"):
-                values = values.astype(dtype)
-        return Tensor._adopt(values, x.shape)
+        with np.errstate(over="ignore"):
+            values = np.array(read_array(x), dtype=dtype, order="C")
+        return Tensor._adopt(values.reshape(-1), x.shape)
 
     def where(self, cond: TensorView, a: TensorView, b: TensorView, *, dtype: np.dtype) -> Tensor:
         """``a`` where ``cond`` is non-zero, else ``b``, for three views of one shape (broadcast
@@ -213,7 +245,7 @@ class Backend(ABC):
 
         Default: one ``np.where`` over the views, read in place.
         """
-        out = np.where(cond.numpy_view(), a.numpy_view(), b.numpy_view())
+        out = np.where(read_array(cond), read_array(a), read_array(b))
         return Tensor._adopt(np.ascontiguousarray(out, dtype=dtype).reshape(-1), a.shape)
 
     def take(self, x: TensorView, ids: TensorView, axis: int, *, dtype: np.dtype) -> Tensor:
@@ -224,7 +256,7 @@ class Backend(ABC):
 
         Default: one ``np.take`` over the views, read in place.
         """
-        out = np.take(x.numpy_view(), ids.numpy_view(), axis=axis)
+        out = np.take(read_array(x), read_array(ids), axis=axis)
         shape = (*x.shape[:axis], *ids.shape, *x.shape[axis + 1 :])
         return Tensor._adopt(np.ascontiguousarray(out, dtype=dtype).reshape(-1), shape)
 
@@ -232,29 +264,25 @@ class Backend(ABC):
 
     def copy_into(self, x: TensorView, out: np.ndarray) -> None:
         """Writes the values of ``x`` into ``out`` (same shape), cast to ``out.dtype``."""
-        copy_strided(out, x.numpy_view())
+        _write(out, read_array(x))
 
     def binary_into(
         self, op: str, a: TensorView, b: TensorView, out: np.ndarray, *, compute: np.dtype
     ) -> None:
-        """``op(a, b)`` written into ``out``. Default: :meth:`binary`, then a strided copy."""
-        result = self.binary(op, a, b, dtype=out.dtype, compute=compute)
-        copy_strided(out, result.view().numpy_view())
+        """``op(a, b)`` written into ``out``. Default: :meth:`binary`, then one copy."""
+        _write(out, _array_of(self.binary(op, a, b, dtype=out.dtype, compute=compute)))
 
     def reduce_into(
         self, op: str, x: TensorView, axes: tuple[int, ...], out: np.ndarray, *, compute: np.dtype
     ) -> None:
-        """The reduction written into ``out``. Default: :meth:`reduce`, then a strided copy."""
-        result = self.reduce(op, x, axes, dtype=out.dtype, compute=compute)
-        copy_strided(out, result.view().numpy_view())
+        """The reduction written into ``out``. Default: :meth:`reduce`, then one copy."""
+        _write(out, _array_of(self.reduce(op, x, axes, dtype=out.dtype, compute=compute)))
 
     def matmul_into(
         self, a: TensorView, b: TensorView, out: np.ndarray, *, compute: np.dtype
     ) -> None:
-        """The matrix products written into ``out``. Default: :meth:`matmul`, then a strided
-        copy."""
-        result = self.matmul(a, b, dtype=out.dtype, compute=compute)
-        copy_strided(out, result.view().numpy_view())
+        """The matrix products written into ``out``. Default: :meth:`matmul`, then one copy."""
+        _write(out, _array_of(self.matmul(a, b, dtype=out.dtype, compute=compute)))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} dtypes={list(self.dtypes)}>"

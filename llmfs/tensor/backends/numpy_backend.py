@@ -1,7 +1,8 @@
 """The NumPy backend (the default): each primitive is one NumPy call on views of the storage.
 
-Inputs are read in place: ``view.numpy_view()`` is an ndarray over the owner's own memory with
-the view's shape and strides, so a transposed, flipped or broadcast input costs nothing to pass.
+Inputs are read in place: :func:`~llmfs.tensor.backends.base.read_array` is an ndarray over the
+owner's own memory with the view's shape and strides, so a transposed, flipped or broadcast input
+costs nothing to pass.
 Ufuncs convert to the compute precision on the fly (``dtype=compute``) and write straight into a
 freshly allocated row-major output (``out=``), so no temporary copy of an input is made. The one
 exception is ``matmul``: a matrix whose last two axes BLAS cannot read directly (a flip, a
@@ -13,6 +14,11 @@ calls; a matrix product whose output matrices are column-major is computed as
 ``out.T = b.T @ a.T``, which BLAS writes directly. A temporary is made only when ``out``'s dtype
 differs from the compute precision (the result is rounded once, from the temporary) or when
 BLAS cannot write ``out`` in either orientation.
+
+Copies (``copy``: ``materialize``, ``to_numpy``, ``tolist``; and ``copy_into``) are the
+cache-blocked, threaded copies of :mod:`llmfs.tensor.backends.numpy_copies`, so a transpose is
+copied faster than NumPy's own ``ascontiguousarray``; they give the values of the offset cursor,
+as the reference backend's copy does one step at a time.
 """
 
 from __future__ import annotations
@@ -21,9 +27,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from llmfs.tensor.backends.base import Backend
+from llmfs.tensor.backends.base import Backend, read_array
+from llmfs.tensor.backends.numpy_copies import copy_strided, gather
 from llmfs.tensor.layout import element_count, reduced_shape
-from llmfs.tensor.strided import copy_strided, gather
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -138,9 +144,9 @@ def matrix_orientation(shape: Sequence[int], strides: Sequence[int]) -> str | No
 def _dense_matrix(view: TensorView, compute: np.dtype) -> np.ndarray:
     """The view as an ndarray BLAS can read: in place when possible, else one dense copy."""
     if matrix_orientation(view.shape, view.strides) is not None:
-        array = view.numpy_view()
+        array = read_array(view)
     else:
-        array = gather(view.owner.as_slice(), view.layout)
+        array = gather(view.owner._storage, view.layout)
     return array if array.dtype == compute else array.astype(compute)
 
 
@@ -156,14 +162,14 @@ class NumpyBackend(Backend):
         """One ufunc call from the input view into a new row-major output."""
         out = _target(x.shape, dtype, compute)
         with np.errstate(all="ignore"):
-            UNARY[op](x.numpy_view(), out, compute)
+            UNARY[op](read_array(x), out, compute)
         return _finish(out, dtype)
 
     def binary(
         self, op: str, a: TensorView, b: TensorView, *, dtype: np.dtype, compute: np.dtype
     ) -> Tensor:
         """One ufunc call over two views (zero strides where broadcast)."""
-        left, right = a.numpy_view(), b.numpy_view()
+        left, right = read_array(a), read_array(b)
         if op in BOOL_BINARY:
             out = np.empty(a.shape, dtype=np.bool_)
             with np.errstate(all="ignore"):
@@ -191,9 +197,9 @@ class NumpyBackend(Backend):
         acc = np.empty(shape, dtype=compute)
         with np.errstate(all="ignore"):
             if op in ("any", "all"):  # truth values of any dtype, folded as bools
-                REDUCE[op].reduce(x.numpy_view(), axis=axes, out=acc)
+                REDUCE[op].reduce(read_array(x), axis=axes, out=acc)
             else:
-                REDUCE[op].reduce(x.numpy_view(), axis=axes, dtype=compute, out=acc)
+                REDUCE[op].reduce(read_array(x), axis=axes, dtype=compute, out=acc)
             if op == "mean":
                 np.divide(acc, element_count([x.shape[axis] for axis in axes]), out=acc)
             out = acc if acc.dtype == dtype else acc.astype(dtype)
@@ -208,18 +214,27 @@ class NumpyBackend(Backend):
             out = acc if acc.dtype == dtype else acc.astype(dtype)
         return _adopt(out)
 
+    def copy(self, x: TensorView, *, dtype: np.dtype) -> Tensor:
+        """The cache-blocked, threaded gather of the view's values, then one cast if ``dtype``
+        differs from the storage's."""
+        values = gather(x.owner._storage, x.layout).reshape(-1)
+        if values.dtype != dtype:
+            with np.errstate(over="ignore"):
+                values = values.astype(dtype)
+        return Tensor._adopt(values, x.shape)
+
     # -- writing into an existing output ---------------------------------------------------
 
     def copy_into(self, x: TensorView, out: np.ndarray) -> None:
         """One cache-blocked copy through both layouts."""
-        copy_strided(out, x.numpy_view())
+        copy_strided(out, read_array(x))
 
     def binary_into(
         self, op: str, a: TensorView, b: TensorView, out: np.ndarray, *, compute: np.dtype
     ) -> None:
         """One ufunc call writing through ``out``'s strides (rounded to its dtype on write)."""
         with np.errstate(all="ignore"):
-            BINARY[op](a.numpy_view(), b.numpy_view(), out=out, dtype=compute)
+            BINARY[op](read_array(a), read_array(b), out=out, dtype=compute)
 
     def reduce_into(
         self, op: str, x: TensorView, axes: tuple[int, ...], out: np.ndarray, *, compute: np.dtype
@@ -227,7 +242,7 @@ class NumpyBackend(Backend):
         """``ufunc.reduce`` accumulating in ``out`` itself when its dtype is ``compute``."""
         acc = out if out.dtype == compute else np.empty(out.shape, dtype=compute)
         with np.errstate(all="ignore"):
-            REDUCE[op].reduce(x.numpy_view(), axis=axes, dtype=compute, out=acc)
+            REDUCE[op].reduce(read_array(x), axis=axes, dtype=compute, out=acc)
             if op == "mean":
                 np.divide(acc, element_count([x.shape[axis] for axis in axes]), out=acc)
             if acc is not out:

@@ -140,3 +140,32 @@ def test_reference_division_by_zero_keeps_the_signs() -> None:
     assert _div(-1.0, -0.0) == np.inf
     assert np.isnan(_div(0.0, 0.0)) and np.isnan(_div(np.nan, 0.0))
     assert _div(6.0, 3.0) == 2.0
+
+
+def test_every_copying_read_asks_the_active_backend(
+    gathers: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On numpy: the blocked gather. On reference: the offset cursor, with the numpy backend's
+    # copies and NumPy views of the storage switched off.
+    a = arange(3, 4)
+    readers = (
+        lambda v: v.materialize().tolist(),
+        lambda v: v.tolist(),
+        lambda v: v.to_numpy().tolist(),
+        lambda v: np.asarray(v).tolist(),
+    )
+    expected = a.to_numpy().T.tolist()
+    for read in readers:
+        gathers.clear()
+        assert read(a.view().T) == expected
+        assert gathers and set(gathers) == {(4, 3)}  # the numpy backend's gather did the copy
+
+    def refuse(*_: object) -> np.ndarray:
+        raise AssertionError("the reference backend copies through the offset cursor alone")
+
+    monkeypatch.setattr(numpy_backend, "gather", refuse)
+    monkeypatch.setattr(TensorView, "numpy_view", refuse)
+    with use_backend("reference"):
+        for read in readers:
+            assert read(a.view().T) == expected
+        assert a.tolist() == a.view().T.T.tolist()

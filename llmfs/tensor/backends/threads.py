@@ -1,11 +1,12 @@
-"""How many threads the library's large copies use, and the pool that runs them.
+"""How many threads the numpy backend's large copies use, and the pool that runs them.
 
-A large copy (``materialize`` of a transpose or a broadcast, a result written through a permuted
-output) is split into independent pieces, one per thread, each writing its own rows of the
-result. NumPy releases the interpreter lock while it copies, so the pieces run on separate cores;
-a transpose is limited by how fast one core walks memory in two orders, not by the memory bus, so
-two threads make it about twice as fast. Small copies stay on the calling thread: a thread
-hand-off costs tens of microseconds.
+A large copy of the numpy backend (:mod:`llmfs.tensor.backends.numpy_copies`: ``materialize`` of
+a transpose or a broadcast, a result written through a permuted output) is split into
+independent pieces, one per thread, each writing its own rows of the result. NumPy releases the
+interpreter lock while it copies, so the pieces run on separate cores; a transpose is limited by
+how fast one core walks memory in two orders, not by the memory bus, so two threads make it
+about twice as fast. Small copies stay on the calling thread: a thread hand-off costs tens of
+microseconds. The reference backend copies one value at a time and uses no threads.
 
 The count follows PyTorch's names: :func:`get_num_threads` and :func:`set_num_threads`. It
 starts from the environment variable ``LLMFS_NUM_THREADS`` when that is set, else from the cores

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from llmfs.tensor import TensorError, threads
-from llmfs.tensor.threads import get_num_threads, run_all, set_num_threads
+from llmfs.tensor import TensorError
+from llmfs.tensor.backends import threads
+from llmfs.tensor.backends.threads import get_num_threads, run_all, set_num_threads
 
 
 @pytest.fixture(autouse=True)
