@@ -227,6 +227,15 @@ def backend_for(primitive: str, op: str | None, dtype: np.dtype) -> Backend:
     return backend
 
 
+def reader_for(dtype: np.dtype) -> Backend:
+    """The backend that copies values out to NumPy (``to_numpy``, ``tolist``, ``np.asarray``):
+    the active one when it stores ``dtype`` natively (:attr:`~Backend.dtypes`), else the numpy
+    backend. Reading values back never depends on whether a backend computes in that dtype
+    (the Metal backends refuse float64 arithmetic, not returning float64 values)."""
+    backend = get_backend()
+    return backend if np.dtype(dtype).name in backend.dtypes else get_backend("numpy")
+
+
 def copy_planned(x: object) -> Tensor | None:
     """``x.materialize()`` of a fresh, small, non-empty Tensor or TensorView on the NumPy
     backend: one NumPy copy of the very array the backend's copy reads (the values in logical

@@ -375,6 +375,13 @@ class ViewMethods(OperatorMixin):
         owner later never changes the copy. The active backend performs the strided copy (see
         :mod:`llmfs.tensor.backends`). Raises :class:`AllocationError` when the copy does not fit
         in NumPy's largest array or the machine's memory."""
+        return self._copy(host=False)
+
+    def _copy(self, *, host: bool) -> Tensor:
+        """The copy behind :meth:`materialize` (``host=False``: by the backend that
+        :func:`~llmfs.tensor.ops.backend_for` picks, which may refuse a dtype) and behind the
+        reads out to NumPy (``host=True``: by :func:`~llmfs.tensor.ops.reader_for`, which never
+        refuses a dtype the storage holds)."""
         ops = _ops()
         planned = ops.copy_planned(self)
         if planned is not None:
@@ -387,8 +394,9 @@ class ViewMethods(OperatorMixin):
             return type(owner)._adopt(np.empty(0, dtype=dtype), layout.shape)
         # A fresh view is at its owner's version, so a view made now reads at the same one.
         view = self if isinstance(self, TensorView) else TensorView._trusted(owner, layout)
+        backend = ops.reader_for(dtype) if host else ops.backend_for("copy", None, dtype)
         with allocating(layout.size, dtype):
-            copy = ops.backend_for("copy", None, dtype).copy(view, dtype=dtype)
+            copy = backend.copy(view, dtype=dtype)
         view._end_read(view._version)
         return copy
 
@@ -402,14 +410,16 @@ class ViewMethods(OperatorMixin):
 
     def tolist(self) -> Any:
         """Nested lists of Python numbers (a bare number for rank 0), like ``ndarray.tolist``;
-        the values are copied by the active backend (see :meth:`materialize`)."""
+        the values are copied as :meth:`to_numpy` copies them."""
         return self.to_numpy().tolist()
 
     def to_numpy(self) -> np.ndarray:
         """A new NumPy array (a copy) with this shape and these values, copied by the active
-        backend (see :meth:`materialize`, whose errors it raises)."""
+        backend when it stores this dtype, else by the numpy backend (a kernel backend that
+        refuses to compute in float64 still lets its values be read out). Raises what
+        :meth:`materialize` raises for a stale view or a copy too large to allocate."""
         # The copy is a new owner that nothing else holds: its storage becomes the array.
-        return self.materialize()._storage.reshape(self.shape)
+        return self._copy(host=True)._storage.reshape(self.shape)
 
     def numpy_view(self) -> np.ndarray:
         """A read-only NumPy array over the SAME memory (no copy), for interoperating with NumPy.

@@ -647,6 +647,22 @@ def test_metal_refuses_dtypes_without_kernels_by_name(dtype: str) -> None:
 
 @needs_emulator
 @pytest.mark.usefixtures("no_kernels")
+@pytest.mark.parametrize("dtype", ["float64", "int64"])
+def test_values_a_metal_backend_refuses_to_compute_are_still_read_out(dtype: str) -> None:
+    # The refusal is of arithmetic and kernel copies in a dtype Metal lacks; reading the values
+    # back to NumPy (the way the refusal's own advice converts them) needs no kernel.
+    source = values(dtype, (2, 3), 16, low=0)
+    x = Tensor.from_numpy(source)
+    with use_backend("metal-emulator"):
+        assert np.array_equal(x.view().T.to_numpy(), source.T)
+        assert x.view()[1].tolist() == source[1].tolist()
+        assert np.array_equal(np.asarray(x.view().flip(0)), source[::-1])
+        with pytest.raises(DTypeError, match=f"does not take {dtype}"):
+            x.view().T.materialize()
+
+
+@needs_emulator
+@pytest.mark.usefixtures("no_kernels")
 def test_metal_refuses_converting_float32_to_a_dtype_it_lacks() -> None:
     with use_backend("metal-emulator"), pytest.raises(DTypeError, match="does not take int64"):
         Tensor.from_vec([2], [1.0, 2.0], dtype="float32").astype("int64")

@@ -35,8 +35,7 @@ def test_materialize_on_every_backend(backend: str, case) -> None:
 def test_every_copying_read_gives_numpys_values_on_every_backend(
     backend: str, dtype: str, case
 ) -> None:
-    if dtype not in get_backend(backend).dtypes:
-        pytest.skip(f"{backend} does not store {dtype}")
+    # Every backend reads out every dtype: one that does not store it hands the copy to numpy.
     tensor, ops = case
     tensor = Tensor.from_numpy(tensor.to_numpy(), dtype=dtype)
     expected = apply_numpy(tensor.as_slice(), tensor.shape, ops)
