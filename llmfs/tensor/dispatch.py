@@ -38,11 +38,15 @@ that variable, :data:`ENABLED` is False and every op takes the full path.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from llmfs.tensor import backends as registry
+from llmfs.tensor import view as view_module
 from llmfs.tensor.backends.numpy_backend import NumpyBackend
 from llmfs.tensor.errors import ConcurrentWriteError
 from llmfs.tensor.layout import Layout, row_major_strides, zero_unused_strides
@@ -112,12 +116,37 @@ def remember(key: tuple[object, ...], plan: object) -> None:
     PLANS[key] = plan
 
 
+#: Above 0 while some block has the caches suspended (:func:`suspended`).
+_suspended = 0
+_SUSPEND_LOCK = threading.Lock()
+
+
+@contextmanager
+def suspended() -> Iterator[None]:
+    """Inside the block (on every thread) no cache answers for a rule: each op takes its full
+    path and each view method runs its layout rule, as on a first call. Blocks may nest.
+
+    A cache is in front of the rule functions it remembers, so while it answers they are not
+    called; code that must see every call of a rule (the implement checks' shortcut guard,
+    :mod:`llmfs.course.exercise_checks.shortcuts`) runs inside this block."""
+    global _suspended
+    with _SUSPEND_LOCK:
+        _suspended += 1
+        view_module._suspended += 1
+    try:
+        yield
+    finally:
+        with _SUSPEND_LOCK:
+            _suspended -= 1
+            view_module._suspended -= 1
+
+
 def numpy_is_active() -> bool:
     """True when the backend ops would use now is exactly :class:`NumpyBackend` (the lookup
     :func:`~llmfs.tensor.backends.get_backend` makes, without its checks: a name that is not
     loaded yet is simply not planned for)."""
     name = registry._active.get() or registry._default
-    return ENABLED and type(registry._loaded.get(name)) is NumpyBackend
+    return ENABLED and not _suspended and type(registry._loaded.get(name)) is NumpyBackend
 
 
 def strided_array(storage: np.ndarray, layout: Layout) -> np.ndarray:

@@ -71,6 +71,10 @@ _DERIVED: dict[tuple[object, ...], Layout] = {}
 #: At most this many derived layouts are kept; past it the cache starts again.
 _MAX_DERIVED = 4096
 
+#: Above 0 while some block has the caches suspended (:func:`llmfs.tensor.dispatch.suspended`):
+#: every view method then runs its layout rule, as on its first call.
+_suspended = 0
+
 
 def _remember(key: tuple[object, ...], layout: Layout) -> Layout:
     if len(_DERIVED) >= _MAX_DERIVED:
@@ -559,7 +563,8 @@ class ViewMethods(OperatorMixin):
         with a bad argument says it is stale (as ``reshape`` and ``merge`` do)."""
         layout = self._layout
         parts = _args_key(args)
-        if parts is None:  # arguments that are not plain ints (or lists of them): no cache
+        # No cache for arguments that are not plain ints (or lists of them), nor while suspended.
+        if parts is None or _suspended:
             if fresh_first:
                 self._check_fresh()
             return self._derive(rule(layout))

@@ -302,3 +302,40 @@ def test_planned_results_are_the_full_paths_bit_for_bit(data: st.DataObject) -> 
                 same(call(), expected)
     finally:
         monkeypatch.undo()
+
+
+def test_while_suspended_every_repeated_call_reaches_its_rules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A cache answers in front of the rule functions; code that must see every call of a rule
+    # (the implement checks' shortcut guard) suspends the caches.
+    from llmfs.tensor import layout as layout_module
+    from llmfs.tensor import ops
+
+    a = Tensor.from_numpy(np.arange(12.0).reshape(3, 4))
+    calls: list[str] = []
+    broadcast, reversed_axes = ops.broadcast_shapes, layout_module.Layout.reversed_axes
+
+    def counted_broadcast(*shapes: Any) -> Any:
+        calls.append("broadcast_shapes")
+        return broadcast(*shapes)
+
+    def counted_reversed(self: Any) -> Any:
+        calls.append("reversed_axes")
+        return reversed_axes(self)
+
+    monkeypatch.setattr(ops, "broadcast_shapes", counted_broadcast)
+    monkeypatch.setattr(layout_module.Layout, "reversed_axes", counted_reversed)
+    for _ in range(3):  # warm: the plans and the derived layouts are remembered
+        lt.add(a, a), a.view().T  # noqa: B018
+    calls.clear()
+    lt.add(a, a), a.view().T  # noqa: B018
+    assert "reversed_axes" not in calls  # answered by the cache
+    with dispatch.suspended(), dispatch.suspended():  # blocks nest
+        for _ in range(2):
+            assert lt.add(a, a).tolist() == (a.to_numpy() * 2).tolist()
+            assert a.view().T.shape == (4, 3)
+    assert calls.count("reversed_axes") == 2 and calls.count("broadcast_shapes") >= 2
+    calls.clear()
+    assert a.view().T.shape == (4, 3)
+    assert calls == []  # the caches answer again after the block
