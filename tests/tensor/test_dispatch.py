@@ -327,9 +327,9 @@ def test_while_suspended_every_repeated_call_reaches_its_rules(
     monkeypatch.setattr(ops, "broadcast_shapes", counted_broadcast)
     monkeypatch.setattr(layout_module.Layout, "reversed_axes", counted_reversed)
     for _ in range(3):  # warm: the plans and the derived layouts are remembered
-        lt.add(a, a), a.view().T  # noqa: B018
+        lt.add(a, a), a.view().T
     calls.clear()
-    lt.add(a, a), a.view().T  # noqa: B018
+    lt.add(a, a), a.view().T
     assert "reversed_axes" not in calls  # answered by the cache
     with dispatch.suspended(), dispatch.suspended():  # blocks nest
         for _ in range(2):
