@@ -77,13 +77,16 @@ def expected(function, *arrays: np.ndarray) -> np.ndarray:
 
 def special_pool(dtype: str, *, large: bool = True, one_sign: bool = False) -> list[float]:
     """inf, -inf and NaN, plus values near the dtype's largest finite value when ``large``
-    (only positive ones with ``one_sign``: a sum whose partial totals overflow and then come
-    back would be a question of summation order, not of IEEE rules)."""
+    (with ``one_sign`` only positive ones, and no -inf: a sum whose partial totals overflow and
+    then come back, or overflow to +inf before meeting -inf (NaN, where the exact sum is -inf),
+    would be a question of summation order, not of IEEE rules)."""
     pool = [np.inf, -np.inf, np.nan]
     if large:
         biggest = float(np.finfo(dtype).max)
         pool += [biggest, 0.9 * biggest, 0.6 * biggest]
-        if not one_sign:
+        if one_sign:
+            pool.remove(-np.inf)
+        else:
             pool += [-biggest, -0.6 * biggest]
     return pool
 
