@@ -59,6 +59,8 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.dtypes", 1, "layout"),
     ("llmfs.tensor.tensor", 2, "views"),
     ("llmfs.tensor.view", 2, "views"),
+    ("llmfs.tensor.derived", 2, "views"),  # the views' derived-layout cache
+    ("llmfs.tensor.grad_methods", 2, "views"),  # the autograd surface of Tensor and TensorView
     ("llmfs.tensor.traversal", 2, "views"),
     ("llmfs.tensor.strided", 2, "views"),
     ("llmfs.tensor.operators", 2, "views"),
@@ -204,7 +206,7 @@ INVERSIONS: list[tuple[str, str, str]] = [
         "that ops chooses",
     ),
     (
-        "llmfs.tensor.view",
+        "llmfs.tensor.grad_methods",
         "llmfs.tensor.autograd",
         "t.backward() runs the engine, whose rules compute with the ops built on the views",
     ),
