@@ -53,6 +53,7 @@ LAYER_NAMES = (
 #: Every module of the package, its layer and that layer's name (checked against
 #: :data:`LAYER_NAMES`). A module may import modules of its own layer or below.
 LAYERS: list[tuple[str, int, str]] = [
+    ("llmfs.tensor.error_base", 0, "errors"),  # how an error class is declared
     ("llmfs.tensor.errors", 0, "errors"),
     ("llmfs.tensor.checks", 1, "layout"),  # the input checks and limits the algebra stands on
     ("llmfs.tensor.layout", 1, "layout"),

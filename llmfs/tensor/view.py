@@ -11,7 +11,9 @@ metadata (``shape``, ``strides``, ``ndim``, ``size``...), NumPy's Python protoco
 iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape``, ``permute``,
 ``slice``...) and the readers (``tolist``, ``materialize``...). ``Tensor`` (layout: row-major at
 offset 0, owner: itself) and ``TensorView`` both inherit it, so ``t.reshape(...)`` and
-``t.view().reshape(...)`` are the same code.
+``t.view().reshape(...)`` are the same code. The autograd surface (``requires_grad``,
+``backward``, ``detach``, ``grad``) is mixed in from :mod:`llmfs.tensor.grad_methods`; the axis
+algebra looks its derived layouts up in :mod:`llmfs.tensor.derived`.
 
 Every reader that copies values (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) asks
 the active backend to copy (``Backend.copy``): the reference backend walks the offset cursor, the
