@@ -53,12 +53,15 @@ LAYER_NAMES = (
 #: Every module of the package, its layer and that layer's name (checked against
 #: :data:`LAYER_NAMES`). A module may import modules of its own layer or below.
 LAYERS: list[tuple[str, int, str]] = [
+    ("llmfs.tensor.error_base", 0, "errors"),  # how an error class is declared
     ("llmfs.tensor.errors", 0, "errors"),
     ("llmfs.tensor.checks", 1, "layout"),  # the input checks and limits the algebra stands on
     ("llmfs.tensor.layout", 1, "layout"),
     ("llmfs.tensor.dtypes", 1, "layout"),
     ("llmfs.tensor.tensor", 2, "views"),
     ("llmfs.tensor.view", 2, "views"),
+    ("llmfs.tensor.derived", 2, "views"),  # the views' derived-layout cache
+    ("llmfs.tensor.grad_methods", 2, "views"),  # the autograd surface of Tensor and TensorView
     ("llmfs.tensor.traversal", 2, "views"),
     ("llmfs.tensor.strided", 2, "views"),
     ("llmfs.tensor.operators", 2, "views"),
@@ -204,7 +207,7 @@ INVERSIONS: list[tuple[str, str, str]] = [
         "that ops chooses",
     ),
     (
-        "llmfs.tensor.view",
+        "llmfs.tensor.grad_methods",
         "llmfs.tensor.autograd",
         "t.backward() runs the engine, whose rules compute with the ops built on the views",
     ),

@@ -242,8 +242,8 @@ def _topological(root: Tensor) -> list[Tensor]:
 
 
 def backward(root: ViewMethods, gradient: object = None) -> None:
-    """``root.backward(gradient)``: see :meth:`~llmfs.tensor.view.ViewMethods.backward` and the
-    module docstring (the walk, the invariants, the errors)."""
+    """``root.backward(gradient)``: see :meth:`~llmfs.tensor.grad_methods.GradMethods.backward`
+    and the module docstring (the walk, the invariants, the errors)."""
     if not root._requires_grad:
         raise NoGradientError(type(root).__name__, root.shape)
     seed = _seed(root, gradient)

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from llmfs.tensor import backends as registry
-from llmfs.tensor import view as view_module
+from llmfs.tensor import derived as derived_module
 from llmfs.tensor.backends.numpy_backend import NumpyBackend
 from llmfs.tensor.errors import ConcurrentWriteError
 from llmfs.tensor.layout import Layout, row_major_strides, zero_unused_strides
@@ -132,13 +132,13 @@ def suspended() -> Iterator[None]:
     global _suspended
     with _SUSPEND_LOCK:
         _suspended += 1
-        view_module._suspended += 1
+        derived_module.suspended += 1
     try:
         yield
     finally:
         with _SUSPEND_LOCK:
             _suspended -= 1
-            view_module._suspended -= 1
+            derived_module.suspended -= 1
 
 
 def numpy_is_active() -> bool:

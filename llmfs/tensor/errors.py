@@ -5,19 +5,9 @@ catches every refusal of the library and nothing else. View operations raise sub
 :class:`TensorViewError`; the Metal backend's errors (:class:`~llmfs.tensor.MetalError` and its
 subclasses) live with that backend, in :mod:`llmfs.tensor.backends.metal.errors`.
 
-Each class is a declaration that reads top to bottom:
-
-* ``condition``: the violated rule in a few words (the trace-table widgets show it);
-* its **fields**, as annotated attributes; a value makes the field optional (it is the default).
-  The constructor takes them in order, positionally or by name, and stores each one as an
-  attribute; a field annotated ``tuple[...]`` is stored as a tuple;
-* its **message**: ``template``, a :meth:`str.format` template over the fields, or, where the
-  sentence depends on the fields, a method ``explain()`` that returns it. A sequence shows as
-  ``[2, 3]`` (:func:`shown`).
-
-Attributes that follow from the fields are computed in ``__post_init__`` (as in a dataclass).
-``str(error)`` and ``error.message`` are the plain-words message, and
-:meth:`TensorError.details` returns the fields as a dict.
+Each class is a declaration (:mod:`llmfs.tensor.error_base` says how one is built): its
+``condition`` (the violated rule in a few words), its fields as annotated attributes (a value is
+the default) and its message, a ``template`` over the fields or an ``explain()`` method.
 
 The names follow the variants of the Rust ``TensorError``/``TensorViewError`` enums the library was
 first written against, so a Rust and a Python version of an exercise name the same refusal.
@@ -25,119 +15,13 @@ first written against, so a Rust and a Python version of an exercise name the sa
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Sequence
 from typing import ClassVar
+
+from llmfs.tensor.error_base import SHOWN_ENTRIES, TensorError, shown
 
 #: The largest signed 64-bit integer: every size product, stride and reachable offset (and
 #: every array's byte count) stays at or below it. The library's one definition of the limit.
 INDEX_MAX = 2**63 - 1
-
-#: A sequence longer than this is shown by its first and last entries and its length (a rank-65
-#: shape would otherwise fill the message with 65 sizes).
-SHOWN_ENTRIES = 12
-
-
-class _Shown:
-    """A sequence in a message: ``{shape}`` shows ``[2, 3]``, ``{shape!r}`` its own repr; past
-    :data:`SHOWN_ENTRIES` entries, ``[1, 1, 1, 1, 1, 1, 1, 1, ..., 1, 1] (65 entries)``."""
-
-    def __init__(self, values: Sequence[object]) -> None:
-        self.values = values
-
-    def _text(self, show: Callable[[object], str]) -> str:
-        values = list(self.values)
-        if len(values) <= SHOWN_ENTRIES:
-            return "[" + ", ".join(show(v) for v in values) + "]"
-        shown = [show(v) for v in values[: SHOWN_ENTRIES - 4]] + ["..."]
-        shown += [show(v) for v in values[-2:]]
-        return "[" + ", ".join(shown) + f"] ({len(values)} entries)"
-
-    def __format__(self, spec: str) -> str:
-        return format(self._text(str), spec)
-
-    def __repr__(self) -> str:
-        return self._text(repr) if len(self.values) > SHOWN_ENTRIES else repr(self.values)
-
-
-def shown(value: object) -> object:
-    """A field's value as a message shows it: a sequence as ``[2, 3]`` (``!r``: its repr), long
-    ones shortened (see :class:`_Shown`); anything else as it is."""
-    return _Shown(value) if isinstance(value, (list, tuple)) else value
-
-
-class TensorError(ValueError):
-    """Root of every error raised by :mod:`llmfs.tensor`; as a class it takes a free-text message.
-
-    Subclasses declare ``condition``, their fields and their message (see the module docstring);
-    none writes an ``__init__``, so every error is built, stored, pickled and printed the same way.
-    """
-
-    condition: ClassVar[str] = "tensor rule"
-    template: ClassVar[str] = "{message}"
-    #: The constructor's fields in order: the annotated attributes of the class that declares them.
-    fields: ClassVar[tuple[str, ...]] = ("message",)
-    _tuples: ClassVar[frozenset[str]] = frozenset()
-
-    message: str
-
-    def __init_subclass__(cls, **kwargs: object) -> None:
-        super().__init_subclass__(**kwargs)
-        if "__init__" in cls.__dict__:
-            raise TypeError(
-                f"{cls.__name__} defines __init__; declare its fields, condition and template "
-                f"instead"
-            )
-        declared = {
-            name: str(annotation)
-            for name, annotation in inspect.get_annotations(cls).items()
-            if "ClassVar" not in str(annotation)
-        }
-        if declared:  # else the parent's fields
-            cls.fields = tuple(declared)
-            cls._tuples = frozenset(n for n, a in declared.items() if a.startswith("tuple["))
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        cls = type(self)
-        if len(args) > len(cls.fields):
-            raise TypeError(
-                f"{cls.__name__} takes {len(cls.fields)} field(s) {list(cls.fields)}, "
-                f"got {len(args)} positional arguments"
-            )
-        values = dict(zip(cls.fields, args))
-        for name, value in kwargs.items():
-            if name not in cls.fields or name in values:
-                raise TypeError(f"{cls.__name__} got an unexpected or repeated field {name!r}")
-            values[name] = value
-        for name in cls.fields:
-            if name not in values and not hasattr(cls, name):  # a class value is the default
-                raise TypeError(f"{cls.__name__} needs the field {name!r}")
-            value = values.get(name, getattr(cls, name, None))
-            if name in cls._tuples and not isinstance(value, tuple):
-                value = tuple(value)  # type: ignore[arg-type]  # declared a sequence
-            setattr(self, name, value)
-        self.__post_init__()
-        self.message = self.explain()
-        super().__init__(self.message)
-
-    def __post_init__(self) -> None:
-        """Computes the attributes that follow from the fields (none here)."""
-
-    def explain(self) -> str:
-        """The message: ``template`` filled in with the attributes (sequences as ``[2, 3]``)."""
-        return self.template.format(**{name: shown(value) for name, value in vars(self).items()})
-
-    def details(self) -> dict[str, object]:
-        """The error's fields, then the attributes computed from them, by name."""
-        return {
-            name: value
-            for name, value in vars(self).items()
-            if not name.startswith("_") and (name != "message" or "message" in self.fields)
-        }
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Exceptions pickle as cls(*self.args); ours are rebuilt from their fields instead.
-        return (type(self), tuple(getattr(self, name) for name in self.fields))
 
 
 class TensorViewError(TensorError):
@@ -178,10 +62,8 @@ PLURALS = {"axis": "axes", "index": "indices", "size": "sizes", "stride": "strid
 
 
 class InvalidArgumentError(TensorError, TypeError):
-    """An argument that must be an integer (an axis, an index, a stride, a slice bound) is not.
-
-    ``many`` says that a sequence of them was expected (``"axis"`` then reads ``"axes"``).
-    """
+    """An argument that must be an integer (an axis, an index, a stride, a slice bound) is not;
+    ``many``: a sequence of them was expected (``"axis"`` then reads ``"axes"``)."""
 
     condition = "integer argument"
     what: str
@@ -211,11 +93,8 @@ class ElementCountMismatchError(TensorError):
 
 
 class ReshapeElementCountMismatchError(ElementCountMismatchError):
-    """A reshape asks for a shape whose element count differs from the view's.
-
-    ``expected``/``actual`` of the parent are the view's count (``current``) and the requested
-    shape's (``requested``).
-    """
+    """A reshape asks for a shape whose element count differs from the view's; the parent's
+    ``expected``/``actual`` are the view's count (``current``) and the shape's (``requested``)."""
 
     template = (
         "element count mismatch: cannot reshape {current} values into shape {requested_shape}, "
@@ -423,9 +302,8 @@ class BroadcastError(TensorViewError):
 
 
 class OverlappingWriteError(TensorViewError):
-    """A write through a view in which two coordinates read the same storage cell (a broadcast
-    view's zero stride, or an explicit layout that overlaps itself): which written value would
-    the cell keep? NumPy marks such views read-only; PyTorch refuses in-place writes to them."""
+    """A write through a view in which two coordinates read the same storage cell (a zero
+    stride, or a layout that overlaps itself): NumPy marks such views read-only, PyTorch too."""
 
     condition = "each written coordinate has its own storage cell"
     template = (
@@ -468,8 +346,7 @@ class InvalidAxisRangeError(TensorViewError):
 
 
 class InvalidIndexError(TensorViewError, IndexError):
-    """An index expression has an unsupported item or more indices than the view has axes
-    (free text: the message says which)."""
+    """An index expression with an unsupported item or more indices than axes (free text)."""
 
     condition = "valid index expression"
 
@@ -489,11 +366,8 @@ class ClosedMutationError(TensorError):
 
 
 class EmptyReductionError(TensorError):
-    """``max``, ``min`` or ``mean`` over an axis of size 0: there is no value to return.
-
-    (``sum`` and ``prod`` of nothing are 0 and 1, as in NumPy; these three have no such identity,
-    and a silent NaN or -inf would hide the mistake.)
-    """
+    """``max``, ``min`` or ``mean`` over an axis of size 0: no identity (as ``sum``'s 0 and
+    ``prod``'s 1), and a silent NaN or -inf would hide the mistake."""
 
     condition = "reduced axes are non-empty"
     op: str
@@ -521,13 +395,10 @@ class MatmulShapeError(TensorError):
 
 
 class EinsumError(TensorError):
-    """A malformed einsum expression, or operands that do not fit it.
-
-    ``operand`` (an index or ``None``), ``label`` (a letter, ``"..."`` or ``None``) and ``position``
-    (a character index in the expression, or ``None``) point at the offending part; the message
-    repeats the expression with a caret under ``position`` (when it lies inside the expression or
-    just past its end).
-    """
+    """A malformed einsum expression, or operands that do not fit it. ``operand`` (an index),
+    ``label`` (a letter or ``"..."``) and ``position`` (a character index) point at the offending
+    part, each ``None`` when unknown; the message repeats the expression with a caret under
+    ``position`` when it lies inside the expression or just past its end."""
 
     condition = "einsum rule"
     expression: str
@@ -546,12 +417,8 @@ class EinsumError(TensorError):
 
 class ReduceError(EinsumError):
     """A :func:`~llmfs.tensor.ops.reduce` call whose modes do not fit the operand, or whose op is
-    unknown.
-
-    An :class:`EinsumError` (mode labels follow einsum's rules), but the message names ``reduce``
-    and shows ``modes_in``/``modes_out`` as they were given; ``label`` and ``operand`` point at
-    the offending part as in :class:`EinsumError`; ``expression`` is ``"modes_in -> modes_out"``.
-    """
+    unknown: an :class:`EinsumError` (mode labels follow einsum's rules) whose message names
+    ``reduce`` and its modes as given; ``expression`` is ``"modes_in -> modes_out"``."""
 
     condition = "reduce modes name each axis once; the op is a known reduction"
     modes_in: object
@@ -570,10 +437,8 @@ class ReduceError(EinsumError):
 
 
 class DescriptorError(TensorError):
-    """A :class:`~llmfs.tensor.einsum.TensorDescriptor` field that is not what it must be
-    (strides that are not exact integers, one per axis; a dtype that is not a supported dtype
-    name). ``field`` names the field (``"strides"``, ``"dtype"``), ``value`` holds what was given.
-    """
+    """A :class:`~llmfs.tensor.einsum.TensorDescriptor` field (``"strides"``: exact integers, one
+    per axis; ``"dtype"``: a supported dtype name) that is not what it must be."""
 
     condition = "descriptor fields are exact"
     template = "a TensorDescriptor's {field} {detail}, got {value!r}"
@@ -605,10 +470,7 @@ class OutputBufferError(TensorError):
 
 
 class BackendUnavailableError(TensorError):
-    """A backend name that is unknown, or whose backend cannot run on this machine.
-
-    ``available`` lists the names that can be used; ``reason`` says why this one cannot.
-    """
+    """A backend name that is unknown, or whose backend cannot run on this machine."""
 
     condition = "backend available"
     name: str
@@ -630,11 +492,8 @@ class UnsupportedOperationError(TensorError):
 
 
 class AllocationError(TensorError, MemoryError):
-    """A new storage that NumPy or the machine cannot hold.
-
-    ``count`` values of ``dtype`` take ``nbytes`` bytes; ``reason`` says which limit refused them
-    (NumPy's largest array, the machine's memory, or the allocation itself failing).
-    """
+    """A new storage that NumPy or the machine cannot hold; ``reason`` says which limit refused
+    it (NumPy's largest array, the machine's memory, or the allocation itself failing)."""
 
     condition = "storage fits in memory"
     count: int
@@ -679,9 +538,8 @@ class ConcurrentWriteError(StaleViewError):
 
 
 class ViewTooLargeError(TensorError):
-    """A view holds more values than any array can: an op would read ``count`` values of
-    ``dtype`` (``nbytes`` bytes), past NumPy's largest array or this machine's memory. Only a
-    broadcast or self-overlapping view is that large, and reading it would take hours."""
+    """An op would read more values from one view than any array can hold (only a broadcast or
+    self-overlapping view is that large, and reading it would take hours)."""
 
     condition = "a view read by an op fits in memory"
     template = (
@@ -701,16 +559,13 @@ class ViewTooLargeError(TensorError):
 
 
 class AutogradError(TensorError):
-    """A gradient request that cannot be answered: the base of the autograd refusals
-    (:mod:`llmfs.tensor.autograd`)."""
+    """The base of the autograd refusals (:mod:`llmfs.tensor.autograd`)."""
 
     condition = "autograd rule"
 
 
 class NoGradientError(AutogradError):
-    """``backward()`` of a result that no gradient reaches: it was not computed from a tensor
-    that requires grad (or only through ops without a gradient: comparisons, ``astype`` to an
-    integer), or grad recording was off (``no_grad()``)."""
+    """``backward()`` of a result that no gradient reaches (the message lists the causes)."""
 
     condition = "the result requires grad"
     template = (
@@ -724,8 +579,7 @@ class NoGradientError(AutogradError):
 
 
 class GradientShapeError(AutogradError):
-    """``backward(gradient)`` with no gradient for a result of several values, or a gradient
-    whose shape is not the result's."""
+    """``backward()`` without a gradient for several values, or a gradient of another shape."""
 
     condition = "the gradient has the result's shape"
     shape: tuple[int, ...]
@@ -749,10 +603,8 @@ class GradientShapeError(AutogradError):
 
 
 class SavedTensorModifiedError(AutogradError):
-    """A tensor that an op saved for its backward was written (``copyto``, ``mutate()``,
-    ``as_mut_slice()``) after the op ran, so its gradient would be computed from values that
-    are not the ones it read: PyTorch's rule for in-place changes of saved tensors, raised at
-    ``backward()`` time, never a wrong gradient."""
+    """A tensor an op saved for its backward was written (``copyto``, ``mutate()``) after the op
+    ran: PyTorch's rule for in-place changes of saved tensors, never a wrong gradient."""
 
     condition = "a tensor saved for backward is unchanged"
     template = (

@@ -68,6 +68,7 @@ from llmfs.tensor.errors import (
     InvalidStepError,
     TensorError,
 )
+from llmfs.tensor.grad_methods import LeafGrad
 from llmfs.tensor.layout import (
     Layout,
     Shape,
@@ -84,7 +85,7 @@ from llmfs.tensor.view import ViewMethods
 _WRITE_LOCK = threading.Lock()
 
 
-class Tensor(ViewMethods):
+class Tensor(ViewMethods, LeafGrad):
     """An owner of contiguous row-major storage: storage + a row-major :class:`Layout` + a version.
 
     Invariants: ``as_slice()`` has exactly ``self.size`` values (the product of ``shape``, 1 for
@@ -143,8 +144,7 @@ class Tensor(ViewMethods):
             raise ElementCountMismatchError(count, array.size)
         with np.errstate(over="ignore"):  # floats past a float dtype's range round to +-inf
             self._init(np.array(array, dtype=resolved, copy=True), dims, strides)
-        if requires_grad is not False:
-            self.requires_grad_(requires_grad)
+        self._leaf(requires_grad)
 
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
         self._init_layout(storage, Layout(shape, strides, 0))
@@ -286,46 +286,6 @@ class Tensor(ViewMethods):
         tensor = object.__new__(cls)
         tensor._init_layout(storage, layout)
         return tensor
-
-    def _leaf(self, requires_grad: bool) -> Tensor:
-        """This new tensor, made a leaf that requires grad when asked (constructors end here)."""
-        if requires_grad is not False:
-            self.requires_grad_(requires_grad)
-        return self
-
-    # -- autograd ----------------------------------------------------------------------------
-
-    @property
-    def grad(self) -> Tensor | None:
-        """A leaf's gradient, accumulated (added to) by every ``backward()`` that reaches it:
-        a tensor of this shape and dtype, or ``None`` before the first (and after
-        ``t.grad = None``). Gradients through views of this tensor land here too. A result of
-        an op keeps no gradient (``None``), as in PyTorch."""
-        return self._grad
-
-    @grad.setter
-    def grad(self, value: Tensor | None) -> None:
-        if value is not None and not (
-            isinstance(value, Tensor) and value.shape == self.shape and value.dtype == self.dtype
-        ):
-            shape = getattr(value, "shape", None)
-            raise TensorError(
-                f"t.grad must be None or a Tensor of shape {list(self.shape)} and dtype "
-                f"{self.dtype.name}, got {type(value).__name__}"
-                + (f" of shape {list(shape)}" if shape is not None else "")
-            )
-        self._grad = value
-
-    @property
-    def grad_fn(self) -> Node | None:
-        """The recorded op that computed this tensor (``None`` for a leaf)."""
-        return self._grad_fn
-
-    @property
-    def is_leaf(self) -> bool:
-        """True unless this tensor is the result of a recorded op (PyTorch's rule: every
-        tensor that does not require grad is a leaf too)."""
-        return self._grad_fn is None
 
     # -- what ViewMethods reads --------------------------------------------------------------
 

@@ -11,7 +11,9 @@ metadata (``shape``, ``strides``, ``ndim``, ``size``...), NumPy's Python protoco
 iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape``, ``permute``,
 ``slice``...) and the readers (``tolist``, ``materialize``...). ``Tensor`` (layout: row-major at
 offset 0, owner: itself) and ``TensorView`` both inherit it, so ``t.reshape(...)`` and
-``t.view().reshape(...)`` are the same code.
+``t.view().reshape(...)`` are the same code. The autograd surface (``requires_grad``,
+``backward``, ``detach``, ``grad``) is mixed in from :mod:`llmfs.tensor.grad_methods`; the axis
+algebra looks its derived layouts up in :mod:`llmfs.tensor.derived`.
 
 Every reader that copies values (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) asks
 the active backend to copy (``Backend.copy``): the reference backend walks the offset cursor, the
@@ -38,20 +40,20 @@ import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from llmfs.tensor.dtypes import FLOAT_DTYPES
+from llmfs.tensor.derived import derive
 from llmfs.tensor.errors import (
     ConcurrentWriteError,
-    DTypeError,
     IndexOutOfBoundsError,
     RankMismatchError,
     StaleViewError,
     TensorError,
     ViewTooLargeError,
 )
+from llmfs.tensor.grad_methods import GradMethods, ViewGrad
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import allocating, numpy_view, read_only_view
@@ -62,56 +64,12 @@ if TYPE_CHECKING:
     from llmfs.tensor.tensor import Tensor
 
 
-#: Layouts already derived by ``T`` and ``reshape``, by (method, shape, strides, offset, the
-#: argument and its types): each is a pure function of those, so a view of an 8x8 matrix is
-#: transposed or reshaped by one dictionary lookup instead of the layout algebra (which ran, and
-#: checked the argument, the first time). A derivation that raised is never stored.
-_DERIVED: dict[tuple[object, ...], Layout] = {}
-
-#: At most this many derived layouts are kept; past it the cache starts again.
-_MAX_DERIVED = 4096
-
-#: Above 0 while some block has the caches suspended (:func:`llmfs.tensor.dispatch.suspended`):
-#: every view method then runs its layout rule, as on its first call.
-_suspended = 0
-
-
-def _remember(key: tuple[object, ...], layout: Layout) -> Layout:
-    if len(_DERIVED) >= _MAX_DERIVED:
-        _DERIVED.clear()
-    _DERIVED[key] = layout
-    return layout
-
-
-def _args_key(args: tuple[object, ...]) -> tuple[object, ...] | None:
-    """``args`` as a cache key that tells apart what compares equal (``True == 1 == 1.0``):
-    each plain int or ``None`` with its type, each list or tuple of plain ints as its items with
-    the container type; ``None`` (no caching) for anything else."""
-    parts: list[object] = []
-    for arg in args:
-        kind = type(arg)
-        if kind is int or arg is None:
-            parts.append((kind, arg))
-        elif kind is list or kind is tuple:
-            items = tuple(cast("Sequence[object]", arg))
-            for item in items:
-                if type(item) is not int:
-                    return None
-            parts.append((kind, items))
-        else:
-            return None
-    return tuple(parts)
-
-
-_V = TypeVar("_V", bound="ViewMethods")
-
-
 def _varargs(args: tuple[object, ...]) -> object:
     """``f(3, 2)`` and ``f([3, 2])`` alike: one argument is the sequence, several are its items."""
     return args[0] if len(args) == 1 else args
 
 
-class ViewMethods(OperatorMixin):
+class ViewMethods(OperatorMixin, GradMethods):
     """Everything that reads storage through a layout, shared by ``Tensor`` and ``TensorView``.
 
     A subclass provides :attr:`layout`, :attr:`owner` (the ``Tensor`` holding the storage) and
@@ -127,9 +85,6 @@ class ViewMethods(OperatorMixin):
     _version: int
     #: What :attr:`layout` returns (a slot of each subclass), read directly on the hot paths.
     _layout: Layout
-    #: Whether ops on this object are recorded for autograd (a slot of each subclass; see
-    #: :mod:`llmfs.tensor.tape`): a view copies it from what it is derived from, when made.
-    _requires_grad: bool
 
     @property
     def layout(self) -> Layout:
@@ -444,82 +399,6 @@ class ViewMethods(OperatorMixin):
         array = self.to_numpy()
         return array if dtype is None else array.astype(dtype)
 
-    # -- autograd (the engine is llmfs.tensor.autograd) ----------------------------------------
-
-    @property
-    def requires_grad(self) -> bool:
-        """Whether ops on this are recorded for :meth:`backward` (PyTorch's name). A view has
-        the flag of what it was derived from, at the time it was made. Setting it is
-        ``requires_grad_(value)``."""
-        return self._requires_grad
-
-    @requires_grad.setter
-    def requires_grad(self, value: bool) -> None:
-        self.requires_grad_(value)
-
-    def requires_grad_(self: _V, requires_grad: bool = True) -> _V:
-        """A ``Tensor``: makes it a leaf whose ops are recorded (``True``) or not (``False``), in
-        place, and returns it, as PyTorch's ``requires_grad_``; views made before keep what they
-        had (a view copies the flag when it is made). A view: its flag is its owner's, copied
-        when it was made, so this returns the view when the flag already is ``requires_grad``.
-
-        Raises :class:`DTypeError` naming the dtype for an integer or bool tensor (only floats
-        have gradients), and :class:`TensorError` for a flag that is not a bool, for turning it
-        off on an op's result (use :meth:`detach`), or for changing a view's flag.
-        """
-        if not isinstance(requires_grad, (bool, np.bool_)):
-            raise TensorError(
-                f"requires_grad must be True or False, got {type(requires_grad).__name__} "
-                f"{requires_grad!r}"
-            )
-        wanted = bool(requires_grad)
-        if not self._owns_storage:
-            if wanted != self._requires_grad:
-                raise TensorError(
-                    f"requires_grad_({wanted}) on a view: a view takes its flag from what it was "
-                    "derived from; set it on the owner (v.owner.requires_grad_()) and make the "
-                    "view again, or use v.detach() for a view that does not require grad"
-                )
-            return self
-        if wanted and self.dtype.kind != "f":
-            raise DTypeError(
-                self.dtype.name,
-                FLOAT_DTYPES,
-                "requires_grad (only float tensors have gradients: cast first, e.g. "
-                "t.astype('float64').requires_grad_())",
-            )
-        if not wanted and self.owner._grad_fn is not None:
-            raise TensorError(
-                "requires_grad_(False) on the result of a recorded op: only a leaf can stop "
-                "requiring grad; use t.detach() for a view of it that does not"
-            )
-        self._requires_grad = wanted
-        return self
-
-    def backward(self, gradient: object = None) -> None:
-        """Computes the gradient of this result with respect to every leaf it was computed from
-        and adds it to each leaf's ``.grad`` (PyTorch's ``backward``); gradients through views
-        land in the owner's ``.grad``. ``gradient`` is d(loss)/d(this), of this shape; without
-        it this must hold one value (the gradient is 1).
-
-        Raises :class:`~llmfs.tensor.errors.NoGradientError` when this does not require grad,
-        :class:`~llmfs.tensor.errors.GradientShapeError` for a missing gradient of a result of
-        several values or a gradient of another shape, and
-        :class:`~llmfs.tensor.errors.SavedTensorModifiedError` when a tensor an op saved was
-        written after the op ran. See :mod:`llmfs.tensor.autograd`.
-        """
-        # The engine runs the ops' backward rules, built on top of the views: imported on use.
-        from llmfs.tensor.autograd import backward
-
-        backward(self, gradient)
-
-    def detach(self) -> TensorView:
-        """A view of the same storage and layout that does not require grad (PyTorch's
-        ``detach``): ops on it are not recorded and no gradient flows back through it. It is a
-        view (an owner's storage has one owner), so a write to the owner makes it stale."""
-        self._check_fresh()
-        return TensorView._trusted(self.owner, self.layout, False)
-
     # -- shared storage ----------------------------------------------------------------------
 
     def shares_storage(self, other: ViewMethods) -> bool:
@@ -556,25 +435,10 @@ class ViewMethods(OperatorMixin):
         rule: Callable[[Layout], Layout],
         fresh_first: bool = False,
     ) -> TensorView:
-        """``self._derive(rule(self.layout))``, where the derived layout is looked up in
-        :data:`_DERIVED` under ``method``, this layout and ``args`` (with their types, so ``2.0``
-        is not taken for the size ``2``); ``rule`` runs (and checks ``args``) only the first
-        time. ``fresh_first``: the method checks freshness before the rule, so a stale view
-        with a bad argument says it is stale (as ``reshape`` and ``merge`` do)."""
-        layout = self._layout
-        parts = _args_key(args)
-        # No cache for arguments that are not plain ints (or lists of them), nor while suspended.
-        if parts is None or _suspended:
-            if fresh_first:
-                self._check_fresh()
-            return self._derive(rule(layout))
-        key = (method, layout.shape, layout.strides, layout.offset, parts)
-        derived = _DERIVED.get(key)
-        if derived is None:
-            if fresh_first:
-                self._check_fresh()
-            derived = _remember(key, rule(layout))
-        return self._derive(derived)
+        """``self._derive(rule(self.layout))`` through the derived-layout cache
+        (:func:`llmfs.tensor.derived.derive`); ``fresh_first``: check freshness before ``rule``."""
+        before = self._check_fresh if fresh_first else None
+        return self._derive(derive(method, self._layout, args, rule, before))
 
     def reshape(self, *shape: Any) -> TensorView:
         """The same values in the same logical order under a new shape, without copying.
@@ -704,7 +568,7 @@ class ViewMethods(OperatorMixin):
         return self._derive(self.layout.index(key))
 
 
-class TensorView(ViewMethods):
+class TensorView(ViewMethods, ViewGrad):
     """A read-only (shape, strides, base offset) interpretation of a :class:`Tensor`'s storage.
 
     Make one with ``tensor.view()`` (or ``tensor[...]``), derive others with the methods of
@@ -791,24 +655,6 @@ class TensorView(ViewMethods):
     def version(self) -> int:
         """The owner's version when this view was made."""
         return self._version
-
-    @property
-    def grad(self) -> None:
-        """Always ``None``: a view is not a leaf; the gradient of what it reads lands in its
-        owner's ``.grad`` (``v.owner.grad``)."""
-        return None
-
-    @property
-    def grad_fn(self) -> None:
-        """Always ``None``: a view records no op; its layout is the record, and its backward is
-        the one view rule (:func:`llmfs.tensor.autograd.view_backward`)."""
-        return None
-
-    @property
-    def is_leaf(self) -> bool:
-        """True only when the view does not require grad (PyTorch's convention); a view that
-        requires grad passes its gradient on to its owner."""
-        return not self._requires_grad
 
     @property
     def is_stale(self) -> bool:
