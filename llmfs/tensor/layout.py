@@ -584,7 +584,7 @@ def row_major_strides(shape: Sequence[int]) -> Strides:
     """Row-major strides of ``shape``: the last axis has stride 1, each earlier axis the product
     of the sizes after it, a size-0 axis counted as 1.
 
-    ``row_major_strides((10, 9, 5, 13)) == (585, 65, 13, 1)``.
+    ``row_major_strides((2, 3, 4)) == (12, 4, 1)``.
     Raises :class:`InvalidShapeError` for a size that is not an integer ``>= 0`` and
     :class:`ShapeOverflowError` when the size product (0 as 1) exceeds :data:`INDEX_MAX`.
     """
