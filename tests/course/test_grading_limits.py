@@ -223,3 +223,21 @@ def test_the_sandbox_works_for_a_normal_user_too() -> None:
         assert done.stdout.strip() == "({'value': 2}, {'value': 3})"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_after_an_interrupt_no_process_starts_until_the_next_run() -> None:
+    # An interrupted run ends what is running and starts nothing more: a submission whose worker
+    # was killed would otherwise start a fresh worker for its remaining exercises.
+    from llmfs.course.grading import sandbox
+    from llmfs.course.grading.limits import Limits
+
+    task = sandbox.FunctionTask("ex", "def f(x):\n    return x + 1\n", "f", ((1,),))
+    sandbox.stop_all()
+    try:
+        with pytest.raises(sandbox.GradingStopped, match="interrupted"):
+            sandbox.run_functions([task], Limits())
+    finally:
+        sandbox.allow_starts()
+    run = sandbox.run_functions([task], Limits())["ex"]
+    assert run.problem == "" or run.problem is None, run
+    assert list(run.outcomes or ()) == [{"value": 2}]

@@ -46,7 +46,7 @@ from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
 from llmfs.course.grading.isolation import Isolation, find_bwrap
 from llmfs.course.grading.key import ChapterKey, find_chapter, load_chapter_key
 from llmfs.course.grading.limits import Limits
-from llmfs.course.grading.sandbox import RunOutcome, kill_all, run_folder
+from llmfs.course.grading.sandbox import RunOutcome, allow_starts, kill_all, run_folder, stop_all
 from llmfs.course.grading.score import (
     SubmissionResult,
     checks_fingerprint,
@@ -188,6 +188,7 @@ def grade_all(
                 unreadable_results(key, why),
             )
 
+    allow_starts()
     pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix="llmfs-grade")
     futures: list[Future[SubmissionResult]] = []
     try:
@@ -203,6 +204,7 @@ def grade_all(
                     out.write(_summary(result) + "\n")
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
+        stop_all()  # a submission being graded may not start another process
         while not all(f.done() for f in futures):
             kill_all()
             time.sleep(0.1)

@@ -45,6 +45,15 @@ from llmfs.course.grading.limits import Limits, sandbox_env
 
 _LIVE: set[subprocess.Popen[Any]] = set()
 _LIVE_LOCK = threading.Lock()
+#: Set by :func:`stop_all` (an interrupted run): from then on no process is started, so a
+#: submission's grading cannot start a fresh worker after the one it ran was killed.
+_STOPPED = threading.Event()
+
+
+class GradingStopped(RuntimeError):
+    """Raised instead of starting a process once :func:`stop_all` has run."""
+
+
 _PID_FILES: dict[int, Path] = {}  # runner pid -> where it writes its kernel's pid
 
 RUN_STATUSES = ("ok", "timeout", "died", "error", "not run")
@@ -93,11 +102,17 @@ def _start(
     if isolation is not None:
         argv = isolation.command(argv, scratch=scratch, workdir=workdir, env=env)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    if _STOPPED.is_set():
+        raise GradingStopped("the grading was interrupted: no new process is started")
     process = subprocess.Popen(
         argv, start_new_session=True, env=env, cwd=str(workdir), close_fds=True, **kwargs
     )
     with _LIVE_LOCK:
         _LIVE.add(process)
+        stopped = _STOPPED.is_set()
+    if stopped:  # stop_all ran while this one started: it was not among those it ended
+        _end(process)
+        raise GradingStopped("the grading was interrupted: no new process is started")
     return process
 
 
@@ -115,6 +130,19 @@ def _kill_group(pid: int) -> None:
     for kill in (os.killpg, os.kill):
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
             kill(pid, signal.SIGKILL)
+
+
+def allow_starts() -> None:
+    """Lets processes start again (a new grading run, after an interrupted one)."""
+    _STOPPED.clear()
+
+
+def stop_all() -> None:
+    """No process starts from now on (until :func:`allow_starts`), and every one still running
+    is ended: what an interrupted run calls, so that it ends at once."""
+    with _LIVE_LOCK:
+        _STOPPED.set()
+    kill_all()
 
 
 def kill_all() -> None:
