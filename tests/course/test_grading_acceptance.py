@@ -495,7 +495,9 @@ def test_ctrl_c_stops_the_run_and_keeps_what_was_graded(tmp_path: Path) -> None:
             time.sleep(0.02)
         assert started and committed == 2, "the blocker never started after two submissions"
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=60)
+        # The bound only keeps a broken grader from hanging the suite: it is above the run's own
+        # --timeout (90 s), so the test states what an interrupt keeps, not how fast it ends.
+        _, err = process.communicate(timeout=180)
     finally:
         if process.poll() is None:
             process.kill()
