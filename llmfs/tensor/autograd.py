@@ -71,7 +71,7 @@ from llmfs.tensor.errors import (
     TensorError,
 )
 from llmfs.tensor.layout import Layout, normalize_axes, row_major_strides
-from llmfs.tensor.strided import writable_view
+from llmfs.tensor.strided import numpy_view, writable_view
 from llmfs.tensor.tape import Node, is_grad_enabled, no_grad
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.traversal import StridedOffsets
@@ -86,14 +86,11 @@ Rule = Callable[["Context", Tensor], list[tuple[TensorView, Grad]]]
 # --------------------------------------------------------------------------------------------
 
 
-def storage_offsets(layout: Layout) -> np.ndarray:
-    """Every storage offset ``layout`` reads, in logical row-major order (int64): the offset
-    cursor's walk, computed at once: ``offset + sum_k index_k * stride_k``."""
-    offsets = np.full((1,) * layout.rank, layout.offset, dtype=np.int64)
-    for axis, (size, stride) in enumerate(zip(layout.shape, layout.strides)):
-        steps = np.arange(size, dtype=np.int64) * stride
-        offsets = offsets + steps.reshape((1,) * axis + (size,) + (1,) * (layout.rank - axis - 1))
-    return offsets.reshape(-1)
+def storage_offsets(layout: Layout, storage_size: int) -> np.ndarray:
+    """Every storage offset ``layout`` reads, in logical row-major order (int64): the values of
+    the storage ``0, 1, ..., storage_size - 1`` read through the layout, so the offsets come
+    from the same strided read as every view's values (no second copy of the offset rule)."""
+    return numpy_view(np.arange(storage_size, dtype=np.int64), layout).reshape(-1)
 
 
 def view_backward(
@@ -117,7 +114,7 @@ def view_backward(
         for offset, value in zip(StridedOffsets(layout, storage_size), values):
             buffer[offset] += value
     else:
-        np.add.at(buffer, storage_offsets(layout), values)
+        np.add.at(buffer, storage_offsets(layout, storage_size), values)
     return buffer
 
 

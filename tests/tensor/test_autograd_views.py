@@ -148,7 +148,7 @@ def test_the_fast_paths_equal_the_plain_rule(drawn: tuple[Layout, int], seed: in
 def test_the_plain_rule_reads_the_offsets_of_the_cursor(drawn: tuple[Layout, int]) -> None:
     layout, size = drawn
     view = TensorView.from_layout(Tensor.zeros([size]), layout)
-    assert storage_offsets(layout).tolist() == list(view.logical_offsets())
+    assert storage_offsets(layout, size).tolist() == list(view.logical_offsets())
 
 
 @pytest.mark.parametrize("op", ["reshape", "transpose", "whole"])
