@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-from llmfs.tensor.backends.metal.errors import KernelLintError
+from llmfs.tensor.backends.metal.errors import KernelLintError, MetalError
 from llmfs.tensor.backends.metal.msl import (
     ADDRESS_SPACES,
     POSITION_ATTRIBUTES,
@@ -524,11 +524,23 @@ def _reaches(start: str, target: str, calls: dict[str, set[str]]) -> bool:
     return False
 
 
-def check_msl(source: str) -> None:
-    """Raises :class:`KernelLintError` listing every problem :func:`lint_msl` finds."""
+#: The rule sets :func:`check_msl` takes: ``"metal"``, what Metal itself enforces (run before
+#: Metal compiles on a Mac), and ``"all"``, those plus what the emulator needs (run before every
+#: emulator compile). Both run the same checks for now.
+RULE_SETS = ("metal", "all")
+
+
+def check_msl(source: str, rules: str = "all") -> None:
+    """Raises :class:`KernelLintError` listing every problem :func:`lint_msl` finds.
+
+    ``rules`` names the rule set (:data:`RULE_SETS`); another value raises
+    :class:`~llmfs.tensor.backends.metal.errors.MetalError` naming the choices.
+    """
+    if rules not in RULE_SETS:
+        raise MetalError(f"unknown MSL rule set {rules!r}; choose one of {', '.join(RULE_SETS)}")
     problems = lint_msl(source)
     if problems:
         raise KernelLintError(problems)
 
 
-__all__ = ["MAX_BUFFER_INDEX", "check_msl", "lint_msl"]
+__all__ = ["MAX_BUFFER_INDEX", "RULE_SETS", "check_msl", "lint_msl"]

@@ -16,6 +16,7 @@ int64 included: nothing is narrowed silently); the layout reads only inside its 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,8 +73,14 @@ def kernel_dtypes(op: str) -> tuple[str, ...]:
     return FLOAT_DTYPES
 
 
+@functools.lru_cache(maxsize=len(FAMILIES))
 def family_source(family: str) -> str:
-    """The MSL text compiled for one family: ``common.metal`` then ``<family>.metal``."""
+    """The MSL text compiled for one family: ``common.metal`` then ``<family>.metal``.
+
+    Read once per process and family: every op of a family then passes the same ``str`` object,
+    so the executors' caches keyed by source text find it by identity, without re-reading the
+    files or re-hashing the text per op.
+    """
     if family not in FAMILIES:
         raise MetalError(f"unknown kernel family {family!r}; families: {', '.join(FAMILIES)}")
     common = (KERNEL_DIR / "common.metal").read_text()

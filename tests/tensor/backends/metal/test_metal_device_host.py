@@ -2,8 +2,10 @@
 read-back, errors), run against a stand-in for PyObjC's ``Metal`` and ``objc`` modules whose
 "GPU" is the emulator.
 
-The stand-in is strict where PyObjC is strict, so that these tests fail on the mistakes a Mac
-would punish:
+The stand-in is strict where PyObjC and Metal are strict, so that these tests fail on the
+mistakes a Mac would punish. It follows pyobjc-core's sources and Apple's documentation; it has
+not been compared with a Mac by running both (the ``metal``-marked tests of
+``test_metal_device.py`` are what run on one):
 
 * a pointer argument is a Python buffer checked against the length asked for (PyObjC raises
   ``ValueError: Requesting buffer of 16, have buffer of 4`` when it is shorter) and refused
@@ -11,47 +13,79 @@ would punish:
 * objects returned by ``new*`` instance methods start with one retain that the caller owns; the
   bridge retains every object it hands to Python once more and releases that when the proxy
   dies, and gives the caller's retain back only when the selector's metadata says
-  ``already_retained`` (as pyobjc-core does). A missing registration therefore leaks, and the
-  fake device's ``currentAllocatedSize()`` shows it;
+  ``already_retained`` -- or, from pyobjc-core 13.0 on, by the method-family rule for instance
+  methods too (the fix of PyObjC's issue 690). Both versions are modelled (the ``world``
+  fixture runs every test under each); a missing registration leaks under 12.2.2, and the fake
+  device's ``currentAllocatedSize()`` shows it;
 * registering metadata for a selector replaces the earlier registration (as pyobjc-core does),
   so a registration that forgets the argument metadata breaks the pointer arguments;
+* ``contents()`` returns a new varlist per call whose ``as_buffer(n)`` view does not keep the
+  buffer alive and leaks one reference per call (``PyBuffer_FillInfo`` then
+  ``PyMemoryView_FromBuffer``): a buffer viewed twice fails the test, and a freed buffer's
+  memory is overwritten, so a view that outlives its buffer reads junk;
+* objects Metal autoreleases (command buffers, encoders, errors, ``functionNames``, and what a
+  buffer, library, function or pipeline autoreleases as it is freed) go to the innermost
+  ``objc.autorelease_pool()`` of the thread; outside any pool they stay in PyObjC's global pool,
+  which is never drained, and the test fails;
+* ``setBuffer:offset:atIndex:`` refuses an offset that is not a multiple of the element size
+  of a ``device`` parameter or of 256 bytes for a ``constant`` one (Metal's validation layer);
+  a dispatch whose threadgroup exceeds the pipeline's ``maxTotalThreadsPerThreadgroup`` (set per
+  kernel, below 1,024 where a test says so) fails its command buffer;
+* the command buffer retains the buffers bound to it and its completion queue releases them on
+  another thread a moment after ``waitUntilCompleted`` returns, as Metal does;
 * ``MTLCreateSystemDefaultDevice()`` finds no device until CoreGraphics is loaded (a
   command-line process on macOS); ``dispatchThreads`` fails on a device without non-uniform
-  threadgroup support.
+  threadgroup support; Metal's kernel names (``functionNames``) are what its compiler sees,
+  ``[[host_name("...")]]`` and ``[[kernel]] void`` included.
 
-This is not a substitute for a Mac (the ``metal``-marked tests are).
+This is not a substitute for a Mac.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import ctypes
 import gc
 import operator
+import re
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from llmfs.tensor.backends.metal import device as metal_device
 from llmfs.tensor.backends.metal import emulator, emulator_available, ops
 from llmfs.tensor.backends.metal.errors import (
+    KernelArgumentError,
     KernelCompileError,
     KernelLaunchError,
+    KernelLintError,
     KernelNotFoundError,
+    MetalError,
     MetalUnavailableError,
 )
+from llmfs.tensor.backends.metal.lint import check_msl
 from llmfs.tensor.layout import Layout
+from tests.tensor.backends.metal.allocation import wait_for_allocated_size
 
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="the stand-in GPU is the emulator, which needs a C++ compiler"
 )
 
-#: The metadata pyobjc-framework-Metal registers for the selectors the device path calls (its
-#: ``_metadata.py``): no ``already_retained`` on any result.
+#: The pyobjc-core releases the stand-in models: before and after instance ``new*`` methods
+#: were given the ``new`` family's ownership (the same pair ``.github/workflows/macos.yml`` runs).
+PYOBJC_BEFORE_NEW_FAMILY_FIX = "12.2.2"
+PYOBJC_AFTER_NEW_FAMILY_FIX = "13.0"
+
+#: The metadata pyobjc-framework-Metal 12.2.2 registers for the selectors the device path calls
+#: (its ``_metadata.py``): no ``already_retained`` on any result.
 PYOBJC_METAL_METADATA: dict[bytes, dict[str, Any]] = {
     b"newCommandQueue": {"required": True, "retval": {"type": b"@"}},
     b"newBufferWithLength:options:": {
@@ -80,9 +114,17 @@ PYOBJC_METAL_METADATA: dict[bytes, dict[str, Any]] = {
     b"newLibraryWithSource:options:error:": {
         "required": True,
         "retval": {"type": b"@"},
-        "arguments": {2: {"type": b"@"}, 3: {"type": b"@"}, 4: {"type": b"^@"}},
+        "arguments": {
+            2: {"type": b"@"},
+            3: {"type": b"@"},
+            4: {"type": b"^@", "type_modifier": b"o"},
+        },
     },
-    b"newFunctionWithName:": {"required": True, "retval": {"type": b"@"}},
+    b"newFunctionWithName:": {
+        "required": True,
+        "retval": {"type": b"@"},
+        "arguments": {2: {"type": b"@"}},
+    },
     b"newComputePipelineStateWithFunction:error:": {
         "required": True,
         "retval": {"type": b"@"},
@@ -99,6 +141,17 @@ PYOBJC_METAL_METADATA: dict[bytes, dict[str, Any]] = {
     },
 }
 
+#: Kinds of native object whose dealloc autoreleases something of Metal's own (a buffer frees
+#: its resource-list entry that way, for example).
+AUTORELEASE_ON_FREE = ("buffer", "library", "function", "pipeline", "queue")
+
+#: Element sizes the stand-in's validation layer checks ``device`` offsets against (its own
+#: table, independent of the device module's).
+ELEMENT_SIZES = {"float": 4, "half": 2, "int": 4, "uint": 4, "short": 2, "ushort": 2,
+                 "char": 1, "uchar": 1, "bool": 1, "float2": 8, "float4": 16, "half4": 8,
+                 "int4": 16, "uint4": 16, "long": 8, "ulong": 8}  # fmt: skip
+CONSTANT_ALIGNMENT = 256
+
 
 def _integer(value: object, what: str) -> int:
     if isinstance(value, bool | float) or not hasattr(value, "__index__"):
@@ -106,15 +159,66 @@ def _integer(value: object, what: str) -> int:
     return operator.index(value)  # type: ignore[arg-type]
 
 
-class FakeObjC:
-    """The ``objc`` module: the selector metadata registry and the bridge's ownership rules."""
+def _new_family(selector: bytes) -> bool:
+    """The ``new`` method family: ``new`` then the end, a colon or an upper-case letter."""
+    rest = selector[3:]
+    return selector.startswith(b"new") and (not rest or rest[:1] == b":" or rest[:1].isupper())
 
-    def __init__(self) -> None:
+
+class FakePool:
+    """One ``objc.autorelease_pool()``: what is autoreleased inside is released on exit."""
+
+    def __init__(self, objc: FakeObjC) -> None:
+        self.objc = objc
+        self.objects: list[Native] = []
+
+    def __enter__(self) -> FakePool:
+        self.objc._stack().append(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        stack = self.objc._stack()
+        assert stack and stack[-1] is self, "autorelease pools must nest"
+        while self.objects:  # draining may autorelease more (a dealloc's own objects)
+            self.objects.pop().release()
+        stack.pop()
+
+
+class FakeObjC:
+    """The ``objc`` module: the selector metadata registry, the bridge's ownership rules,
+    autorelease pools, and accounting of what leaks."""
+
+    def __init__(self, version: str) -> None:
+        self.__version__ = version
+        self.new_family_owned = version == PYOBJC_AFTER_NEW_FAMILY_FIX
         self.metadata = copy.deepcopy(PYOBJC_METAL_METADATA)
         self.registrations: list[bytes] = []
         self.natives: list[Native] = []
+        self.unpooled: list[str] = []  # autoreleased outside any pool: never drained
+        self.leaked_references = 0  # one per as_buffer call (PyBuffer_FillInfo's reference)
+        self.lock = threading.RLock()
+        self._local = threading.local()
 
-    autorelease_pool = staticmethod(contextlib.nullcontext)
+    def _stack(self) -> list[FakePool]:
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        return self._local.stack  # type: ignore[no-any-return]
+
+    def autorelease_pool(self) -> FakePool:
+        return FakePool(self)
+
+    def autorelease(self, native: Native) -> None:
+        stack = self._stack()
+        if stack:
+            stack[-1].objects.append(native)
+        else:
+            self.unpooled.append(native.kind)
+
+    def autoreleased(self, kind: str) -> Native:
+        """A native object as a non-``new`` method returns it: +0, owned by the pool."""
+        native = Native(self, kind)
+        self.autorelease(native)
+        return native
 
     def registerMetaDataForSelector(self, cls: bytes, selector: bytes, metadata: dict) -> None:
         if not isinstance(cls, bytes) or not isinstance(selector, bytes):
@@ -124,9 +228,11 @@ class FakeObjC:
 
     def returned(self, selector: bytes, native: Native, proxy_type: type[Proxy]) -> Proxy:
         """What Python receives for a ``new*`` result: a proxy holding its own retain; the
-        caller's retain is given back only when the metadata says ``already_retained``."""
+        caller's retain is given back when the metadata says ``already_retained`` or, from
+        pyobjc-core 13.0 on, because the selector is in the ``new`` family."""
         proxy = proxy_type(native)
-        if self.metadata.get(selector, {}).get("retval", {}).get("already_retained"):
+        retained = self.metadata.get(selector, {}).get("retval", {}).get("already_retained")
+        if retained or (self.new_family_owned and _new_family(selector)):
             native.release()
         return proxy
 
@@ -154,18 +260,31 @@ class Native:
     """An Objective-C object: freed when its retain count reaches zero."""
 
     def __init__(self, objc: FakeObjC, kind: str, nbytes: int = 0) -> None:
+        self.objc = objc
         self.kind = kind
         self.nbytes = nbytes
-        self.retain_count = 1  # the caller's, from a new* method
+        self.retain_count = 1  # the caller's, from a new* method (or the pool's)
+        self.as_buffer_calls = 0
+        self.data: np.ndarray | None = None  # a buffer's bytes
+        self.owns_data = False  # False for newBufferWithBytesNoCopy: the caller's memory
+        self.entry: tuple[emulator.EmulatorLibrary, str] | None = None
         objc.natives.append(self)
 
     def retain(self) -> None:
-        self.retain_count += 1
+        with self.objc.lock:
+            self.retain_count += 1
 
     def release(self) -> None:
-        if self.retain_count <= 0:
-            raise AssertionError(f"over-release of a {self.kind} (a crash on a Mac)")
-        self.retain_count -= 1
+        with self.objc.lock:
+            if self.retain_count <= 0:
+                raise AssertionError(f"over-release of a {self.kind} (a crash on a Mac)")
+            self.retain_count -= 1
+            freed = self.retain_count == 0
+        if freed:
+            if self.data is not None and self.owns_data:
+                self.data[:] = 0xDB  # freed memory: a view that outlived it reads junk
+            if self.kind in AUTORELEASE_ON_FREE:
+                self.objc.autorelease(Native(self.objc, f"what a freed {self.kind} autoreleases"))
 
 
 class Proxy:
@@ -182,57 +301,117 @@ class Proxy:
         return self._native.retain_count
 
 
-class FakeError:
-    def __init__(self, text: str) -> None:
+class FakeError(Proxy):
+    """An ``NSError`` from an out-parameter: autoreleased."""
+
+    def __init__(self, objc: FakeObjC, text: str) -> None:
+        super().__init__(objc.autoreleased("NSError"))
         self.text = text
 
     def localizedDescription(self) -> str:
         return self.text
 
 
-class FakeBuffer(Proxy):
-    data: np.ndarray
+class FakeVarlist:
+    """``objc.varlist`` for a ``void*`` result: a fresh object per ``contents()`` call."""
 
-    def contents(self) -> Any:
-        data = self.data
-        return type("Contents", (), {"as_buffer": lambda _, n: memoryview(data)[:n]})()
+    def __init__(self, native: Native) -> None:
+        self._native = native
+
+    def as_buffer(self, count: int) -> memoryview:
+        """A writable byte view that does not own the buffer; leaks a reference per call."""
+        native = self._native
+        native.as_buffer_calls += 1
+        native.objc.leaked_references += 1
+        assert native.data is not None and native.retain_count > 0, "contents() of a freed buffer"
+        return memoryview(native.data)[: _integer(count, "count")]
+
+
+class FakeBuffer(Proxy):
+    def contents(self) -> FakeVarlist:
+        return FakeVarlist(self._native)
+
+    @property
+    def data(self) -> np.ndarray:
+        assert self._native.data is not None
+        return self._native.data
 
     def length(self) -> int:
         return self.data.size
 
 
+#: ``[[host_name("alias")]]`` before a kernel, and the ``[[kernel]] void`` spelling: what Metal
+#: compiles and names that the emulator's reader does not (the stand-in rewrites them for it).
+_HOST_NAME = re.compile(r'\[\[\s*host_name\s*\(\s*"([A-Za-z_]\w*)"\s*\)\s*\]\]\s*kernel\s+void\s+'
+                        r"([A-Za-z_]\w*)")  # fmt: skip
+_ATTRIBUTE_KERNEL = re.compile(r"\[\[\s*kernel\s*\]\]\s*void\b")
+
+
+def _as_metal_compiles(source: str) -> tuple[str, dict[str, str]]:
+    """(text the emulator can compile, {Metal's name: the emulator's name})."""
+    aliases = {alias: real for alias, real in _HOST_NAME.findall(source)}
+    text = _HOST_NAME.sub(lambda m: f"kernel void {m.group(2)}", source)
+    return _ATTRIBUTE_KERNEL.sub("kernel void", text), aliases
+
+
 class FakeLibrary(Proxy):
     library: emulator.EmulatorLibrary
     world: FakeDevice
+    aliases: dict[str, str]
+
+    def _visible(self) -> dict[str, str]:
+        """Metal's names -> the emulator's."""
+        hidden = set(self.aliases.values())
+        names = {name: name for name in self.library.kernels if name not in hidden}
+        return {**names, **self.aliases}
+
+    def functionNames(self) -> list[str]:
+        self.world.objc.autoreleased("NSArray")  # an autoreleased NSArray of NSString
+        return sorted(self._visible())
 
     def newFunctionWithName_(self, name: str) -> Proxy | None:
         if not isinstance(name, str):
             raise TypeError(f"expected a str, got {type(name).__name__}")
-        if name not in self.library.kernels:
+        real = self._visible().get(name)
+        if real is None:
             return None
-        function = self.world.objc.returned(
-            b"newFunctionWithName:", Native(self.world.objc, "function"), FakeFunction
-        )
-        function.entry = (self.library, name)  # type: ignore[attr-defined]
-        return function
+        native = Native(self.world.objc, "function")
+        native.entry = (self.library, real)
+        return self.world.objc.returned(b"newFunctionWithName:", native, FakeFunction)
 
 
 class FakeFunction(Proxy):
-    entry: tuple[emulator.EmulatorLibrary, str]
+    @property
+    def entry(self) -> tuple[emulator.EmulatorLibrary, str]:
+        assert self._native.entry is not None
+        return self._native.entry
 
 
 class FakePipeline(Proxy):
     function: FakeFunction
+    world: FakeDevice
+
+    @property
+    def kernel_name(self) -> str:
+        return self.function.entry[1]
 
     def maxTotalThreadsPerThreadgroup(self) -> int:
-        return 1024
+        return self.world.thread_limits.get(self.kernel_name, 1024)
 
     def threadExecutionWidth(self) -> int:
         return 32
 
 
-class FakeEncoder:
+def _required_alignment(param: Any) -> int:
+    """The stand-in validation layer's rule for a ``setBuffer`` offset."""
+    if param.address_space == "constant":
+        return CONSTANT_ALIGNMENT
+    return ELEMENT_SIZES.get(param.base_type, 16)
+
+
+class FakeEncoder(Proxy):
     def __init__(self, command_buffer: FakeCommandBuffer) -> None:
+        super().__init__(command_buffer.world.objc.autoreleased("encoder"))
         self.command_buffer = command_buffer
         self.world = command_buffer.world
         self.bound: dict[int, np.ndarray] = {}
@@ -245,8 +424,18 @@ class FakeEncoder:
     def setBuffer_offset_atIndex_(self, buffer: FakeBuffer, offset: int, index: int) -> None:
         if not isinstance(buffer, FakeBuffer):
             raise TypeError(f"expected an MTLBuffer, got {type(buffer).__name__}")
-        offset = _integer(offset, "offset")
-        self.bound[_integer(index, "index")] = buffer.data[offset:]
+        offset, index = _integer(offset, "offset"), _integer(index, "index")
+        library, name = self.pipeline.function.entry
+        param = library.kernels[name].buffers.get(index)
+        if param is not None and offset % _required_alignment(param):
+            raise AssertionError(
+                f"-[MTLDebugComputeCommandEncoder setBuffer:offset:atIndex:]: offset {offset} "
+                f"for buffer {index} ({param.type_text}) must be a multiple of "
+                f"{_required_alignment(param)}"
+            )
+        buffer._native.retain()  # the command buffer holds what is bound to it
+        self.command_buffer.resources.append(buffer._native)
+        self.bound[index] = buffer.data[offset:]
 
     def setBytes_length_atIndex_(self, data: object, length: int, index: int) -> None:
         length = _integer(length, "length")
@@ -254,11 +443,17 @@ class FakeEncoder:
         self.bound[_integer(index, "index")] = np.frombuffer(bytes(view), dtype=np.uint8).copy()
 
     def _run(self, kind: str, grid: tuple[int, int, int], group: tuple[int, int, int]) -> None:
-        self.command_buffer.log.append((kind, self.pipeline.function.entry[1], grid, group))
+        library, name = self.pipeline.function.entry
+        self.command_buffer.log.append((kind, name, grid, group))
+        limit = self.pipeline.maxTotalThreadsPerThreadgroup()
+        if group[0] * group[1] * group[2] > limit:
+            self.command_buffer.failed = (
+                f"threadgroup {group} exceeds the pipeline's maxTotalThreadsPerThreadgroup {limit}"
+            )
+            return
         if self.command_buffer.fail:
             self.command_buffer.failed = "Execution of the command buffer was aborted"
             return
-        library, name = self.pipeline.function.entry
         library._set_order(0, 0)  # grid order, whatever an earlier test of this library chose
         pointers = (ctypes.c_void_p * 31)()
         for index, array in self.bound.items():
@@ -279,12 +474,22 @@ class FakeEncoder:
         self.command_buffer.log.append("endEncoding")
 
 
-class FakeCommandBuffer:
+class Record:
+    """What one command buffer did (kept by the stand-in after the command buffer is gone)."""
+
+    def __init__(self) -> None:
+        self.log: list[object] = []
+
+
+class FakeCommandBuffer(Proxy):
     def __init__(self, world: FakeDevice, fail: bool) -> None:
+        super().__init__(world.objc.autoreleased("command buffer"))
         self.world = world
         self.fail = fail
         self.failed: str | None = None
-        self.log: list[object] = []
+        self.record = Record()
+        self.log = self.record.log
+        self.resources: list[Native] = []
 
     def computeCommandEncoder(self) -> FakeEncoder:
         return FakeEncoder(self)
@@ -294,20 +499,29 @@ class FakeCommandBuffer:
 
     def waitUntilCompleted(self) -> None:
         self.log.append("wait")
+        # Metal's completion queue lets go of the bound resources a moment later, elsewhere.
+        resources, self.resources = self.resources, []
+        self.world.completion_queue(resources)
 
     def status(self) -> int:
         return 5 if self.failed else 4
 
     def error(self) -> FakeError | None:
-        return FakeError(self.failed) if self.failed else None
+        return FakeError(self.world.objc, self.failed) if self.failed else None
 
 
 class FakeQueue(Proxy):
     world: FakeDevice
 
     def commandBuffer(self) -> FakeCommandBuffer:
-        self.world.command_buffers.append(FakeCommandBuffer(self.world, self.world.fail_next))
-        return self.world.command_buffers[-1]
+        command_buffer = FakeCommandBuffer(self.world, self.world.fail_next)
+        self.world.command_buffers.append(command_buffer.record)
+        return command_buffer
+
+
+class FakeSize:
+    def __init__(self, width: int, height: int, depth: int) -> None:
+        self.width, self.height, self.depth = width, height, depth
 
 
 class FakeDevice(Proxy):
@@ -318,20 +532,52 @@ class FakeDevice(Proxy):
         super().__init__(Native(objc, "device"))
         self.fail_next = False
         self.nonuniform = True
-        self.command_buffers: list[FakeCommandBuffer] = []
+        self.command_buffers: list[Record] = []
         self.options: list[FakeOptions] = []
+        self.thread_limits: dict[str, int] = {}
+        self.completion_delay_s = 0.05
+        self._completions: list[threading.Thread] = []
+
+    def completion_queue(self, resources: list[Native]) -> None:
+        """Releases ``resources`` on another thread after a delay, in that thread's own pool
+        (a dispatch queue has one)."""
+
+        def complete() -> None:
+            time.sleep(self.completion_delay_s)
+            with self.objc.autorelease_pool():
+                for native in resources:
+                    native.release()
+
+        thread = threading.Thread(target=complete, daemon=True)
+        thread.start()
+        self._completions.append(thread)
+
+    def drain_completions(self) -> None:
+        for thread in self._completions:
+            thread.join()
+        self._completions.clear()
+
+    def name(self) -> str:
+        return "Stand-in GPU (the emulator)"
+
+    def maxThreadsPerThreadgroup(self) -> FakeSize:
+        return FakeSize(1024, 1024, 1024)
+
+    def recommendedMaxWorkingSetSize(self) -> int:
+        return 4 << 30
 
     def supportsFamily_(self, family: int) -> bool:
         family = _integer(family, "family")
-        return self.nonuniform and family in (1004, 2002)
+        return self.nonuniform and family in (1004, 1005, 2002)
 
     def currentAllocatedSize(self) -> int:
-        return sum(native.nbytes for native in self.objc.live() if native.kind == "buffer")
+        with self.objc.lock:
+            return sum(n.nbytes for n in self.objc.live() if n.kind == "buffer" and n.owns_data)
 
-    def _buffer(self, selector: bytes, data: np.ndarray) -> FakeBuffer:
-        buffer = self.objc.returned(selector, Native(self.objc, "buffer", data.size), FakeBuffer)
-        buffer.data = data  # type: ignore[attr-defined]
-        return buffer  # type: ignore[return-value]
+    def _buffer(self, selector: bytes, data: np.ndarray, owns: bool) -> FakeBuffer:
+        native = Native(self.objc, "buffer", data.size)
+        native.data, native.owns_data = data, owns
+        return self.objc.returned(selector, native, FakeBuffer)  # type: ignore[return-value]
 
     def newCommandQueue(self) -> FakeQueue:
         queue = self.objc.returned(b"newCommandQueue", Native(self.objc, "queue"), FakeQueue)
@@ -342,19 +588,20 @@ class FakeDevice(Proxy):
         length, _ = _integer(length, "length"), _integer(options, "options")
         if length == 0:
             return None  # Metal returns nil for a zero-length buffer
-        return self._buffer(b"newBufferWithLength:options:", np.zeros(length, dtype=np.uint8))
+        data = np.zeros(length, dtype=np.uint8)
+        return self._buffer(b"newBufferWithLength:options:", data, True)
 
     def newBufferWithBytes_length_options_(self, data: object, length: int, options: int):
         length, _ = _integer(length, "length"), _integer(options, "options")
         view = self.objc.pointer(b"newBufferWithBytes:length:options:", 2, data, length)
         copied = np.frombuffer(bytes(view), dtype=np.uint8).copy()
-        return self._buffer(b"newBufferWithBytes:length:options:", copied)
+        return self._buffer(b"newBufferWithBytes:length:options:", copied, True)
 
     def newBufferWithBytesNoCopy_length_options_deallocator_(self, data, length, options, free):
         length, _ = _integer(length, "length"), _integer(options, "options")
         selector = b"newBufferWithBytesNoCopy:length:options:deallocator:"
         view = self.objc.pointer(selector, 2, data, length)
-        return self._buffer(selector, np.frombuffer(view, dtype=np.uint8))
+        return self._buffer(selector, np.frombuffer(view, dtype=np.uint8), False)
 
     def newLibraryWithSource_options_error_(self, source: str, options: FakeOptions, error: None):
         if not isinstance(source, str) or not isinstance(options, FakeOptions):
@@ -362,15 +609,17 @@ class FakeDevice(Proxy):
         if error is not None:
             raise TypeError("the error argument is an output: pass None")
         self.options.append(options)
+        text, aliases = _as_metal_compiles(source)
         try:
-            library = emulator.load_library(source)
+            library = emulator.load_library(text)
         except KernelCompileError as caught:
-            return None, FakeError(caught.log)
+            return None, FakeError(self.objc, caught.log)
         wrapped = self.objc.returned(
             b"newLibraryWithSource:options:error:", Native(self.objc, "library"), FakeLibrary
         )
         wrapped.library = library  # type: ignore[attr-defined]
         wrapped.world = self  # type: ignore[attr-defined]
+        wrapped.aliases = aliases  # type: ignore[attr-defined]
         return wrapped, None
 
     def newComputePipelineStateWithFunction_error_(self, function: FakeFunction, error: None):
@@ -381,7 +630,10 @@ class FakeDevice(Proxy):
             Native(self.objc, "pipeline"),
             FakePipeline,
         )
-        pipeline.function = function  # type: ignore[attr-defined]
+        function._native.retain()  # a pipeline keeps its function
+        pipeline.function = FakeFunction(function._native)  # type: ignore[attr-defined]
+        function._native.release()
+        pipeline.world = self  # type: ignore[attr-defined]
         return pipeline, None
 
 
@@ -408,6 +660,10 @@ class FakeMetal:
     MTLResourceStorageModeShared = 0
     MTLMathModeSafe = 0
     MTLMathFloatingPointFunctionsPrecise = 1
+    MTLGPUFamilyApple4 = 1004
+    MTLGPUFamilyApple5 = 1005
+    MTLGPUFamilyApple6 = 1006
+    MTLGPUFamilyMac2 = 2002
 
     def __init__(self, device: FakeDevice, loaded: list[str]) -> None:
         self.device = device
@@ -440,9 +696,12 @@ class World:
         self.objc, self.fake, self.metal = objc, fake, metal
 
 
-@pytest.fixture
-def world(monkeypatch) -> Iterator[World]:
-    objc = FakeObjC()
+@pytest.fixture(params=[PYOBJC_BEFORE_NEW_FAMILY_FIX, PYOBJC_AFTER_NEW_FAMILY_FIX],
+                ids=lambda v: f"pyobjc-core-{v}")  # fmt: skip
+def world(request: pytest.FixtureRequest, monkeypatch) -> Iterator[World]:
+    """The stand-in, installed as ``Metal`` and ``objc``; after the test, checks that nothing
+    was autoreleased outside a pool and that no buffer was viewed with ``as_buffer`` twice."""
+    objc = FakeObjC(request.param)
     fake = FakeDevice(objc)
     loaded: list[str] = []
     metal = FakeMetal(fake, loaded)
@@ -454,6 +713,11 @@ def world(monkeypatch) -> Iterator[World]:
     metal_device._load_coregraphics.cache_clear()
     yield World(objc, fake, metal)
     metal_device._load_coregraphics.cache_clear()
+    gc.collect()
+    fake.drain_completions()
+    assert objc.unpooled == [], "autoreleased with no pool in place (never drained)"
+    viewed = [n.as_buffer_calls for n in objc.natives if n.as_buffer_calls > 1]
+    assert viewed == [], "a buffer's contents were viewed with as_buffer more than once"
 
 
 @pytest.fixture
@@ -514,10 +778,10 @@ def test_new_results_are_owned_once_and_freed_when_dropped(world) -> None:
         result = ops.unary(device, "exp", small)  # one copied input, one result buffer
         assert fake.currentAllocatedSize() > start
         del out, result
-    gc.collect()
-    assert fake.currentAllocatedSize() == start
+    assert wait_for_allocated_size(fake, start) == start
     del device
     gc.collect()
+    fake.drain_completions()
     assert [native.kind for native in world.objc.live()] == ["device"]
 
 
@@ -627,3 +891,289 @@ def test_without_metal_the_device_says_why(world, monkeypatch) -> None:
     monkeypatch.setattr(metal_device, "_on_macos", lambda: False)
     with pytest.raises(MetalUnavailableError, match="needs macOS"):
         metal_device.MetalDevice()
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernel names are Metal's
+# ------------------------------------------------------------------------------------------------
+
+RELU_BODY = (
+    "(device const float* in [[buffer(0)]], device float* out [[buffer(1)]],"
+    " uint id [[thread_position_in_grid]]) { out[id] = fmax(in[id], 0.0f); }\n"
+)
+PRELUDE = "#include <metal_stdlib>\nusing namespace metal;\n"
+
+
+@pytest.mark.parametrize(
+    ("source", "metal_name", "hidden_name"),
+    [
+        (
+            PRELUDE + '[[host_name("relu_alias")]] kernel void relu' + RELU_BODY,
+            "relu_alias",
+            "relu",
+        ),
+        (PRELUDE + "[[kernel]] void relu" + RELU_BODY, "relu", "gelu"),
+    ],
+    ids=["host_name", "attribute-spelling"],
+)
+def test_kernels_metal_names_run_even_when_msl_py_cannot_read_them(
+    gpu, source: str, metal_name: str, hidden_name: str
+) -> None:
+    """Metal's functionNames decide what exists: a kernel it compiled runs although msl.py
+    cannot describe it (no KeyError), and a name it does not know is a KernelNotFoundError
+    listing Metal's names, not msl.py's."""
+    device, _ = gpu
+    values = np.array([-1.0, 2.0, -3.0, 4.0], dtype=np.float32)
+    out = np.zeros(4, dtype=np.float32)  # ordinary memory: copied, written back
+    device.run_kernel(source, metal_name, [values, out], 4)
+    np.testing.assert_array_equal(out, np.maximum(values, 0))
+    assert device.kernel_names(source) == (metal_name,)
+    with pytest.raises(KernelNotFoundError) as caught:
+        device.run_kernel(source, hidden_name, [values, out], 4)
+    assert caught.value.available == (metal_name,)
+    strided = np.zeros(8, dtype=np.float32)[::2]
+    with pytest.raises(KernelArgumentError, match="C-contiguous"):
+        device.run_kernel(source, metal_name, [values, strided], 4)
+
+
+def test_metal_compiler_errors_and_lint_errors_are_llmfs_errors(gpu) -> None:
+    device, _ = gpu
+    with pytest.raises(KernelCompileError) as caught:
+        device.pipeline(
+            PRELUDE + "kernel void k(device float* o [[buffer(0)]]) { o[0] = oops; }", "k"
+        )
+    assert "oops" in caught.value.log and caught.value.what == "the MSL source (Metal)"
+    with pytest.raises(KernelLintError, match="double"):
+        device.pipeline(PRELUDE + "kernel void k(device float* o [[buffer(0)]]) { double d; }", "k")
+    with pytest.raises(MetalError, match="rule set"):
+        check_msl(PRELUDE, rules="emulator-only")
+    check_msl(PRELUDE, rules="metal")
+
+
+# ------------------------------------------------------------------------------------------------
+# One as_buffer per buffer; autorelease pools
+# ------------------------------------------------------------------------------------------------
+
+
+def test_each_buffer_is_viewed_once_and_its_view_lives_as_long_as_an_array(gpu, world) -> None:
+    """as_buffer leaks a reference per call and its view does not own the buffer: every result
+    is viewed once, and a result stays valid while only a slice of it is kept."""
+    device, fake = gpu
+    values = np.linspace(-2, 2, 50, dtype=np.float32)
+    result = ops.unary(device, "exp", ops.Strided.contiguous(values))
+    tail = result[40:]
+    del result
+    gc.collect()
+    fake.drain_completions()
+    np.testing.assert_allclose(tail, np.exp(values[40:]), rtol=1e-6)  # not the 0xDB junk
+    buffers = [n for n in world.objc.natives if n.kind == "buffer"]
+    assert buffers and max(n.as_buffer_calls for n in buffers) == 1
+    shared = [n for n in buffers if n.as_buffer_calls]
+    assert world.objc.leaked_references == len(shared)  # one per viewed buffer, never more
+    del tail
+    assert wait_for_allocated_size(fake, 0) == 0
+
+
+def test_releases_and_pipeline_creation_run_inside_autorelease_pools(world) -> None:
+    """What Metal autoreleases while a pipeline is made (its errors, functionNames) or while a
+    buffer, library or pipeline is freed lands in a pool that is drained; nothing in PyObjC's
+    never-drained global pool."""
+    device = metal_device.MetalDevice()
+    for op in ("exp", "neg"):
+        ops.unary(device, op, ops.Strided.contiguous(np.ones(3000, np.float32)))
+    with pytest.raises(KernelCompileError):
+        device.pipeline(PRELUDE + "kernel void k(device float* o [[buffer(0)]]) { o[0] = x; }", "k")
+    out = device.empty(100, np.float32)
+    out[:] = 1.0
+    del out
+    gc.collect()
+    assert world.objc.unpooled == []
+    del device
+    gc.collect()
+    world.fake.drain_completions()
+    assert world.objc.unpooled == []
+    assert [n.kind for n in world.objc.live()] == ["device"]
+
+
+def test_without_the_registration_only_pyobjc_13_frees_metal_objects(world, monkeypatch) -> None:
+    """The two PyObjC releases the workflow runs: before 13.0 the registration is what frees a
+    new* result; from 13.0 on the method-family rule does it too (and the two agree)."""
+    monkeypatch.setattr(metal_device, "register_ownership_metadata", lambda objc: None)
+    device = metal_device.MetalDevice()
+    start = world.fake.currentAllocatedSize()
+    out = device.empty(1000, np.float32)
+    del out
+    leaked = world.objc.__version__ == PYOBJC_BEFORE_NEW_FAMILY_FIX
+    expected = start + 4000 if leaked else start
+    assert (
+        wait_for_allocated_size(world.fake, expected, timeout=1.0 if leaked else 30.0) == expected
+    )
+    del device
+    gc.collect()
+    with world.objc.autorelease_pool():  # give the leaked objects back, for a clean teardown
+        for native in world.objc.live():
+            while native.kind != "device" and native.retain_count > 0:
+                native.release()
+
+
+# ------------------------------------------------------------------------------------------------
+# Offsets aligned as Metal requires
+# ------------------------------------------------------------------------------------------------
+
+WIDE = PRELUDE + (
+    "kernel void twice_long(device const long* in [[buffer(0)]], device long* out [[buffer(1)]],"
+    " uint id [[thread_position_in_grid]]) { out[id] = 2 * in[id]; }\n"
+)
+LOOKUP = PRELUDE + (
+    "kernel void lookup(constant float* table [[buffer(0)]], device float* out [[buffer(1)]],"
+    " uint id [[thread_position_in_grid]]) { out[id] = table[id * 7u]; }\n"
+)
+HALF = PRELUDE + (
+    "kernel void neg_half(device const half* in [[buffer(0)]], device half* out [[buffer(1)]],"
+    " uint id [[thread_position_in_grid]]) { out[id] = -in[id]; }\n"
+)
+
+
+def test_offsets_are_aligned_to_the_element_type_or_copied(gpu) -> None:
+    device, _ = gpu
+    raw = device.empty(4096, np.uint8)
+    # a 4-byte offset: in place for float, copied for an 8-byte long
+    inputs = raw[4 : 4 + 64].view(np.int64)
+    inputs[:] = np.arange(8) - 3
+    _, offset, copied = device._bind(inputs, 8)
+    assert copied and offset == 0
+    _, offset, copied = device._bind(raw[4 : 4 + 64].view(np.float32), 4)
+    assert not copied and offset == 4
+    out = device.empty(8, np.int64)
+    device.run_kernel(WIDE, "twice_long", [inputs, out], 8)
+    np.testing.assert_array_equal(out, 2 * (np.arange(8) - 3))
+    # an output at a misaligned offset: copied, and the result copied back into place
+    target = raw[1004 : 1004 + 64].view(np.int64)
+    device.run_kernel(WIDE, "twice_long", [inputs, target], 8)
+    np.testing.assert_array_equal(target, 2 * (np.arange(8) - 3))
+    # an odd byte offset for float: copied
+    odd = raw[2001 : 2001 + 16].view(np.float32)
+    odd[:] = [1, -2, 3, -4]
+    relu_out = device.empty(4, np.float32)
+    device.run_kernel(PRELUDE + "kernel void relu" + RELU_BODY, "relu", [odd, relu_out], 4)
+    np.testing.assert_array_equal(relu_out, [1, 0, 3, 0])
+
+
+def test_constant_buffers_bound_by_setbuffer_use_the_constant_alignment(gpu) -> None:
+    """A constant table too large for setBytes is bound with setBuffer: offset 4 breaks the
+    constant alignment (256) although it suits a float."""
+    device, _ = gpu
+    table = device.empty(2000, np.float32)
+    table[:] = np.arange(2000, dtype=np.float32)
+    view = table[1:]  # 7996 bytes: above SET_BYTES_LIMIT
+    out = device.empty(100, np.float32)
+    device.run_kernel(LOOKUP, "lookup", [view, out], 100)
+    np.testing.assert_array_equal(out, np.arange(100, dtype=np.float32) * 7 + 1)
+    aligned = table[64:]  # 256 bytes in: bound in place
+    device.run_kernel(LOOKUP, "lookup", [aligned, out], 100)
+    np.testing.assert_array_equal(out, np.arange(100, dtype=np.float32) * 7 + 64)
+
+
+@given(offset=st.integers(0, 200), count=st.integers(1, 40), dtype=st.sampled_from(["f4", "f2"]))
+@hypothesis_settings(max_examples=25, deadline=None,
+                     suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+def test_any_view_of_a_shared_buffer_binds_legally_and_computes_numpys_result(
+    gpu, offset: int, count: int, dtype: str
+) -> None:
+    """Views at every byte offset, as input and as output: never a misaligned setBuffer (the
+    stand-in's validation layer would raise), always numpy's result in place."""
+    device, _ = gpu
+    dt = np.dtype(dtype)
+    raw = device.empty(1024, np.uint8)
+    size = count * dt.itemsize
+    source = raw[offset : offset + size].view(dt)
+    source[:] = np.linspace(-3, 3, count).astype(dt)
+    target = raw[offset + 512 : offset + 512 + size].view(dt)
+    if dt == np.float32:
+        device.run_kernel(PRELUDE + "kernel void relu" + RELU_BODY, "relu", [source, target], count)
+        expected = np.maximum(source, 0)
+    else:
+        device.run_kernel(HALF, "neg_half", [source, target], count)
+        expected = -source
+    np.testing.assert_array_equal(target, expected)
+
+
+@pytest.mark.parametrize(
+    ("type_text", "expected"),
+    [("device const float*", 4), ("device half*", 2), ("device float4*", 16),
+     ("device float3*", 16), ("device packed_float3*", 4), ("device half2*", 4),
+     ("device const atomic_uint*", 4), ("device MyStruct*", 16), ("device long4*", 16),
+     ("constant float*", 256), ("constant float&", 256)],
+)  # fmt: skip
+def test_offset_alignment_follows_msl_layout(type_text: str, expected: int) -> None:
+    from llmfs.tensor.backends.metal.msl import Parameter
+
+    param = Parameter(type_text, "p", "buffer", 0, 1)
+    assert metal_device.offset_alignment(param) == expected
+    assert metal_device.offset_alignment(None) == metal_device.CONSTANT_OFFSET_ALIGNMENT
+
+
+# ------------------------------------------------------------------------------------------------
+# Per-pipeline thread limits; cached sources and keys; what the device reports
+# ------------------------------------------------------------------------------------------------
+
+
+def test_the_pipelines_own_thread_limit_sizes_and_bounds_the_threadgroup(gpu) -> None:
+    device, fake = gpu
+    fake.thread_limits["unary_f32"] = 448  # fewer than 1,024 (registers, for example)
+    values = np.linspace(-1, 1, 5000, dtype=np.float32)
+    result = ops.unary(device, "neg", ops.Strided.contiguous(values))
+    np.testing.assert_array_equal(result, -values)
+    kind, name, grid, group = fake.command_buffers[-1].log[0]
+    assert name == "unary_f32" and group == (448, 1, 1)
+    source = ops.family_source("elementwise")
+    buffers = [values, device.empty(5000, np.float32),
+               ops.view_descriptor(Layout((5000,), (1,), 0)), np.array([5000], np.uint32),
+               np.array([ops.UNARY_OPS.index("neg")], np.int32)]  # fmt: skip
+    with pytest.raises(KernelArgumentError, match="448"):
+        device.run_kernel(source, "unary_f32", buffers, 5000, threadgroup=512)
+    fake.nonuniform = False
+    whole = metal_device.MetalDevice()
+    ops.unary(whole, "neg", ops.Strided.contiguous(values))
+    kind, _, grid, group = fake.command_buffers[-1].log[0]
+    assert (kind, group) == ("dispatchThreadgroups", (448, 1, 1)) and grid[0] % 448 == 0
+
+
+def test_family_sources_are_read_once_and_hashed_once(gpu, monkeypatch) -> None:
+    device, _ = gpu
+    reads: list[str] = []
+    real_read = ops.Path.read_text
+
+    def counting_read(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        reads.append(self.name)
+        return real_read(self, *args, **kwargs)
+
+    hashes: list[int] = []
+    real_sha = metal_device.hashlib.sha256
+
+    class CountingHashlib:
+        @staticmethod
+        def sha256(data: bytes):  # type: ignore[no-untyped-def]
+            hashes.append(len(data))
+            return real_sha(data)
+
+    monkeypatch.setattr(ops.Path, "read_text", counting_read)
+    monkeypatch.setattr(metal_device, "hashlib", CountingHashlib)
+    ops.family_source.cache_clear()
+    operand = ops.Strided.contiguous(np.ones(10, np.float32))
+    for op in ("exp", "neg", "relu", "exp"):
+        ops.unary(device, op, operand)
+    ops.binary(device, "add", operand, operand)
+    assert sorted(reads) == ["common.metal", "elementwise.metal"]
+    assert len(hashes) == 1
+    ops.family_source.cache_clear()
+
+
+def test_the_device_reports_what_it_is(gpu) -> None:
+    device, _ = gpu
+    report = device.report()
+    assert report["name"] == "Stand-in GPU (the emulator)"
+    assert report["families"] == ["MTLGPUFamilyApple4", "MTLGPUFamilyApple5", "MTLGPUFamilyMac2"]
+    assert report["max_threads_per_threadgroup"] == (1024, 1024, 1024)
+    assert report["recommended_max_working_set_size"] == 4 << 30
+    assert report["nonuniform_threadgroups"] is True
