@@ -229,3 +229,80 @@ def test_zizmor_finds_nothing_in_the_workflows() -> None:
     shown = [(f["ident"], f["locations"][0]["symbolic"]["key"]) for f in findings]
     assert findings == [], shown
     assert result.returncode == 0, result.stderr
+
+
+MACOS = REPO / ".github" / "workflows" / "macos.yml"
+
+
+def _pytest_targets(script: str) -> list[list[str]]:
+    """The arguments of every ``python -m pytest`` command of a script."""
+    joined = script.replace("\\\n", " ")
+    commands = []
+    for line in joined.splitlines():
+        words = shlex.split(line.strip()) if line.strip() else []
+        if words[:3] == ["python", "-m", "pytest"]:
+            commands.append(words[3:])
+    return commands
+
+
+def test_the_macos_workflow_runs_each_macos_and_pyobjc_once_and_reports_the_device() -> None:
+    """macos-14 and macos-15, each with the pyobjc-core releases before and after the ``new``
+    family fix (the pair the host tests' stand-in models), the Metal tests run once per job,
+    the device's report printed, and the runners' GPU called weak evidence."""
+    from tests.tensor.backends.metal.pyobjc_releases import (
+        PYOBJC_AFTER_NEW_FAMILY_FIX,
+        PYOBJC_BEFORE_NEW_FAMILY_FIX,
+        PYOBJC_METAL,
+    )
+
+    text = MACOS.read_text(encoding="utf-8")
+    workflow = _load(text)
+    (job,) = workflow["jobs"].values()
+    matrix = job["strategy"]["matrix"]
+    assert job["runs-on"] == "${{ matrix.os }}" and job["strategy"]["fail-fast"] is False
+    assert sorted(matrix["os"]) == ["macos-14", "macos-15"]
+    cores = [PYOBJC_BEFORE_NEW_FAMILY_FIX, PYOBJC_AFTER_NEW_FAMILY_FIX]
+    assert matrix["pyobjc-core"] == cores
+    pins = {entry["pyobjc-core"]: entry for entry in matrix["include"]}
+    assert sorted(pins) == sorted(cores)
+    assert {entry["pyobjc-metal"] for entry in pins.values()} == {PYOBJC_METAL}
+    assert all(entry["pyobjc-cocoa"] == core for core, entry in pins.items())
+    # the pins reach pip through env:, and every metal test runs exactly once
+    install = next(s for s in job["steps"] if "pip install" in str(s.get("run", "")))
+    assert install["env"]["PYOBJC_CORE"] == "${{ matrix.pyobjc-core }}"
+    assert '"pyobjc-core==${PYOBJC_CORE}"' in install["run"]
+    assert '"pyobjc-framework-Metal==${PYOBJC_METAL}"' in install["run"]
+    assert "[metal]" not in install["run"]  # the extra would leave the release unpinned
+    scripts = _scripts(workflow)
+    runs = _pytest_targets(scripts)
+    assert len(runs) == 1, runs
+    (arguments,) = runs
+    assert "tests/tensor/backends/metal" in arguments and "-m" not in arguments
+    # the probe prints the device's report and fails without a device
+    assert "gpu.report()" in scripts and "sys.exit(1)" in scripts
+    assert "maxTotalThreadsPerThreadgroup" in scripts
+    lowered = " ".join(text.lower().split())
+    assert "paravirtualized" in lowered and "weak evidence" in lowered
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        (("os: [macos-14, macos-15]", "os: [macos-14]"), "macos"),
+        (("-v tests/tensor/backends/metal", "-m metal tests/tensor/backends/metal\n"
+          "          python -m pytest -n 0 -q tests/tensor/backends/metal"), "once"),
+        (('pyobjc-core: ["12.2.2", "13.0"]', 'pyobjc-core: ["13.0"]'), "pyobjc"),
+    ],
+    ids=["one-macos", "metal-twice", "one-pyobjc"],
+)  # fmt: skip
+def test_the_macos_workflow_check_catches_a_narrowed_matrix(
+    change: tuple[str, str], problem: str, tmp_path: Path, monkeypatch
+) -> None:
+    old, new = change
+    text = MACOS.read_text(encoding="utf-8")
+    assert old in text, old
+    broken = tmp_path / "macos.yml"
+    broken.write_text(text.replace(old, new), encoding="utf-8")
+    monkeypatch.setattr(sys.modules[__name__], "MACOS", broken)
+    with pytest.raises(AssertionError):
+        test_the_macos_workflow_runs_each_macos_and_pyobjc_once_and_reports_the_device()

@@ -74,15 +74,14 @@ from llmfs.tensor.backends.metal.errors import (
 from llmfs.tensor.backends.metal.lint import check_msl
 from llmfs.tensor.layout import Layout
 from tests.tensor.backends.metal.allocation import wait_for_allocated_size
+from tests.tensor.backends.metal.pyobjc_releases import (
+    PYOBJC_AFTER_NEW_FAMILY_FIX,
+    PYOBJC_BEFORE_NEW_FAMILY_FIX,
+)
 
 pytestmark = pytest.mark.skipif(
     not emulator_available(), reason="the stand-in GPU is the emulator, which needs a C++ compiler"
 )
-
-#: The pyobjc-core releases the stand-in models: before and after instance ``new*`` methods
-#: were given the ``new`` family's ownership (the same pair ``.github/workflows/macos.yml`` runs).
-PYOBJC_BEFORE_NEW_FAMILY_FIX = "12.2.2"
-PYOBJC_AFTER_NEW_FAMILY_FIX = "13.0"
 
 #: The metadata pyobjc-framework-Metal 12.2.2 registers for the selectors the device path calls
 #: (its ``_metadata.py``): no ``already_retained`` on any result.
