@@ -310,7 +310,8 @@ class _SharedAllocation:
         return np.frombuffer(self.memory, dtype=np.uint8, count=count)
 
     def __del__(self) -> None:
-        _release(self._objc, self, ("memory", "address", "buffer"))
+        with contextlib.suppress(Exception):  # a finalizer must not raise (interpreter exit)
+            _release(self._objc, self, ("memory", "address", "buffer"))
 
 
 def _allocation_of(array: np.ndarray) -> _SharedAllocation | None:
@@ -386,7 +387,8 @@ class MetalDevice:
         objc = self.__dict__.get("_objc")
         if objc is not None:
             names = ("_pipelines", "_libraries", "_options", "queue", "device")
-            _release(objc, self, names)
+            with contextlib.suppress(Exception):  # a finalizer must not raise (interpreter exit)
+                _release(objc, self, names)
 
     # -- compilation -----------------------------------------------------------------------------
 
