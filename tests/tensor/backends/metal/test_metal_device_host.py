@@ -424,6 +424,8 @@ class FakeEncoder(Proxy):
         if not isinstance(buffer, FakeBuffer):
             raise TypeError(f"expected an MTLBuffer, got {type(buffer).__name__}")
         offset, index = _integer(offset, "offset"), _integer(index, "index")
+        if not 0 <= index <= 30 or not 0 <= offset < buffer.length():
+            raise AssertionError(f"setBuffer: index {index} or offset {offset} out of range")
         library, name = self.pipeline.function.entry
         param = library.kernels[name].buffers.get(index)
         if param is not None and offset % _required_alignment(param):
@@ -438,6 +440,8 @@ class FakeEncoder(Proxy):
 
     def setBytes_length_atIndex_(self, data: object, length: int, index: int) -> None:
         length = _integer(length, "length")
+        if length > 4096:  # Metal's documented limit for setBytes
+            raise AssertionError(f"setBytes: {length} bytes exceed 4 KiB (use a buffer)")
         view = self.world.objc.pointer(b"setBytes:length:atIndex:", 2, data, length)
         self.bound[_integer(index, "index")] = np.frombuffer(bytes(view), dtype=np.uint8).copy()
 
