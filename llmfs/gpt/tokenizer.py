@@ -53,6 +53,7 @@ naming the file, the line and the violated condition; an unknown id or unencodab
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import json
 import re
@@ -199,7 +200,7 @@ def _apply_merges(symbols: list[str], ranks: dict[tuple[str, str], int]) -> list
     return symbols
 
 
-@dataclass
+@dataclass(repr=False)
 class BPETokenizer:
     """A byte-level BPE: ``vocab`` (token string -> id, ids exactly ``0..len(vocab)-1``) and
     ``merges`` (pairs of token strings, in rank order). Build it with :meth:`from_files` or
@@ -209,15 +210,22 @@ class BPETokenizer:
 
     vocab: dict[str, int]
     merges: list[tuple[str, str]]
-    source: str = "the tokenizer"
-    _ranks: dict[tuple[str, str], int] = field(init=False, repr=False)
-    _decoder: list[str] = field(init=False, repr=False)
-    _cache: dict[str, tuple[int, ...]] = field(init=False, repr=False)
+    source: str = field(default="the tokenizer", compare=False)
+    _ranks: dict[tuple[str, str], int] = field(init=False, repr=False, compare=False)
+    _decoder: list[str] = field(init=False, repr=False, compare=False)
+    _cache: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._decoder = _check_vocab(self.vocab, self.source, lambda token: None)
         self._ranks = _check_merges(self.merges, self.vocab, self.source, lambda index: None)
         self._cache = {}
+
+    def __repr__(self) -> str:
+        # GPT-2's vocabulary has 50,257 entries: the sizes, not the tables.
+        return (
+            f"BPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)}, "
+            f"source={self.source!r})"
+        )
 
     # -- files --------------------------------------------------------------------------------
 
@@ -350,20 +358,51 @@ class BPETokenizer:
         pieces: list[bytes] = [bytes([b]) for b in range(256)]
         known = set(pieces)
         merges: list[tuple[int, int]] = []
+        # Pair counts kept up to date merge by merge (only the words holding the merged pair
+        # change), and a heap of (-count, pair) entries: the top valid entry is the most frequent
+        # pair, ties to the smallest pair. Entries go stale when a count changes (a fresh one is
+        # pushed then) and are skipped when popped.
+        stats: Counter[tuple[int, int]] = Counter()
+        holders: dict[tuple[int, int], set[int]] = {}
+        for index, (word, freq) in enumerate(zip(words, freqs)):
+            for pair in itertools.pairwise(word):
+                stats[pair] += freq
+                holders.setdefault(pair, set()).add(index)
+        heap = [(-count, pair) for pair, count in stats.items()]
+        heapq.heapify(heap)
         while len(pieces) + 1 < vocab_size:
-            stats: Counter[tuple[int, int]] = Counter()
-            for word, freq in zip(words, freqs):
-                for pair in itertools.pairwise(word):
-                    stats[pair] += freq
-            candidates = [p for p in stats if pieces[p[0]] + pieces[p[1]] not in known]
-            if not candidates:
+            best = None
+            while heap:
+                negative, pair = heapq.heappop(heap)
+                if stats.get(pair) != -negative:
+                    continue  # stale: the pair's count changed since this entry was pushed
+                if pieces[pair[0]] + pieces[pair[1]] in known:
+                    continue  # its bytes are a token already (and will stay one)
+                best = pair
                 break
-            best = min(candidates, key=lambda p: (-stats[p], p))
+            if best is None:
+                break
             new_id = len(pieces)
             pieces.append(pieces[best[0]] + pieces[best[1]])
             known.add(pieces[-1])
             merges.append(best)
-            words = [_merge_ids(word, best, new_id) for word in words]
+            changed: set[tuple[int, int]] = set()
+            for index in sorted(holders.pop(best, ())):
+                word, freq = words[index], freqs[index]
+                for pair in itertools.pairwise(word):
+                    stats[pair] -= freq
+                    changed.add(pair)
+                word = words[index] = _merge_ids(word, best, new_id)
+                for pair in itertools.pairwise(word):
+                    stats[pair] += freq
+                    changed.add(pair)
+                    holders.setdefault(pair, set()).add(index)
+            for pair in changed:
+                count = stats[pair]
+                if count > 0:
+                    heapq.heappush(heap, (-count, pair))
+                else:
+                    del stats[pair]
         byte_chars = bytes_to_unicode()
         strings = ["".join(byte_chars[b] for b in piece) for piece in pieces]
         vocab = {s: i for i, s in enumerate(strings)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import unicodedata
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -176,6 +177,53 @@ def test_training_learns_the_requested_number_of_merges_deterministically() -> N
     assert len(a.encode(text)) < len(text.encode()) / 2
 
 
+def _naive_train(text: str, vocab_size: int) -> list[tuple[int, int]]:
+    """The rule written plainly: recount every pair over every word, merge the best."""
+    counts = Counter(pretokenize(text))
+    words = [list(w.encode("utf-8")) for w in counts]
+    pieces = [bytes([b]) for b in range(256)]
+    merges: list[tuple[int, int]] = []
+    while len(pieces) + 1 < vocab_size:
+        stats: Counter[tuple[int, int]] = Counter()
+        for word, freq in zip(words, counts.values()):
+            for pair in zip(word, word[1:]):  # noqa: RUF007
+                stats[pair] += freq
+        candidates = [p for p in stats if pieces[p[0]] + pieces[p[1]] not in pieces]
+        if not candidates:
+            break
+        best = min(candidates, key=lambda p: (-stats[p], p))
+        merges.append(best)
+        pieces.append(pieces[best[0]] + pieces[best[1]])
+        new, words = len(pieces) - 1, [_merged(w, best, len(pieces) - 1) for w in words]
+        assert new == 255 + len(merges)
+    return merges
+
+
+def _merged(word: list[int], pair: tuple[int, int], new: int) -> list[int]:
+    out, i = [], 0
+    while i < len(word):
+        if word[i : i + 2] == list(pair):
+            out.append(new)
+            i += 2
+        else:
+            out.append(word[i])
+            i += 1
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["ab", "ba", "a", "b", " ", "aab", "é", "\n", "'s", "1"]), max_size=40
+    ).map("".join),
+    st.integers(257, 300),
+)
+def test_training_follows_the_rule_written_plainly(text: str, vocab_size: int) -> None:
+    tok = BPETokenizer.train(text, vocab_size)
+    ids = [(tok.vocab[a], tok.vocab[b]) for a, b in tok.merges]
+    assert ids == _naive_train(text, vocab_size)
+
+
 def test_ties_go_to_the_smallest_pair_of_ids() -> None:
     # Every pair occurs once; (a, b) = (97, 98) is the smallest ("\n" is a word of its own).
     assert BPETokenizer.train("cd\nab", 258).merges == [("a", "b")]
@@ -229,6 +277,8 @@ def test_save_and_from_files_round_trip(trained: BPETokenizer, tmp_path: Path) -
     assert merges.read_text("utf-8").startswith("#version: 0.2\n")
     loaded = BPETokenizer.from_files(vocab, merges)
     assert loaded.vocab == trained.vocab and loaded.merges == trained.merges
+    assert loaded == trained  # the tables decide equality, not the source or the cache
+    assert repr(loaded) == f"BPETokenizer(vocab_size=420, merges=163, source={str(vocab)!r})"
     assert loaded.encode(HOSTILE) == trained.encode(HOSTILE)
 
 
