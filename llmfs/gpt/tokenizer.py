@@ -205,8 +205,8 @@ class BPETokenizer:
     """A byte-level BPE: ``vocab`` (token string -> id, ids exactly ``0..len(vocab)-1``) and
     ``merges`` (pairs of token strings, in rank order). Build it with :meth:`from_files` or
     :meth:`train`; the constructor checks the invariants (:class:`TokenizerFileError` naming
-    ``source``): every byte is a token, both sides of each merge are bytes or results of earlier
-    merges, each merge's result is a token, no merge repeats."""
+    ``source``): every byte is a token, both sides of each merge are bytes or results of merges,
+    each merge's result is a token, no merge repeats."""
 
     vocab: dict[str, int]
     merges: list[tuple[str, str]]
@@ -237,7 +237,7 @@ class BPETokenizer:
         vocabulary that is not an object of token -> int, a repeated token or id, ids that are
         not ``0..n-1``, a token that is not made of byte-level characters, a missing byte, a
         merges line that is not two tokens separated by one space, a merge of a symbol that no
-        earlier line (or byte) made, a merge whose result is not in the vocabulary, a repeated
+        byte or merge line makes, a merge whose result is not in the vocabulary, a repeated
         merge."""
         vocab_path, merges_path = Path(vocab_json), Path(merges_txt)
         vocab_text = _read(vocab_path)
@@ -557,9 +557,14 @@ def _check_vocab(vocab: dict[str, int], source: str, line_of: _LineOf) -> list[s
 def _check_merges(
     merges: Sequence[tuple[str, str]], vocab: dict[str, int], source: str, line_of: _MergeLine
 ) -> dict[tuple[str, str], int]:
-    """Merge ranks, after checking each merge's sides exist before it and its result is a
-    token."""
-    known = set(bytes_to_unicode().values())
+    """Merge ranks, after checking that each merge's sides are bytes or merge results and its
+    result is a token.
+
+    A trainer writes every merge after the merges of its sides, but encoding needs only the
+    ranks, and files converted from other formats need not keep that order, so a side may be
+    made on any line (as Hugging Face's reader allows); a side that nothing makes can never
+    occur in a word and marks a damaged file."""
+    known = set(bytes_to_unicode().values()) | {left + right for left, right in merges}
     ranks: dict[tuple[str, str], int] = {}
     for index, (left, right) in enumerate(merges):
         where = _at(source, line_of(index))
@@ -567,7 +572,7 @@ def _check_merges(
             if side not in known:
                 raise TokenizerFileError(
                     f"{where}: merge {left!r} + {right!r} uses {side!r}, which is neither a byte "
-                    f"nor the result of an earlier merge"
+                    f"nor the result of any merge"
                 )
         if (left, right) in ranks:
             raise TokenizerFileError(
@@ -580,7 +585,6 @@ def _check_merges(
                 f"the vocabulary"
             )
         ranks[(left, right)] = index
-        known.add(left + right)
     return ranks
 
 

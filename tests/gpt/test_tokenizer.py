@@ -394,6 +394,7 @@ def test_missing_bytes_are_counted_and_named(tmp_path: Path) -> None:
         ("a  b", r"'a  b' is 2 token\(s\)"),  # two spaces: an empty token
         ("", r"'' is 0 token\(s\)"),
         ("ab zz", r"merge 'ab' \+ 'zz' uses 'zz', which is neither a byte nor the result"),
+        ("a <|endoftext|>", r"merge 'a' \+ '<\|endoftext\|>' uses '<\|endoftext\|>', which"),
         ("a c", r"merge 'a' \+ 'c' makes 'ac', which is not in the vocabulary"),
     ],
 )
@@ -403,6 +404,19 @@ def test_a_bad_merges_line_is_named(tmp_path: Path, line: str, message: str) -> 
     v, m = _write(tmp_path, vocab, merges)
     with pytest.raises(TokenizerFileError, match=r"merges\.txt, line 4: " + message):
         BPETokenizer.from_files(v, m)
+
+
+def test_merges_may_come_in_any_order(trained: BPETokenizer, tmp_path: Path) -> None:
+    # Encoding needs only the ranks: a later merge's side may be made on a later line.
+    vocab, merges = trained.save(tmp_path)
+    lines = merges.read_text("utf-8").split("\n")
+    body = [line for line in lines[1:] if line]
+    late = next(i for i, (x, y) in enumerate(trained.merges) if len(x) > 1)
+    body.insert(0, body.pop(late))  # the merge of an earlier result goes first
+    merges.write_text("\n".join([lines[0], *body]) + "\n", "utf-8")
+    reordered = BPETokenizer.from_files(vocab, merges)
+    assert reordered.merges[0] == trained.merges[late]
+    assert reordered.decode(reordered.encode(HOSTILE)) == HOSTILE
 
 
 def test_a_repeated_merge_names_both_lines(tmp_path: Path) -> None:
