@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmfs.gpt.tokenizer import END_OF_TEXT, BPETokenizer
+from llmfs.gpt.tokenizer import END_OF_TEXT, BPETokenizer, bytes_to_unicode
 
 transformers = pytest.importorskip(
     "transformers", reason="transformers is not installed (not a dependency of llmfs)"
@@ -100,3 +100,26 @@ def test_hugging_face_reads_the_end_of_text_token_from_the_files(
     ours = files[0]
     assert hf.eos_token_id == ours.end_of_text_id == ours.vocab_size - 1
     assert len(hf) == ours.vocab_size
+
+
+def test_gpt2s_own_id_layout_encodes_as_hugging_face(
+    files: tuple[BPETokenizer, Path, Path], tmp_path: Path
+) -> None:
+    # GPT-2's encoder.json numbers the bytes in the byte map's order (printable ones first: "!"
+    # is id 0), then the merges, then <|endoftext|>: the same merges under other ids.
+    ours = files[0]
+    printable_first = sorted(
+        range(256), key=lambda b: (not (33 <= b <= 126 or 161 <= b <= 172 or 174 <= b <= 255), b)
+    )
+    table = bytes_to_unicode()
+    order = [table[b] for b in printable_first]
+    order += [a + b for a, b in ours.merges] + [END_OF_TEXT]
+    relabelled = BPETokenizer({token: i for i, token in enumerate(order)}, list(ours.merges))
+    assert relabelled.vocab["!"] == 0 and relabelled.vocab["Ā"] == 188
+    vocab, merges = relabelled.save(tmp_path)
+    hf = transformers.GPT2Tokenizer(vocab=str(vocab), merges=str(merges))
+    for text in (HOSTILE, "Hello, world!", " \x00\x01 control bytes"):
+        ids = relabelled.encode(text)
+        assert ids == hf.encode(text, add_special_tokens=False)
+        assert [relabelled.tokens(text)] == [[order[i] for i in ids]]
+        assert relabelled.decode(ids) == text
