@@ -44,6 +44,8 @@ def main() -> None:
             with use_backend("numpy"):
                 got = tm.forward(ours_params, config, ids).to_numpy()
                 expected = numpy_forward(peer_params, config, ids)
+                # The peer must run in the dtype its row names (no float64 scalar promoting it).
+                assert expected.dtype == dtype, (expected.dtype, dtype)
                 tolerance = 1e-9 if dtype == np.float64 else 1e-4
                 assert np.abs(got - expected).max() <= tolerance
                 ours, peer = paired_medians(

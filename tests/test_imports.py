@@ -106,6 +106,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.gpt.reference", 6, "gpt"),
     ("llmfs.gpt.task", 6, "gpt"),
     ("llmfs.gpt.tensor_model", 6, "gpt"),
+    ("llmfs.gpt.tokenizer", 6, "gpt"),
     # CourseError (the package's __init__), where the course lives, the manifest, the attempts
     # log and the exercise engine: the widgets read and write them, so they sit below the widgets.
     ("llmfs.course", 7, "course engine"),

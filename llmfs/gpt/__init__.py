@@ -13,6 +13,8 @@ checked against):
   files, and GPT-2 weights from a local file;
 * :mod:`llmfs.gpt.train`: the training script (hand-written backpropagation, AdamW);
 * :mod:`llmfs.gpt.evaluate`: ``python -m llmfs.gpt.evaluate`` prints the held-out accuracy.
+* :mod:`llmfs.gpt.tokenizer`: GPT-2's byte-level BPE tokenizer (read GPT-2's files, encode,
+  decode, train, save), imported on its own.
 
 :mod:`llmfs.gpt.tensor_model` (imported on its own, never by this package) is the same forward pass
 on :mod:`llmfs.tensor`, the one chapter 8 has the learner write; ``python -m llmfs.gpt.evaluate

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -24,7 +26,6 @@ import numpy as np
 
 from llmfs.gpt.errors import ChecksumMismatchError, WeightsError
 from llmfs.gpt.model import (
-    GPT2_SMALL_CONFIG,
     TINY_CONFIG,
     GPTConfig,
     Params,
@@ -119,7 +120,49 @@ def load_tiny_gpt(
     return params, TINY_CONFIG
 
 
-def load_gpt2(path: Path | str, n_head: int = GPT2_SMALL_CONFIG.n_head) -> tuple[Params, GPTConfig]:
+#: The published GPT-2 sizes: ``(n_embd, n_layer) -> n_head`` (small, medium, large, XL, and
+#: Hugging Face's distilgpt2).
+GPT2_HEADS: dict[tuple[int, int], int] = {
+    (768, 12): 12,
+    (1024, 24): 16,
+    (1280, 36): 20,
+    (1600, 48): 25,
+    (768, 6): 12,
+}
+
+#: The name of the optional ``.npz`` member holding the number of heads (a 0-d int array).
+N_HEAD_MEMBER = "n_head"
+
+
+class HeadCountUnverifiedWarning(UserWarning):
+    """:func:`load_gpt2` took ``n_head`` as given: nothing in the file or its folder confirms it."""
+
+
+def _recorded_n_head(path: Path, raw: Params) -> tuple[int, str] | None:
+    """The number of heads the file itself records (an ``n_head`` member), else a Hugging Face
+    ``config.json`` in its folder (its ``n_head``), with where it was read; None when neither."""
+    if N_HEAD_MEMBER in raw:
+        value = raw[N_HEAD_MEMBER]
+        if value.shape != () or not np.issubdtype(value.dtype, np.integer):
+            raise WeightsError(
+                f"{path}: member {N_HEAD_MEMBER!r} must be one int (the number of heads), got "
+                f"shape {list(value.shape)} of {value.dtype}"
+            )
+        return int(value), f"the file's {N_HEAD_MEMBER!r} member"
+    config_path = path.with_name("config.json")
+    if config_path.is_file():
+        try:
+            config = json.loads(config_path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise WeightsError(f"{config_path} is not a JSON config: {exc}") from None
+        count = config.get("n_head") if isinstance(config, dict) else None
+        if isinstance(count, bool) or not isinstance(count, int):
+            raise WeightsError(f"{config_path} has no integer n_head (got {count!r})")
+        return count, str(config_path)
+    return None
+
+
+def load_gpt2(path: Path | str, n_head: int | None = None) -> tuple[Params, GPTConfig]:
     """GPT-2 weights the learner already has on disk, as ``(params, config)`` with this package's
     names. Never downloads anything.
 
@@ -127,22 +170,78 @@ def load_gpt2(path: Path | str, n_head: int = GPT2_SMALL_CONFIG.n_head) -> tuple
     for example::
 
         from transformers import GPT2LMHeadModel      # with weights already in the local cache
-        sd = GPT2LMHeadModel.from_pretrained("gpt2").state_dict()
-        np.savez("gpt2.npz", **{k: v.numpy() for k, v in sd.items()})
+        model = GPT2LMHeadModel.from_pretrained("gpt2")
+        sd = model.state_dict()
+        np.savez("gpt2.npz", n_head=model.config.n_head, **{k: v.numpy() for k, v in sd.items()})
 
     A ``transformer.`` prefix is removed; ``lm_head.weight`` (the tied head, equal to
     ``wte.weight``) and the causal-mask buffers ``attn.bias``/``attn.masked_bias`` are dropped.
-    ``n_head`` cannot be read from the shapes (12 for GPT-2 small). Raises :class:`WeightsError`
-    when the file is absent or does not hold a GPT-2.
+
+    **The number of heads.** The shapes give every size but ``n_head``: the packed ``c_attn``
+    weight is ``[C, 3C]`` whatever the split into heads, and a wrong split runs without error
+    and gives wrong logits. So ``n_head`` is checked against what the file says, in this order:
+
+    1. an ``n_head`` member of the ``.npz`` (the recipe above writes it), else the ``n_head`` of
+       a Hugging Face ``config.json`` in the same folder: the answer when ``n_head`` is not
+       given, and a :class:`WeightsError` when a given ``n_head`` differs;
+    2. else the published GPT-2 sizes (:data:`GPT2_HEADS`, by ``n_embd`` and ``n_layer``): the
+       answer when ``n_head`` is not given, and a :class:`WeightsError` when a given one differs
+       (a model of GPT-2's shape with other heads records its ``n_head`` in the file);
+    3. else a given ``n_head`` is used as it is, with a :class:`HeadCountUnverifiedWarning`
+       saying that nothing could check it (only that it divides ``n_embd``), and a missing one
+       is a :class:`WeightsError`.
+
+    What is never checked: that the weights were TRAINED with this split (no shape or statistic
+    of the weights reveals it), the LayerNorm epsilon (1e-5, GPT-2's) and the activation (GELU,
+    tanh form). Raises :class:`WeightsError` when the file is absent or does not hold a GPT-2,
+    :class:`~llmfs.gpt.errors.ConfigError` when ``n_head`` does not divide ``n_embd``.
     """
+    path = Path(path)
     raw = load_params(path)
+    recorded = _recorded_n_head(path, raw)
     params: Params = {}
     for name, value in raw.items():
         name = name.removeprefix("transformer.")
-        if name == "lm_head.weight" or name.endswith((".attn.bias", ".attn.masked_bias")):
+        if name == N_HEAD_MEMBER or name == "lm_head.weight":
+            continue
+        if name.endswith((".attn.bias", ".attn.masked_bias")):
             continue
         params[name] = value
-    config = config_from_params(params, n_head=n_head)
+    # The sizes the shapes do give (one head stands in until the count is settled).
+    shapes = config_from_params(params, n_head=1)
+    published = GPT2_HEADS.get((shapes.n_embd, shapes.n_layer))
+    if recorded is not None:
+        heads, source = recorded
+        if n_head is not None and n_head != heads:
+            raise WeightsError(
+                f"n_head={n_head} was given, but {source} records n_head={heads}: a wrong split "
+                f"into heads gives wrong logits without any error"
+            )
+    elif published is not None:
+        heads = published
+        if n_head is not None and n_head != heads:
+            raise WeightsError(
+                f"n_head={n_head} was given, but weights of GPT-2's shape (n_embd={shapes.n_embd}, "
+                f"n_layer={shapes.n_layer}) have n_head={heads}; a model of this shape with other "
+                f"heads records its count in the file (np.savez(..., {N_HEAD_MEMBER}=...))"
+            )
+    elif n_head is not None:
+        heads = n_head
+        warnings.warn(
+            f"n_head={n_head} is taken as given: the weights' shapes do not determine it "
+            f"(n_embd={shapes.n_embd}, n_layer={shapes.n_layer} is no published GPT-2), and "
+            f"{path.name} has no {N_HEAD_MEMBER!r} member and no config.json beside it; a wrong "
+            f"count gives wrong logits without any error",
+            HeadCountUnverifiedWarning,
+            stacklevel=2,
+        )
+    else:
+        raise WeightsError(
+            f"the number of heads of {path} cannot be read from its shapes (n_embd="
+            f"{shapes.n_embd}, n_layer={shapes.n_layer} is no published GPT-2) and the file "
+            f"records none: pass n_head=..., or store it (np.savez(..., {N_HEAD_MEMBER}=...))"
+        )
+    config = config_from_params(params, n_head=heads)
     if "lm_head.weight" in raw and not np.array_equal(raw["lm_head.weight"], params["wte.weight"]):
         raise WeightsError("lm_head.weight differs from wte.weight: the model's head is not tied")
     check_params(params, config)
@@ -150,10 +249,13 @@ def load_gpt2(path: Path | str, n_head: int = GPT2_SMALL_CONFIG.n_head) -> tuple
 
 
 __all__ = [
+    "GPT2_HEADS",
+    "N_HEAD_MEMBER",
     "TINY_GPT_PATH",
     "TINY_GPT_RECORD_PATH",
     "TINY_GPT_SHA256_PATH",
     "WEIGHTS_DIR",
+    "HeadCountUnverifiedWarning",
     "load_gpt2",
     "load_params",
     "load_tiny_gpt",

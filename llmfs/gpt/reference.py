@@ -1,17 +1,26 @@
 """The plain NumPy forward pass of the capstone model: the reference every other implementation
 (the course's ``llmfs.tensor`` version on each backend) is checked against.
 
-Everything is computed in float64, whatever dtype the parameters are stored in, one step per
-function so that each can be compared on its own:
+:func:`forward`, :func:`activations` and :func:`generate` compute in float64, whatever dtype the
+parameters are stored in, one step per function so that each can be compared on its own:
 
 ``embed`` -> for each block ``x = x + attention(ln_1(x))``, ``x = x + mlp(ln_2(x))`` ->
 ``layer_norm(ln_f)`` -> ``x @ wte.weight.T`` (the tied head).
 
 ``tokens`` is ``[T]`` or ``[B, T]`` int with ``1 <= T <= n_ctx``; logits come back as
 ``[T, vocab]`` or ``[B, T, vocab]``.
+
+The layer functions (:func:`layer_norm`, :func:`gelu`, :func:`softmax`, :func:`attention`,
+:func:`mlp`, :func:`block`) compute in the dtype of the arrays they are given, so a float32 model
+stays float32 (the benchmarks' NumPy peer relies on it). The rule that keeps it so: every
+constant is a Python ``float`` (``math.sqrt``, never ``np.sqrt`` of a Python number), because
+NumPy 2 promotes a float32 array combined with an ``np.float64`` scalar to float64, while a
+Python float takes the array's dtype.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -20,15 +29,17 @@ from llmfs.gpt.errors import TaskError
 from llmfs.gpt.model import GPTConfig, Params
 
 #: sqrt(2 / pi), the constant of GELU's tanh form.
-GELU_C = float(np.sqrt(2.0 / np.pi))
+GELU_C = math.sqrt(2.0 / math.pi)
 
 
 def layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
     """LayerNorm over the last axis: ``(x - mean) / sqrt(var + eps) * weight + bias`` with the
-    biased variance (divided by the number of features), as PyTorch's ``LayerNorm``."""
+    biased variance (divided by the number of features), as PyTorch's ``LayerNorm``. In the
+    dtype of ``x`` (``eps`` is taken as a Python float, so an ``np.float64`` one promotes
+    nothing)."""
     mean = x.mean(axis=-1, keepdims=True)
     var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * weight + bias
+    return (x - mean) / np.sqrt(var + float(eps)) * weight + bias
 
 
 def gelu(x: np.ndarray) -> np.ndarray:
@@ -61,7 +72,8 @@ def attention(x: np.ndarray, params: Params, prefix: str, config: GPTConfig) -> 
     q, k, v = (
         qkv[..., i * c : (i + 1) * c].reshape(b, t, h, d).transpose(0, 2, 1, 3) for i in range(3)
     )
-    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)  # [B, H, T, T]
+    # math.sqrt: a Python float keeps float32 scores float32 (np.sqrt(d) is an np.float64).
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)  # [B, H, T, T]
     scores = np.where(causal_mask(t), scores, -np.inf)
     y = softmax(scores) @ v  # [B, H, T, D]
     y = y.transpose(0, 2, 1, 3).reshape(b, t, c)

@@ -12,11 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmfs.gpt import reference, task
+from llmfs.gpt import checkpoint, reference, task
 from llmfs.gpt.checkpoint import (
     TINY_GPT_PATH,
     TINY_GPT_RECORD_PATH,
     TINY_GPT_SHA256_PATH,
+    HeadCountUnverifiedWarning,
     load_gpt2,
     load_params,
     load_tiny_gpt,
@@ -25,7 +26,7 @@ from llmfs.gpt.checkpoint import (
     verify_checksum,
     write_checksum,
 )
-from llmfs.gpt.errors import ChecksumMismatchError, WeightsError
+from llmfs.gpt.errors import ChecksumMismatchError, ConfigError, WeightsError
 from llmfs.gpt.model import TINY_CONFIG, GPTConfig, count_parameters, init_params, parameter_shapes
 from llmfs.gpt.train import TrainConfig
 
@@ -100,7 +101,8 @@ def test_gpt2_weights_from_a_local_file_map_to_the_same_names(tmp_path: Path) ->
     config = GPTConfig(vocab_size=50, n_ctx=16, n_embd=24, n_head=3, n_layer=2)
     path = tmp_path / "gpt2.npz"
     np.savez(path, **_fake_gpt2(config))
-    params, loaded = load_gpt2(path, n_head=3)
+    with pytest.warns(HeadCountUnverifiedWarning, match="n_head=3 is taken as given"):
+        params, loaded = load_gpt2(path, n_head=3)
     assert loaded == config
     assert set(params) == set(parameter_shapes(config))
     logits = reference.forward(params, loaded, np.array([1, 2, 3]))
@@ -111,11 +113,83 @@ def test_an_untied_head_or_a_missing_file_is_refused(tmp_path: Path) -> None:
     config = GPTConfig(vocab_size=50, n_ctx=16, n_embd=24, n_head=3, n_layer=1)
     sd = _fake_gpt2(config)
     sd["lm_head.weight"] = sd["lm_head.weight"] + 1.0
-    np.savez(tmp_path / "untied.npz", **sd)
+    np.savez(tmp_path / "untied.npz", n_head=3, **sd)
     with pytest.raises(WeightsError, match=r"lm_head\.weight differs from wte\.weight"):
-        load_gpt2(tmp_path / "untied.npz", n_head=3)
+        load_gpt2(tmp_path / "untied.npz")
     with pytest.raises(WeightsError, match="no weights file at"):
         load_gpt2(tmp_path / "absent.npz")
+
+
+HEADS_CONFIG = GPTConfig(vocab_size=50, n_ctx=16, n_embd=24, n_head=3, n_layer=2)
+
+
+def test_a_wrong_head_count_runs_silently_and_gives_other_logits() -> None:
+    # Why load_gpt2 checks n_head: the shapes are the same for every split of n_embd.
+    params = {n: v + 0.2 for n, v in _params_with_noise(HEADS_CONFIG).items()}
+    other = GPTConfig(vocab_size=50, n_ctx=16, n_embd=24, n_head=2, n_layer=2)
+    ids = np.array([1, 2, 3, 4, 5])
+    right, wrong = (
+        reference.forward(params, HEADS_CONFIG, ids),
+        reference.forward(params, other, ids),
+    )
+    assert np.abs(right - wrong).max() > 1e-3
+
+
+def _params_with_noise(config: GPTConfig) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    return {n: v + rng.normal(0, 0.3, v.shape) for n, v in init_params(config, 2).items()}
+
+
+def test_the_files_own_head_count_decides_and_a_different_one_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "gpt2.npz"
+    np.savez(path, n_head=3, **_fake_gpt2(HEADS_CONFIG))
+    assert load_gpt2(path)[1] == HEADS_CONFIG
+    assert load_gpt2(path, n_head=3)[1] == HEADS_CONFIG
+    with pytest.raises(WeightsError, match=r"n_head=2 was given, but the file's 'n_head' member"):
+        load_gpt2(path, n_head=2)
+    np.savez(path, n_head=np.array([3, 3]), **_fake_gpt2(HEADS_CONFIG))
+    with pytest.raises(WeightsError, match=r"member 'n_head' must be one int"):
+        load_gpt2(path)
+
+
+def test_a_hugging_face_config_beside_the_file_decides(tmp_path: Path) -> None:
+    path = tmp_path / "gpt2.npz"
+    np.savez(path, **_fake_gpt2(HEADS_CONFIG))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_head": 3}))
+    assert load_gpt2(path)[1] == HEADS_CONFIG
+    with pytest.raises(
+        WeightsError, match=r"n_head=6 was given, but .*config\.json records n_head=3"
+    ):
+        load_gpt2(path, n_head=6)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(WeightsError, match=r"config\.json is not a JSON config"):
+        load_gpt2(path)
+
+
+def test_published_gpt2_shapes_fix_the_head_count(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The published sizes are large; the rule is the same for a small shape added to the table.
+    monkeypatch.setitem(checkpoint.GPT2_HEADS, (24, 2), 3)
+    path = tmp_path / "gpt2.npz"
+    np.savez(path, **_fake_gpt2(HEADS_CONFIG))
+    assert load_gpt2(path)[1] == HEADS_CONFIG
+    with pytest.raises(WeightsError, match=r"weights of GPT-2's shape .* have n_head=3"):
+        load_gpt2(path, n_head=2)
+    assert checkpoint.GPT2_HEADS[(768, 12)] == 12 and checkpoint.GPT2_HEADS[(1600, 48)] == 25
+
+
+def test_an_unverifiable_head_count_is_used_with_a_warning_and_a_missing_one_refused(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "gpt2.npz"
+    np.savez(path, **_fake_gpt2(HEADS_CONFIG))
+    with pytest.warns(HeadCountUnverifiedWarning, match=r"no 'n_head' member and no config\.json"):
+        assert load_gpt2(path, n_head=3)[1] == HEADS_CONFIG
+    with pytest.raises(WeightsError, match=r"cannot be read from its shapes .* pass n_head="):
+        load_gpt2(path)
+    with pytest.raises(ConfigError), pytest.warns(HeadCountUnverifiedWarning):
+        load_gpt2(path, n_head=5)  # 5 does not divide 24
 
 
 GPT2_FILE = os.environ.get("LLMFS_GPT2_NPZ", "")

@@ -110,3 +110,47 @@ def test_parameters_use_gpt2_names_and_shapes() -> None:
     assert shapes["h.1.attn.c_attn.weight"] == (64, 192)
     assert shapes["h.0.mlp.c_proj.weight"] == (256, 64)
     assert count_parameters(TINY_CONFIG) == sum(int(np.prod(s)) for s in shapes.values())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_layers_compute_in_the_dtype_they_are_given(dtype: type) -> None:
+    # The rule: every constant is a Python float, which takes the array's dtype (an np.float64
+    # scalar would promote float32 to float64 under NumPy 2).
+    params = {n: v.astype(dtype) for n, v in _params(3).items()}
+    x = np.random.default_rng(1).normal(size=(2, 5, SMALL.n_embd)).astype(dtype)
+    eps = np.float64(SMALL.layer_norm_eps)  # even an np.float64 eps promotes nothing
+    outputs = {
+        "layer_norm": reference.layer_norm(
+            x, params["h.0.ln_1.weight"], params["h.0.ln_1.bias"], eps
+        ),
+        "gelu": reference.gelu(x),
+        "softmax": reference.softmax(x),
+        "attention": reference.attention(x, params, "h.0.attn.", SMALL),
+        "mlp": reference.mlp(x, params, "h.0.mlp."),
+        "block": reference.block(x, params, 1, SMALL),
+    }
+    assert {name: out.dtype for name, out in outputs.items()} == dict.fromkeys(outputs, dtype)
+    assert type(reference.GELU_C) is float
+
+
+def test_a_float32_model_through_the_layers_gives_float32_logits() -> None:
+    # The benchmarks' NumPy peer: the reference's layers on float32 arrays, no conversion.
+    params = {n: v.astype(np.float32) for n, v in _params(4).items()}
+    ids = np.array([[3, 1, 4, 1, 5]])
+    x = params["wte.weight"][ids] + params["wpe.weight"][: ids.shape[1]]
+    for i in range(SMALL.n_layer):
+        x = reference.block(x, params, i, SMALL)
+    x = reference.layer_norm(x, params["ln_f.weight"], params["ln_f.bias"], 1e-5)
+    logits = x @ params["wte.weight"].T
+    assert logits.dtype == np.float32
+    expected = reference.forward(params, SMALL, ids)
+    np.testing.assert_allclose(logits, expected, atol=1e-4)
+
+
+def test_forward_and_activations_are_float64_whatever_the_parameters_dtype() -> None:
+    params = {n: v.astype(np.float32) for n, v in _params(5).items()}
+    ids = np.array([[3, 1, 4]])
+    assert reference.forward(params, SMALL, ids).dtype == np.float64
+    assert {a.dtype for a in reference.activations(params, SMALL, ids).values()} == {
+        np.dtype(np.float64)
+    }

@@ -17,10 +17,13 @@ written here.
 
 from __future__ import annotations
 
+import functools
+import math
 import random
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,19 +37,54 @@ from llmfs.tensor.view import ViewMethods
 TOLERANCE = 1e-9
 
 
+#: The doors out of the library to NumPy or Python numbers: a learner's answer that calls one
+#: computes (part of) its result outside the tensors it was asked to use. ``tolist`` and
+#: ``np.asarray(view)`` (``__array__``) go through ``to_numpy``; ``float(t)`` and ``int(t)``
+#: through ``item``; each is counted where the learner's code calls it.
+READ_OUT_METHODS: tuple[tuple[type, str], ...] = (
+    (ViewMethods, "to_numpy"),
+    (ViewMethods, "numpy_view"),
+    (ViewMethods, "tolist"),
+    (ViewMethods, "__array__"),
+    (ViewMethods, "get"),
+    (ViewMethods, "item"),
+    (ViewMethods, "__float__"),
+    (ViewMethods, "__int__"),
+    (Tensor, "as_slice"),
+    (Tensor, "as_mut_slice"),
+)
+
+#: Module-name prefixes of the library's own code: its calls of a read-out door (printing a
+#: tensor, an op that reads a scalar) are the library's business, not the learner's round trip.
+_LIBRARY_MODULES = ("llmfs.",)
+_TOOLING_MODULES = ("llmfs.course.",)
+
+
 @dataclass
 class CopyCount:
     """What a block of code allocated: ``new_owners`` (every new :class:`Tensor`, compute results
     included) and ``copies`` (calls of ``materialize``, which ``copying_transpose`` and the
-    module-level ``materialize`` go through: the library's only way to copy a layout)."""
+    module-level ``materialize`` go through: the library's only way to copy a layout); and how
+    often code outside the library read tensors out to NumPy or Python numbers (``read_outs``,
+    by method name in ``read_out_names``: see :data:`READ_OUT_METHODS`)."""
 
     new_owners: int = 0
     copies: int = 0
+    read_outs: int = 0
+    read_out_names: list[str] = field(default_factory=list)
+
+
+def _called_from_outside_the_library(depth: int) -> bool:
+    """True when the frame ``depth`` levels above the caller is not the library's own code (a
+    NumPy function written in C leaves no frame: ``np.asarray(view)`` is the learner's call)."""
+    module = str(sys._getframe(depth + 1).f_globals.get("__name__", ""))
+    return not module.startswith(_LIBRARY_MODULES) or module.startswith(_TOOLING_MODULES)
 
 
 @contextmanager
 def counting_copies() -> Iterator[CopyCount]:
-    """Counts the new owners and the copies made inside the ``with`` block::
+    """Counts the new owners and the copies made inside the ``with`` block, and the read-outs
+    of tensors to NumPy or Python numbers made by code outside the library::
 
         with counting_copies() as count:
             merged = merge_heads(y)
@@ -54,13 +92,14 @@ def counting_copies() -> Iterator[CopyCount]:
 
     Every owner is initialised by ``Tensor._init_layout`` (the constructors, the ops' results and
     the copies all end there) and every copy goes through
-    ``materialize`` (one method shared by tensors and views); both are wrapped for the block and
-    restored after it, even when the block raises. Blocks may nest (each counts its own).
+    ``materialize`` (one method shared by tensors and views); both, and every method of
+    :data:`READ_OUT_METHODS`, are wrapped for the block and restored after it, even when the
+    block raises. Blocks may nest (each counts its own).
     """
     count = CopyCount()
     original_init = Tensor._init_layout
     original_materialize = ViewMethods.materialize
-    original_to_numpy = ViewMethods.to_numpy
+    originals = {(cls, name): cls.__dict__[name] for cls, name in READ_OUT_METHODS}
 
     def init(self: Tensor, *args: Any) -> None:
         count.new_owners += 1
@@ -70,24 +109,34 @@ def counting_copies() -> Iterator[CopyCount]:
         count.copies += 1
         return original_materialize(self)
 
-    def to_numpy(self: ViewMethods) -> Any:
-        # A read out to NumPy (to_numpy, tolist, np.asarray) copies through a temporary owner
-        # that no code sees: the learner made no tensor, so none is counted.
-        before = count.new_owners
-        try:
-            return original_to_numpy(self)
-        finally:
-            count.new_owners = before
+    def door(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def read_out(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if _called_from_outside_the_library(1):
+                count.read_outs += 1
+                if name not in count.read_out_names:
+                    count.read_out_names.append(name)
+            # A read out to NumPy (to_numpy, tolist, np.asarray) copies through a temporary owner
+            # that no code sees: the learner made no tensor, so none is counted.
+            before = count.new_owners
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                count.new_owners = before
+
+        return read_out
 
     Tensor._init_layout = init  # type: ignore[method-assign,assignment]
     ViewMethods.materialize = materialize  # type: ignore[method-assign]
-    ViewMethods.to_numpy = to_numpy  # type: ignore[method-assign]
+    for (cls, name), original in originals.items():
+        setattr(cls, name, door(name, original))
     try:
         yield count
     finally:
         Tensor._init_layout = original_init  # type: ignore[method-assign]
         ViewMethods.materialize = original_materialize  # type: ignore[method-assign]
-        ViewMethods.to_numpy = original_to_numpy  # type: ignore[method-assign]
+        for (cls, name), original in originals.items():
+            setattr(cls, name, original)
 
 
 @dataclass(frozen=True)
@@ -98,7 +147,8 @@ class Counted:
     count: CopyCount
 
 
-def _counted_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Counted:
+def counted_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Counted:
+    """``fn(*args)`` under :func:`counting_copies` (an :class:`ImplementSpec`'s ``call``)."""
     with counting_copies() as count:
         result = fn(*args)
     return Counted(result, count)
@@ -241,7 +291,7 @@ def attention_numpy(qkv: np.ndarray, heads: int) -> np.ndarray:
         qkv[..., i * c : (i + 1) * c].reshape(b, t, heads, d).transpose(0, 2, 1, 3)
         for i in range(3)
     )
-    scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
+    scores = q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)
     scores = np.where(causal_mask(t), scores, -np.inf)
     return (softmax(scores) @ v).transpose(0, 2, 1, 3).reshape(b, t, c)
 
@@ -269,7 +319,7 @@ def _attention_summary(result: Any, call_args: tuple[Any, ...]) -> Any:
 
 
 def _spec(exercise_id: str, function: str, make: Any, reference: Any, **kw: Any) -> ImplementSpec:
-    return ImplementSpec(exercise_id, function, make, reference, call=_counted_call, **kw)
+    return ImplementSpec(exercise_id, function, make, reference, call=counted_call, **kw)
 
 
 check_split_heads = register(
@@ -330,11 +380,14 @@ check_causal_self_attention = register(
 )
 
 __all__ = [
+    "READ_OUT_METHODS",
     "TOLERANCE",
     "CopyCount",
+    "Counted",
     "attention_numpy",
     "check_causal_self_attention",
     "check_merge_heads",
     "check_split_heads",
+    "counted_call",
     "counting_copies",
 ]

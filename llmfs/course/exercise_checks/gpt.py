@@ -6,16 +6,30 @@ inputs and random weights, float64, drawn from the seed), and the learner's resu
 as its shape and its largest difference from the NumPy reference (:mod:`llmfs.gpt.reference`) on
 the same inputs: ``"< 1e-09"`` when it agrees. Generation is compared token by token. A
 hard-coded answer fails, since every case draws new values, and the grader draws other seeds.
+
+Two rules are checked beyond the values:
+
+* ``ch08.attention`` makes at most one copy (one ``materialize``, merging the heads) and never
+  reads tensors out of the library (``to_numpy``, ``numpy_view``, ``tolist``, ``np.asarray``,
+  ``as_slice``, ``item``: see :data:`~llmfs.course.exercise_checks.attention.READ_OUT_METHODS`),
+  both counted while the learner's function runs; the report names the rule broken.
+* ``ch08.generate`` draws, among its cases, multi-layer models on which generating WITHOUT the
+  causal mask gives other tokens (each drawn until it does), so an answer that forgets the mask
+  fails on every seed. (With one layer greedy generation cannot tell: the last position attends
+  to every position with or without the mask.)
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from llmfs.course import CourseError
+from llmfs.course.exercise_checks.attention import Counted, counted_call
 from llmfs.course.exercise_checks.report import CheckReport
 from llmfs.course.exercise_checks.shortcuts import Shortcuts
 from llmfs.course.exercise_checks.spec import ImplementSpec, register, to_json
@@ -209,6 +223,135 @@ def _generate_summary(result: Any, call_args: tuple[Any, ...]) -> Any:
     return to_json(result)
 
 
+# -- the attention's copies and read-outs --------------------------------------------------------
+
+#: Copies (``materialize`` calls) the attention exercise allows: the merge of the heads.
+COPIES_ALLOWED = 1
+COPIES_KEY = "copies (materialize)"
+READ_OUTS_KEY = "reads out of the library"
+_WITHIN_ALLOWED = f"at most {COPIES_ALLOWED}"
+_NO_READ_OUTS = "none"
+
+
+def _attention_reference(*args: Any) -> Any:
+    expected = reference.attention(*(_np(a) for a in args))
+    return {**_agrees(expected), COPIES_KEY: _WITHIN_ALLOWED, READ_OUTS_KEY: _NO_READ_OUTS}
+
+
+def _attention_summary(counted: Counted, call_args: tuple[Any, ...]) -> Any:
+    if counted.result is None:  # the stub's None: "not implemented yet"
+        return None
+    count = counted.count
+    outcome = _compare(counted.result, reference.attention(*(_np(a) for a in call_args)))
+    outcome[COPIES_KEY] = _WITHIN_ALLOWED if count.copies <= COPIES_ALLOWED else count.copies
+    outcome[READ_OUTS_KEY] = (
+        f"{count.read_outs}: {', '.join(count.read_out_names)}"
+        if count.read_outs
+        else _NO_READ_OUTS
+    )
+    return outcome
+
+
+def _attention_explain(got: Any, want: Any) -> str | None:
+    if not isinstance(got, dict):
+        return None
+    reads = got.get(READ_OUTS_KEY, _NO_READ_OUTS)
+    if reads != _NO_READ_OUTS:
+        return (
+            f"causal_self_attention read tensors out of the library ({reads}): the exercise is "
+            "computed on llmfs tensors, with views, @ and the given softmax and causal_mask, so "
+            "a round trip through NumPy or Python numbers does not count"
+        )
+    copies = got.get(COPIES_KEY, _WITHIN_ALLOWED)
+    if copies != _WITHIN_ALLOWED:
+        return (
+            f"causal_self_attention made {copies} copies (materialize calls) and the exercise "
+            f"allows {COPIES_ALLOWED}, to merge the heads: Q, K, V, their heads and K^T are "
+            "views of the projection, and an op's result is a new tensor, not a copy"
+        )
+    return None
+
+
+# -- generation cases where the causal mask matters ---------------------------------------------
+
+#: Tries per mask-sensitive case before the draw gives up (never reached in practice: about one
+#: draw in three already generates other tokens without the mask).
+_MASK_TRIES = 200
+
+
+def _attention_without_mask(
+    x: np.ndarray, params: dict[str, np.ndarray], prefix: str, config: GPTConfig
+) -> np.ndarray:
+    """:func:`reference.attention` with every position seeing every other: the mistake a
+    mask-sensitive case exists to catch."""
+    b, t, c = x.shape
+    h, d = config.n_head, config.head_size
+    qkv = x @ params[prefix + "c_attn.weight"] + params[prefix + "c_attn.bias"]
+    q, k, v = (
+        qkv[..., i * c : (i + 1) * c].reshape(b, t, h, d).transpose(0, 2, 1, 3) for i in range(3)
+    )
+    y = reference.softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(d)) @ v
+    y = y.transpose(0, 2, 1, 3).reshape(b, t, c)
+    return y @ params[prefix + "c_proj.weight"] + params[prefix + "c_proj.bias"]
+
+
+def generate_without_mask(
+    params: dict[str, np.ndarray], config: GPTConfig, tokens: np.ndarray, max_new_tokens: int
+) -> np.ndarray:
+    """Greedy generation by the reference's layers with the causal mask left out (``[B, new]``
+    ids): what an answer forgetting the mask generates."""
+    ids = np.asarray(tokens)
+    eps = config.layer_norm_eps
+    new = []
+    for _ in range(max_new_tokens):
+        x = reference.embed(ids, params, config)
+        for i in range(config.n_layer):
+            p = f"h.{i}."
+            ln_1 = reference.layer_norm(x, params[p + "ln_1.weight"], params[p + "ln_1.bias"], eps)
+            x = x + _attention_without_mask(ln_1, params, p + "attn.", config)
+            ln_2 = reference.layer_norm(x, params[p + "ln_2.weight"], params[p + "ln_2.bias"], eps)
+            x = x + reference.mlp(ln_2, params, p + "mlp.")
+        x = reference.layer_norm(x, params["ln_f.weight"], params["ln_f.bias"], eps)
+        nxt = (x @ params["wte.weight"].T)[:, -1, :].argmax(axis=-1)
+        new.append(nxt)
+        ids = np.concatenate([ids, nxt[:, None]], axis=1)
+    return np.stack(new, axis=1)
+
+
+def mask_matters(case: dict[str, int]) -> bool:
+    """True when generating on ``case`` without the causal mask gives other tokens."""
+    params, config, tokens = _model(**case)
+    new = config.n_ctx + 1 - tokens.shape[1]
+    expected = reference.generate(params, config, tokens, new)
+    return not np.array_equal(generate_without_mask(params, config, tokens, new), expected)
+
+
+def _mask_case(rng: random.Random) -> dict[str, int]:
+    """A multi-layer case on which the causal mask changes the generated tokens."""
+    for _ in range(_MASK_TRIES):
+        n_ctx = rng.randint(3, 6)
+        case = {
+            "layers": rng.randint(2, 3),
+            "heads": rng.randint(1, 2),
+            "head_size": rng.randint(2, 4),
+            "n_ctx": n_ctx,
+            "batch": rng.randint(1, 2),
+            # At least two positions reach the last layer, and at least two steps are generated.
+            "positions": rng.randint(1, n_ctx - 1),
+            "seed": rng.randrange(10**6),
+        }
+        if mask_matters(case):
+            return case
+    raise CourseError(f"no mask-sensitive generation case in {_MASK_TRIES} draws")
+
+
+def _generate_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    """:func:`_model_cases`, of which every fifth (at least one) is a mask-sensitive case."""
+    masked = max(1, n // 5) if n else 0
+    cases = _model_cases(rng, n - masked)
+    return cases + [(_mask_case(rng),) for _ in range(masked)]
+
+
 # -- specs --------------------------------------------------------------------------------------
 
 
@@ -320,17 +463,23 @@ check_gelu = register(
     "Checks ``gelu(x) -> Tensor`` (tanh form) against the NumPy reference, to 1e-9.",
 )
 check_gpt_attention = register(
-    _tensor_spec(
+    ImplementSpec(
         "ch08.attention",
         "causal_self_attention",
         _block_cases,
-        _attn_prepare,
-        reference.attention,
-        "x w prefix config",
-        40,
+        lambda case: _attention_reference(*_attn_prepare(case)),
+        cases=40,
+        prepare=_attn_prepare,
+        summarize=lambda counted, args: _attention_summary(counted, args),
+        parameters=("x", "w", "prefix", "config"),
+        call=counted_call,
+        shortcuts=SHORTCUTS["ch08.attention"],
+        size=case_size,
+        explain=lambda got, want, *args: _attention_explain(got, want),
     ),
     "Checks ``causal_self_attention(x, w, prefix, config) -> Tensor`` on random ``[B, T, C]`` "
-    "inputs and random weights against the NumPy reference, to 1e-9.",
+    "inputs and random weights against the NumPy reference, to 1e-9, with at most one copy and "
+    "no read-out of the tensors to NumPy.",
     name="check_gpt_attention",
 )
 check_mlp = register(
@@ -361,7 +510,7 @@ check_generate = register(
     ImplementSpec(
         "ch08.generate",
         "generate",
-        _model_cases,
+        _generate_cases,
         _generate_reference,
         cases=20,
         prepare=_generate_prepare,
@@ -371,7 +520,8 @@ check_generate = register(
         size=case_size,
     ),
     "Checks ``generate(w, config, tokens, max_new_tokens) -> new token ids`` (greedy) against the "
-    "reference's tokens, one by one.",
+    "reference's tokens, one by one, on cases that include multi-layer models where leaving out "
+    "the causal mask changes the tokens.",
 )
 
 #: Exercise id -> check (chapter 8's part of the package's CHECKS).
@@ -387,9 +537,12 @@ GPT_CHECKS: dict[str, Callable[..., CheckReport]] = {
 
 __all__ = [
     "AGREES",
+    "COPIES_ALLOWED",
+    "COPIES_KEY",
     "ERROR_KEY",
     "GPT_CHECKS",
     "MODEL_MODULES",
+    "READ_OUTS_KEY",
     "SHORTCUTS",
     "TOLERANCE",
     "case_size",
@@ -400,4 +553,6 @@ __all__ = [
     "check_gpt_forward",
     "check_layer_norm",
     "check_mlp",
+    "generate_without_mask",
+    "mask_matters",
 ]
