@@ -5,7 +5,8 @@ Run: ``python benchmarks/bench_generate.py`` (``--repeat N``, ``--new N``, ``--p
 The model has GPT-2 small's shapes (12 blocks, 12 heads, 768 features, a vocabulary of 50,257,
 1,024 positions) and random weights (:func:`llmfs.gpt.model.init_params`, seed 0), float32; a
 random 64-token prompt, batch 1, 64 new tokens, greedy. Timed, each as the median of
-``--repeat`` whole ``generate`` calls measured in this one run:
+``--repeat`` whole ``generate`` calls (after one untimed call), the implementations taking turns
+round after round in this one run:
 
 * ``llmfs`` with the KV cache (:func:`llmfs.gpt.tensor_model.generate`, numpy backend);
 * ``llmfs`` recomputing the window at each step (``kv_cache=False``);
@@ -41,15 +42,20 @@ from llmfs.gpt.model import GPT2_SMALL_CONFIG, GPTConfig, Params, init_params  #
 from llmfs.tensor import use_backend  # noqa: E402
 
 
-def median_seconds(fn: Callable[[], np.ndarray], repeat: int) -> tuple[float, np.ndarray]:
-    """Median wall time of ``repeat`` calls of ``fn`` (after one untimed call) and its result."""
-    result = fn()
-    samples = []
+def alternating_medians(
+    runs: dict[str, Callable[[], np.ndarray]], repeat: int
+) -> dict[str, tuple[float, np.ndarray]]:
+    """Per name, the median wall time of ``repeat`` calls and the last result. Each function is
+    called once untimed, then the functions are timed in turn, round after round, so that load
+    changes on a shared machine hit all of them alike."""
+    results = {name: fn() for name, fn in runs.items()}
+    samples: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples), result
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            results[name] = fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: (statistics.median(samples[name]), results[name]) for name in runs}
 
 
 def hugging_face(params: Params, config: GPTConfig) -> Callable[[np.ndarray, int], np.ndarray]:
@@ -112,25 +118,28 @@ def main() -> None:
         columns=False,
     )
     w = tm.tensor_params(params, np.float32)
-    rows: dict[str, tuple[float, np.ndarray]] = {}
-    with use_backend("numpy"):
-        rows["llmfs, KV cache"] = median_seconds(
-            lambda: tm.generate(w, config, ids, args.new), args.repeat
-        )
-        rows["llmfs, recomputed"] = median_seconds(
-            lambda: tm.generate(w, config, ids, args.new, kv_cache=False), args.repeat
-        )
-    rows["NumPy reference (float64), KV cache"] = median_seconds(
-        lambda: reference.generate(params, config, ids, args.new), args.repeat
-    )
+
+    def numpy_backend(kv_cache: bool) -> Callable[[], np.ndarray]:
+        def run() -> np.ndarray:
+            with use_backend("numpy"):
+                return tm.generate(w, config, ids, args.new, kv_cache=kv_cache)
+
+        return run
+
+    runs: dict[str, Callable[[], np.ndarray]] = {
+        "llmfs, KV cache": numpy_backend(True),
+        "llmfs, recomputed": numpy_backend(False),
+        "NumPy reference (float64), KV cache": lambda: reference.generate(
+            params, config, ids, args.new
+        ),
+    }
     try:
-        run = hugging_face(params, config)
+        hf = hugging_face(params, config)
     except ImportError as error:
         print(f"   Hugging Face: not measured ({error})")
     else:
-        rows["Hugging Face generate(use_cache=True)"] = median_seconds(
-            lambda: run(ids, args.new), args.repeat
-        )
+        runs["Hugging Face generate(use_cache=True)"] = lambda: hf(ids, args.new)
+    rows = alternating_medians(runs, args.repeat)
     ours_tokens = rows["llmfs, KV cache"][1]
     for name, (seconds, tokens) in rows.items():
         same = int((tokens[0, args.prompt :] == ours_tokens[0, args.prompt :]).sum())

@@ -75,6 +75,26 @@ def test_greedy_is_the_same_with_and_without_the_cache_in_both_implementations(
         np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("n_ctx", [2, 3, 4])
+def test_the_window_slides_many_times_with_the_same_tokens_as_recomputing(
+    seed: int, n_ctx: int
+) -> None:
+    # Far past n_ctx, greedy and sampled: a cache that kept (shifted or rolled) keys and values
+    # of the old positions would drift from the window's own forward pass.
+    config = GPTConfig(vocab_size=17, n_ctx=n_ctx, n_embd=8, n_head=2, n_layer=2)
+    params = _params(config, seed)
+    ids = np.random.default_rng(seed).integers(0, 17, size=(3, 2))
+    w = tm.tensor_params(params)
+    expected = _by_definition(params, config, ids, 14)
+    np.testing.assert_array_equal(reference.generate(params, config, ids, 14), expected)
+    np.testing.assert_array_equal(tm.generate(w, config, ids, 14), expected)
+    how = {"temperature": 1.5, "seed": seed}
+    sampled = reference.generate(params, config, ids, 14, kv_cache=False, **how)
+    np.testing.assert_array_equal(reference.generate(params, config, ids, 14, **how), sampled)
+    np.testing.assert_array_equal(tm.generate(w, config, ids, 14, **how), sampled)
+
+
 @CASES
 @given(models(), st.floats(0.05, 5.0), st.integers(1, 20), st.integers(0, 2**32))
 def test_sampling_is_the_same_in_both_implementations_with_and_without_the_cache(
