@@ -105,6 +105,8 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.gpt.model", 6, "gpt"),
     ("llmfs.gpt.reference", 6, "gpt"),
     ("llmfs.gpt.task", 6, "gpt"),
+    ("llmfs.gpt.sampling", 6, "gpt"),  # generation's arguments and token choice
+    ("llmfs.gpt.kv_cache", 6, "gpt"),  # the KV cache owners of tensor_model.generate
     ("llmfs.gpt.tensor_model", 6, "gpt"),
     ("llmfs.gpt.tokenizer", 6, "gpt"),
     # CourseError (the package's __init__), where the course lives, the manifest, the attempts

@@ -7,8 +7,10 @@ checked against):
   first), its 12-token vocabulary, the seeded training/held-out split and the exact checker;
 * :mod:`llmfs.gpt.model`: :class:`GPTConfig`, :data:`TINY_CONFIG`, GPT-2 parameter names and
   shapes, initialisation;
-* :mod:`llmfs.gpt.reference`: the float64 forward pass, step by step, greedy generation and
-  accuracy;
+* :mod:`llmfs.gpt.reference`: the float64 forward pass, step by step, generation (greedy or
+  sampled, with a KV cache) and accuracy;
+* :mod:`llmfs.gpt.sampling`: generation's argument checks and choice of the next token, shared
+  with the tensor model;
 * :mod:`llmfs.gpt.checkpoint`: the shipped weights (checksum verified), byte-reproducible ``.npz``
   files, and GPT-2 weights from a local file;
 * :mod:`llmfs.gpt.train`: the training script (hand-written backpropagation, AdamW);
@@ -17,8 +19,9 @@ checked against):
   decode, train, save), imported on its own.
 
 :mod:`llmfs.gpt.tensor_model` (imported on its own, never by this package) is the same forward pass
-on :mod:`llmfs.tensor`, the one chapter 8 has the learner write; ``python -m llmfs.gpt.evaluate
---tensor`` evaluates and times it.
+on :mod:`llmfs.tensor`, the one chapter 8 has the learner write, with its KV cache
+(:mod:`llmfs.gpt.kv_cache`, also imported on its own); ``python -m llmfs.gpt.evaluate --tensor``
+evaluates and times it.
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ import math
 
 import numpy as np
 
-from llmfs.gpt import task
+from llmfs.gpt import sampling, task
 from llmfs.gpt.errors import TaskError
-from llmfs.gpt.model import GPTConfig, Params
+from llmfs.gpt.model import GPTConfig, Params, check_params
 
 #: sqrt(2 / pi), the constant of GELU's tanh form.
 GELU_C = math.sqrt(2.0 / math.pi)
@@ -167,32 +167,132 @@ def activations(params: Params, config: GPTConfig, tokens: np.ndarray) -> dict[s
     return out
 
 
-def generate(
-    params: Params, config: GPTConfig, tokens: np.ndarray, max_new_tokens: int
+# --------------------------------------------------------------------------------------------
+# Generation: greedy or sampled, with or without a KV cache
+# --------------------------------------------------------------------------------------------
+
+
+def _head_of_last(x: np.ndarray, p64: Params, config: GPTConfig) -> np.ndarray:
+    """``[B, vocab]``: the final LayerNorm and the tied head of the last position only (the
+    logits of the other positions are never used by generation)."""
+    last = layer_norm(x[:, -1], p64["ln_f.weight"], p64["ln_f.bias"], config.layer_norm_eps)
+    return last @ p64["wte.weight"].T
+
+
+def _window_logits(p64: Params, config: GPTConfig, window: np.ndarray) -> np.ndarray:
+    """The last position's logits of ``window`` (``[B, T]``, ``T <= n_ctx``), recomputed from
+    scratch: what :func:`forward` gives at ``[:, -1]``."""
+    x = p64["wte.weight"][window] + p64["wpe.weight"][: window.shape[1]]
+    for i in range(config.n_layer):
+        x = block(x, p64, i, config)
+    return _head_of_last(x, p64, config)
+
+
+def cached_attention(
+    x: np.ndarray, p64: Params, prefix: str, config: GPTConfig, cache: np.ndarray, pos: int
 ) -> np.ndarray:
-    """Greedy generation: appends ``max_new_tokens`` tokens to ``tokens`` (``[T]`` or ``[B, T]``),
-    each the argmax of the last position's logits (the lowest id on a tie, as ``np.argmax``).
-    Returns only the new tokens, ``[max_new_tokens]`` or ``[B, max_new_tokens]``. Raises
-    :class:`TaskError` when the sequence would outgrow ``n_ctx``."""
-    ids, single = _as_batch(tokens, config)
-    if max_new_tokens < 0 or ids.shape[1] + max_new_tokens - 1 > config.n_ctx:
-        raise TaskError(
-            f"{ids.shape[1]} prompt tokens + {max_new_tokens} new tokens need "
-            f"{ids.shape[1] + max_new_tokens - 1} positions; n_ctx = {config.n_ctx}"
-        )
-    new = []
-    for _ in range(max_new_tokens):
-        nxt = forward(params, config, ids)[:, -1, :].argmax(axis=-1)
-        new.append(nxt)
-        ids = np.concatenate([ids, nxt[:, None]], axis=1)
-    out = np.stack(new, axis=1) if new else np.zeros((ids.shape[0], 0), dtype=np.int64)
-    return out[0] if single else out
+    """:func:`attention` of ``T`` new positions ``pos..pos + T - 1`` (``x`` is ``[B, T, C]``)
+    whose earlier positions' keys and values are already in ``cache`` (``[2, B, H, n_ctx, D]``,
+    keys at ``cache[0]``, values at ``cache[1]``). Writes the new keys and values into
+    ``cache[:, :, :, pos:pos + T]``, then attends over positions ``0..pos + T - 1`` (new
+    position ``pos + i`` sees ``j <= pos + i``)."""
+    b, t, c = x.shape
+    h, d = config.n_head, config.head_size
+    qkv = x @ p64[prefix + "c_attn.weight"] + p64[prefix + "c_attn.bias"]  # [B, T, 3C]
+    q, k, v = (
+        qkv[..., i * c : (i + 1) * c].reshape(b, t, h, d).transpose(0, 2, 1, 3) for i in range(3)
+    )
+    cache[0, :, :, pos : pos + t] = k
+    cache[1, :, :, pos : pos + t] = v
+    keys, values = cache[0, :, :, : pos + t], cache[1, :, :, : pos + t]
+    scores = q @ keys.transpose(0, 1, 3, 2) / np.sqrt(d)  # [B, H, T, pos + T]
+    if t > 1:
+        seen = np.arange(pos + t)[None, :] <= (pos + np.arange(t))[:, None]
+        scores = np.where(seen, scores, -np.inf)
+    y = softmax(scores) @ values  # [B, H, T, D]
+    y = y.transpose(0, 2, 1, 3).reshape(b, t, c)
+    return y @ p64[prefix + "c_proj.weight"] + p64[prefix + "c_proj.bias"]
+
+
+def _cached_logits(
+    p64: Params, config: GPTConfig, new: np.ndarray, caches: list[np.ndarray], pos: int
+) -> np.ndarray:
+    """The last position's logits after running the tokens ``new`` (``[B, T]``) at positions
+    ``pos..pos + T - 1`` through every block, each block's attention reading and extending its
+    cache (:func:`cached_attention`)."""
+    eps = config.layer_norm_eps
+    x = p64["wte.weight"][new] + p64["wpe.weight"][pos : pos + new.shape[1]]
+    for i, cache in enumerate(caches):
+        p = f"h.{i}."
+        h = layer_norm(x, p64[p + "ln_1.weight"], p64[p + "ln_1.bias"], eps)
+        x = x + cached_attention(h, p64, p + "attn.", config, cache, pos)
+        h = layer_norm(x, p64[p + "ln_2.weight"], p64[p + "ln_2.bias"], eps)
+        x = x + mlp(h, p64, p + "mlp.")
+    return _head_of_last(x, p64, config)
+
+
+def generate(
+    params: Params,
+    config: GPTConfig,
+    ids: object,
+    max_new_tokens: int,
+    *,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+    kv_cache: bool = True,
+) -> np.ndarray:
+    """Appends ``max_new_tokens`` tokens to the prompt ``ids`` (a list, a ``[T]`` or a
+    ``[B, T]`` int array) and returns the whole sequences, ``[B, T + max_new_tokens]`` int64
+    (a flat prompt is one row).
+
+    Each new token is chosen from the last position's logits by
+    :class:`llmfs.gpt.sampling.Sampler`: ``temperature = 0`` is greedy (the arg-max, lowest id
+    on a tie), otherwise a draw from ``softmax(logits / temperature)`` over the ``top_k`` largest
+    logits, reproducible for a given ``seed`` (the draw order is in :mod:`llmfs.gpt.sampling`).
+    The context is the last ``n_ctx`` tokens: past ``n_ctx`` the window slides.
+
+    ``kv_cache=True`` keeps, per block, one preallocated ``[2, B, H, n_ctx, D]`` array of the
+    keys and values of the positions already seen, so that each step computes one position;
+    ``False`` recomputes the window at every step. Both give the same tokens. The cache holds
+    keys and values computed at positions ``0..n - 1`` of the position embedding; once the window
+    slides, every token moves to a new position, so its keys and values change in every block (the
+    embeddings are learned, absolute): the cache is refilled from the slid window in place (no new
+    array), never shifted.
+
+    Raises :class:`~llmfs.gpt.errors.TaskError` for an empty prompt or ids that are not ints of
+    the vocabulary, :class:`~llmfs.gpt.sampling.GenerationError` for a bad ``max_new_tokens``,
+    ``temperature``, ``top_k`` or ``seed``, :class:`~llmfs.gpt.errors.WeightsError` for params
+    that do not fit ``config``.
+    """
+    prompt = sampling.check_prompt(config, ids, max_new_tokens)
+    sampler = sampling.check_sampler(config, temperature, top_k, seed)
+    check_params(params, config)
+    p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
+    batch, t = prompt.shape
+    out = np.empty((batch, t + max_new_tokens), dtype=np.int64)
+    out[:, :t] = prompt
+    shape = (2, batch, config.n_head, config.n_ctx, config.head_size)
+    caches = [np.zeros(shape) for _ in range(config.n_layer)] if kv_cache else None
+    cached_from, filled = -1, 0  # the cache holds out[:, cached_from : cached_from + filled]
+    for length in range(t, t + max_new_tokens):
+        start = sampling.window_start(length, config.n_ctx)
+        if caches is None:
+            logits = _window_logits(p64, config, out[:, start:length])
+        elif start == cached_from and filled == length - start - 1:
+            logits = _cached_logits(p64, config, out[:, length - 1 : length], caches, filled)
+            filled += 1
+        else:  # the first step, or the window slid: every position moved, so refill
+            logits = _cached_logits(p64, config, out[:, start:length], caches, 0)
+            cached_from, filled = start, length - start
+        out[:, length] = sampler.choose(logits)
+    return out
 
 
 def solve(params: Params, config: GPTConfig, a: int, b: int) -> str:
     """The model's answer text to ``a + b`` (three digits, least significant first)."""
     ids = np.asarray(task.encode(task.prompt(a, b)), dtype=np.int64)
-    return task.decode(generate(params, config, ids, task.ANSWER_LENGTH))
+    return task.decode(generate(params, config, ids, task.ANSWER_LENGTH)[0, len(ids) :])
 
 
 def accuracy(params: Params, config: GPTConfig, problems: np.ndarray) -> float:
@@ -202,6 +302,7 @@ def accuracy(params: Params, config: GPTConfig, problems: np.ndarray) -> float:
     if len(problems) == 0:
         raise TaskError("accuracy of no problems is undefined: problems is empty")
     generated = generate(params, config, task.prompts(problems), task.ANSWER_LENGTH)
+    generated = generated[:, task.PROMPT_LENGTH :]
     expected = task.sequences(problems)[:, task.PROMPT_LENGTH :]
     return float((generated == expected).all(axis=1).mean())
 

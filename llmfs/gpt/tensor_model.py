@@ -22,8 +22,9 @@ What is a view and what is a copy (the "copy budget" of one forward pass, :func:
 Weights are converted once (:func:`tensor_params`) into tensors of one dtype: float64 gives logits
 equal to the reference to ~1e-12, float32 to ~1e-5 (the emulated Metal backend runs float32 only).
 The embedding lookup is :func:`llmfs.tensor.take` of the token ids (an int64 tensor) along the
-table's rows, a gather into a new owner. Greedy generation reads the last position's logits back
-to NumPy to pick the arg-max token.
+table's rows, a gather into a new owner. Generation (:func:`generate`) reads the last position's
+logits back to NumPy to choose the next token (:mod:`llmfs.gpt.sampling`), and with its KV cache
+(:mod:`llmfs.gpt.kv_cache`) computes one position per step.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import llmfs.tensor as lt
-from llmfs.gpt import reference, task
-from llmfs.gpt.errors import TaskError
-from llmfs.gpt.model import GPTConfig, Params, check_params
+from llmfs.gpt import reference, sampling, task
+from llmfs.gpt.errors import TaskError, WeightsError
+from llmfs.gpt.kv_cache import KVCache
+from llmfs.gpt.model import GPTConfig, Params, check_params, parameter_shapes
 from llmfs.gpt.reference import GELU_C
 from llmfs.tensor import Tensor, TensorView, available_backends, use_backend
 
@@ -299,30 +301,162 @@ def forward(
     return logits
 
 
-def generate(w: TensorParams, config: GPTConfig, tokens: object, max_new_tokens: int) -> np.ndarray:
-    """Greedy generation, as :func:`llmfs.gpt.reference.generate`: each new token is the arg-max
-    (lowest id on a tie) of the last position's logits. Returns the new tokens only,
-    ``[max_new_tokens]`` or ``[B, max_new_tokens]``."""
-    ids, single = _as_batch(tokens, config)
-    if max_new_tokens < 0 or ids.shape[1] + max_new_tokens - 1 > config.n_ctx:
-        raise TaskError(
-            f"{ids.shape[1]} prompt tokens + {max_new_tokens} new tokens need "
-            f"{ids.shape[1] + max_new_tokens - 1} positions; n_ctx = {config.n_ctx}"
+# --------------------------------------------------------------------------------------------
+# Generation: greedy or sampled, with or without the KV cache
+# --------------------------------------------------------------------------------------------
+
+
+def _last_logits(x: Operand, w: TensorParams, config: GPTConfig) -> np.ndarray:
+    """``[B, vocab]`` as float64 NumPy: the final LayerNorm and the tied head of the last
+    position of ``x`` (``[B, T, C]``) only (generation never reads the other positions)."""
+    view = x.view() if isinstance(x, Tensor) else x
+    last = view.slice(1, view.shape[1] - 1, view.shape[1])  # [B, 1, C], a view
+    h = layer_norm(last, w["ln_f.weight"], w["ln_f.bias"], config.layer_norm_eps)
+    logits: np.ndarray = (h @ w["wte.weight"].T).to_numpy()
+    return logits[:, 0, :].astype(np.float64)
+
+
+def _embed_at(ids: np.ndarray, w: TensorParams, pos: int) -> Tensor:
+    """Token rows of ``ids`` (``[B, T]``) plus position rows ``pos..pos + T - 1``."""
+    rows = lt.take(w["wte.weight"], Tensor.from_numpy(ids), axis=0)
+    result: Tensor = rows + w["wpe.weight"].slice(0, pos, pos + ids.shape[1])
+    return result
+
+
+def _window_logits(w: TensorParams, config: GPTConfig, window: np.ndarray) -> np.ndarray:
+    """The last position's logits of ``window`` (``[B, T]``, ``T <= n_ctx``), recomputed with
+    :func:`block`: what :func:`forward` gives at ``[:, -1]``."""
+    x = _embed_at(window, w, 0)
+    for i in range(config.n_layer):
+        x = block(x, w, i, config)
+    return _last_logits(x, w, config)
+
+
+def cached_attention(
+    x: Operand,
+    w: TensorParams,
+    prefix: str,
+    config: GPTConfig,
+    cache: KVCache,
+    layer: int,
+    pos: int,
+) -> Tensor:
+    """:func:`attention` of ``T`` new positions ``pos..pos + T - 1`` (``x`` is ``[B, T, C]``)
+    over block ``layer``'s cache, whose positions ``0..pos - 1`` already hold the earlier keys
+    and values.
+
+    The new keys and values are the slice ``qkv[..., C:3C]`` split to ``[B, T, 2, H, D]`` and
+    permuted to ``[2, B, H, T, D]`` (a view), written with ``copyto`` into
+    ``cache.slice(3, pos, pos + T)``; THEN ``past = cache.slice(3, 0, pos + T)`` is taken (a view
+    taken before the write would be stale) and ``q @ past[0]^T``, ``softmax(.) @ past[1]`` read
+    the keys and values through it without copying them. One new position needs no mask (it
+    sees every cached one) and its heads merge as a view (``[B, H, 1, D]`` permuted is still
+    adjacent in storage); several (the prompt, or a slid window) mask ``j > pos + i`` and merge
+    with :func:`merge_heads`' one copy, as :func:`attention` does."""
+    view = x.view() if isinstance(x, Tensor) else x
+    c, h, d = config.n_embd, config.n_head, config.head_size
+    t = view.shape[1]
+    qkv = view @ w[prefix + "c_attn.weight"] + w[prefix + "c_attn.bias"]
+    q = split_heads(qkv.slice(2, 0, c), h)
+    kv = qkv.slice(2, c, 3 * c).split(2, [2, h, d]).permute([2, 0, 3, 1, 4])
+    cache.write(layer, pos, kv)
+    past = cache.past(layer, pos + t)
+    scores = q @ past[0].transpose(2, 3) / math.sqrt(d)
+    if t > 1:
+        mask = np.triu(np.full((t, pos + t), -np.inf), k=pos + 1)
+        scores = scores + Tensor.from_numpy(mask, dtype=scores.dtype)
+    heads = softmax(scores, axis=-1) @ past[1]
+    if t == 1:
+        merged = heads.view().permute([0, 2, 1, 3]).merge(2, 3)
+    else:
+        merged = merge_heads(heads)
+    out: Tensor = merged @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+    return out
+
+
+def cached_logits(
+    w: TensorParams, config: GPTConfig, new: np.ndarray, cache: KVCache, pos: int
+) -> np.ndarray:
+    """The last position's logits (``[B, vocab]`` float64) after running the tokens ``new``
+    (``[B, T]``) at positions ``pos..pos + T - 1`` through every block, each block's attention
+    extending and reading its cache (:func:`cached_attention`)."""
+    eps = config.layer_norm_eps
+    x: Operand = _embed_at(new, w, pos)
+    for i in range(config.n_layer):
+        p = f"h.{i}."
+        hidden = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+        x = x + cached_attention(hidden, w, p + "attn.", config, cache, i, pos)
+        hidden = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+        x = x + mlp(hidden, w, p + "mlp.")
+    return _last_logits(x, w, config)
+
+
+def generate(
+    w: TensorParams,
+    config: GPTConfig,
+    ids: object,
+    max_new_tokens: int,
+    *,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+    kv_cache: bool = True,
+) -> np.ndarray:
+    """:func:`llmfs.gpt.reference.generate` on :mod:`llmfs.tensor`, with the same arguments,
+    result (``[B, T + max_new_tokens]`` int64: the prompt, then the new tokens), choice of tokens
+    (:class:`llmfs.gpt.sampling.Sampler`, fed the logits as float64) and errors.
+
+    ``kv_cache=True`` keeps one :class:`~llmfs.gpt.kv_cache.KVCache` owner per block, in the
+    weights' dtype: the prompt fills positions ``0..T - 1`` in one pass, then each step computes
+    one position, writing its keys and values through ``copyto`` and attending over a slice view
+    of the positions so far (no copy of the past). Once the window slides past ``n_ctx``, every
+    position's embedding changes, so each step refills the owners in place from the slid window
+    (the rule and its reason are in :mod:`llmfs.gpt.kv_cache`). ``kv_cache=False`` recomputes
+    the window at every step; both give the same tokens.
+    """
+    prompt = sampling.check_prompt(config, ids, max_new_tokens)
+    sampler = sampling.check_sampler(config, temperature, top_k, seed)
+    _check_tensor_params(w, config)
+    batch, t = prompt.shape
+    out = np.empty((batch, t + max_new_tokens), dtype=np.int64)
+    out[:, :t] = prompt
+    cache = KVCache(config, batch, w["wte.weight"].dtype) if kv_cache else None
+    for length in range(t, t + max_new_tokens):
+        start = sampling.window_start(length, config.n_ctx)
+        if cache is None:
+            logits = _window_logits(w, config, out[:, start:length])
+        elif cache.start == start and cache.length == length - start - 1:
+            logits = cached_logits(w, config, out[:, length - 1 : length], cache, cache.length)
+            cache.length += 1
+        else:  # the first step, or the window slid: every position moved, so refill
+            cache.reset(start)
+            logits = cached_logits(w, config, out[:, start:length], cache, 0)
+            cache.length = length - start
+        out[:, length] = sampler.choose(logits)
+    return out
+
+
+def _check_tensor_params(w: TensorParams, config: GPTConfig) -> None:
+    """Raises :class:`~llmfs.gpt.errors.WeightsError` unless ``w`` has exactly ``config``'s
+    parameter names, each a tensor of its shape."""
+    shapes = parameter_shapes(config)
+    if set(w) != set(shapes):
+        missing = sorted(set(shapes) - set(w))
+        extra = sorted(set(w) - set(shapes))
+        raise WeightsError(
+            f"weights do not match the config: missing {missing[:5]} ({len(missing)}), "
+            f"unexpected {extra[:5]} ({len(extra)})"
         )
-    new = []
-    for _ in range(max_new_tokens):
-        last = forward(w, config, ids).view()[:, -1, :].to_numpy()
-        nxt = last.argmax(axis=-1)
-        new.append(nxt)
-        ids = np.concatenate([ids, nxt[:, None]], axis=1)
-    out = np.stack(new, axis=1) if new else np.zeros((ids.shape[0], 0), dtype=np.int64)
-    return out[0] if single else out
+    for name, shape in shapes.items():
+        if not isinstance(w[name], (Tensor, TensorView)) or tuple(w[name].shape) != shape:
+            got = list(w[name].shape) if hasattr(w[name], "shape") else type(w[name]).__name__
+            raise WeightsError(f"{name} is {got}, the config needs a tensor of {list(shape)}")
 
 
 def solve(w: TensorParams, config: GPTConfig, a: int, b: int) -> str:
     """The model's answer text to ``a + b`` (three digits, least significant first)."""
     ids = np.asarray(task.encode(task.prompt(a, b)), dtype=np.int64)
-    return task.decode(generate(w, config, ids, task.ANSWER_LENGTH))
+    return task.decode(generate(w, config, ids, task.ANSWER_LENGTH)[0, len(ids) :])
 
 
 def accuracy(
@@ -339,6 +473,7 @@ def accuracy(
     for start in range(0, len(problems), batch_size):
         chunk = problems[start : start + batch_size]
         generated = generate(w, config, task.prompts(chunk), task.ANSWER_LENGTH)
+        generated = generated[:, task.PROMPT_LENGTH :]
         expected = task.sequences(chunk)[:, task.PROMPT_LENGTH :]
         right += int((generated == expected).all(axis=1).sum())
     return right / len(problems)
@@ -487,6 +622,8 @@ __all__ = [
     "attention",
     "backend_times",
     "block",
+    "cached_attention",
+    "cached_logits",
     "causal_mask",
     "check_against_reference",
     "copy_budget",

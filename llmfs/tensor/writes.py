@@ -16,6 +16,7 @@ import numpy as np
 from llmfs.tensor.dtypes import SUPPORTED_DTYPES, kind_operand, number_kind
 from llmfs.tensor.errors import DTypeError, OverlappingWriteError, TensorError
 from llmfs.tensor.ops import Operand, Scalar, as_view, is_scalar, scalar_view
+from llmfs.tensor.strided import writable_view
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -67,9 +68,11 @@ def copyto(dst: Tensor | TensorView, src: Operand | Scalar) -> None:
         values = source.expand(target.shape).to_numpy().astype(dtype, copy=False).reshape(-1)
     if target.is_empty:
         return
-    offsets = np.fromiter(target.logical_offsets(), dtype=np.int64, count=values.size)
+    target._check_fresh()  # a stale destination is refused (StaleViewError), as any use
+    # The cells dst reads, as one writable ndarray over the storage through dst's layout (its
+    # coordinates are one-to-one, checked above): one NumPy assignment, not a walk per value.
     with owner.mutate():
-        owner._storage[offsets] = values
+        writable_view(owner._storage, target.layout)[...] = values.reshape(target.shape)
 
 
 def _check_same_kind(source: np.dtype, target: np.dtype, what: str) -> None:

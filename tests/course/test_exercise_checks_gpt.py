@@ -51,7 +51,8 @@ def test_the_librarys_layers_pass_every_check_once_allowed() -> None:
         ("ch08.mlp", tm.mlp, 0),
         ("ch08.block", tm.block, 0),
         ("ch08.forward", tm.forward, 5),
-        ("ch08.generate", tm.generate, 5),
+        # The exercise returns the new tokens; the package returns the prompt and them.
+        ("ch08.generate", lambda w, c, t, n: tm.generate(w, c, t, n)[:, t.shape[1] :], 5),
     ):
         spec = replace(SPECS[exercise_id], shortcuts=None)
         report = run_spec(spec, layer, seed=seed, record_attempt=False)
