@@ -310,7 +310,7 @@ class MetalDevice:
                 return cached
             library = self._libraries.get(key)
             if library is None:
-                check_msl(source)
+                check_msl(source, rules="metal")  # Metal checks the rest itself
                 library, error = self.device.newLibraryWithSource_options_error_(
                     source, self._options, None
                 )
