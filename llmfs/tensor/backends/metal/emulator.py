@@ -279,13 +279,21 @@ _VECTOR_CONSTRUCTOR = re.compile(
 )
 
 
+# An attribute: [[buffer(0)]], [[threadgroup(0)]], [[kernel]], [[host_name("f")]].
+_ATTRIBUTE_TEXT = re.compile(r"\[\[[^\[\]]*\]\]")
+
+
 def msl_as_cpp(source: str) -> str:
     """``source`` with MSL's spellings that C++ reads otherwise rewritten, line numbers kept:
-    unsuffixed floating literals become float literals (``0.5f``), half literals casts of float
-    ones (``((half)2.0f)``), vector constructors calls of the shim's ``llmfs_vec<T, N>``.
-    Comments and string literals are left alone."""
+    attributes are blanked (the launcher reads them from the source; left in, the address-space
+    words inside ``[[threadgroup(0)]]`` would expand), unsuffixed floating literals become float
+    literals (``0.5f``), half literals casts of float ones (``((half)2.0f)``), vector
+    constructors calls of the shim's ``llmfs_vec<T, N>``. Comments and string literals are left
+    alone."""
     text = blank_comments(source)
     edits: list[tuple[int, int, str]] = []
+    for match in _ATTRIBUTE_TEXT.finditer(text):
+        edits.append((match.start(), match.end(), " " * (match.end() - match.start())))
     for match in _HALF_LITERAL.finditer(text):
         number = match.group(1)
         if not any(c in number for c in ".eE"):
@@ -931,7 +939,7 @@ def threadgroup_lengths(kernel: Kernel, lengths: Mapping[int, int] | None) -> li
 
 
 # One clang diagnostic: `kernel.metal:12:5: error: message`.
-_DIAGNOSTIC = re.compile(r"^[^\n:]*:(\d+):(\d+): (error|fatal error): (.*)$", re.MULTILINE)
+_DIAGNOSTIC = re.compile(r"^[^\n:]*:(\d+):(\d+): (error|fatal error|note): (.*)$", re.MULTILINE)
 #: How a compiler error reads, and the rule (with what to tell the learner) it breaks.
 _COMPILER_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
     (
@@ -965,19 +973,33 @@ def compile_error(source: str, log: str) -> KernelLintError:
     ``compiles`` with the compiler's one-line message."""
     lines = source.count("\n") + 1
     problems: list[Problem] = []
+    # Each error with the notes after it (the candidates clang tried say why a call failed).
+    errors: list[tuple[int, str, str]] = []
     for match in _DIAGNOSTIC.finditer(log):
-        line = int(match.group(1))
-        message = match.group(4).strip()
+        if match.group(3) == "note":
+            if errors:
+                line, message, notes = errors[-1]
+                errors[-1] = (line, message, f"{notes}\n{match.group(4)}")
+            continue
+        errors.append((int(match.group(1)), match.group(4).strip(), ""))
+    for line, message, notes in errors:
         if line > lines:
             line = 1
         for pattern, rule, explanation in _COMPILER_RULES:
             found = pattern.search(message)
+            why = ""
+            if found is None and rule:
+                # A failed call: the note on the candidate says why (an address space).
+                note = next((n for n in notes.splitlines() if pattern.search(n)), None)
+                if note is not None:
+                    found = pattern.search(note)
+                    why = f"; {_plain(note)}"
             if found is None:
                 continue
             if not rule:  # the shim's own static_assert names its rule
                 problems.append(Problem(line, found.group(1), found.group(2)))
             else:
-                problems.append(Problem(line, rule, f"{explanation} ({_plain(message)})"))
+                problems.append(Problem(line, rule, f"{explanation} ({_plain(message)}{why})"))
             break
         else:
             problems.append(Problem(line, "compiles", _plain(message)))
@@ -997,7 +1019,11 @@ def _plain(message: str) -> str:
     message = re.sub(r"LLMFS_CONSTANT\s*", "constant ", message)
     message = re.sub(r"LLMFS_THREADGROUP\s*", "threadgroup ", message)
     message = re.sub(r"llmfs_vec<(\w+), (\d)>", r"\1\2", message)
-    return message
+    for number, space in ((1, "device"), (2, "constant"), (3, "threadgroup")):
+        message = re.sub(rf"address space '?{number}'?", f"the {space} address space", message)
+    message = message.replace("generic address space", "thread address space")
+    message = message.replace("const constant", "constant")
+    return re.sub(r"\s*\[-W[^\]]*\]", "", message)
 
 
 def require_sanitizer() -> None:
