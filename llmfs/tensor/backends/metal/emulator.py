@@ -2,25 +2,37 @@
 
 How it works, in the order a launch happens:
 
-1. :func:`~llmfs.tensor.backends.metal.lint.check_msl` refuses what Metal would refuse but C++
-   accepts (``double``, pointer parameters without an address space, ...).
-2. The source's ``#include <metal_stdlib>`` finds the shim header in ``include/`` (it defines the
-   address-space words away, makes ``kernel`` functions plain functions, ignores attributes and
-   provides ``uint``, ``half`` and the ``metal::`` math functions).
-3. For every ``kernel void`` function a launcher is generated and appended to the source. The
+1. :func:`~llmfs.tensor.backends.metal.lint.check_msl` checks both rule sets: Metal's own
+   (``double``, pointer parameters without an address space, ...) and the emulator's (no
+   ``__builtin_*`` or C library calls, nothing outside the emulator's MSL such as ``bfloat``).
+2. :func:`msl_as_cpp` rewrites what C++ reads otherwise (unsuffixed literals are floats,
+   ``2.0h`` is a half, ``float4(a, b, c, d)`` a vector constructor; attributes are blanked), and
+   the source's ``#include <metal_stdlib>`` finds the shim header in ``include/``: real address
+   spaces (mixing them does not compile, as in Metal), vector types with swizzles, ``half``
+   arithmetic that rounds every operation, atomics, simdgroup functions and the ``metal::``
+   math. clang++ compiles it (see :mod:`~llmfs.tensor.backends.metal.toolchain`); its errors
+   become a :class:`~llmfs.tensor.backends.metal.errors.KernelLintError` naming the rule and
+   the source line (:func:`compile_error`), never the compiler's raw text.
+3. For every kernel (``kernel void f``, ``[[kernel]] void f``, named by ``[[host_name]]`` when
+   it has one, as Metal names it) a launcher is generated and appended to the source. The
    launcher walks the grid the way ``dispatchThreads`` does, threadgroup by threadgroup, with
    partial threadgroups on the far edges, and calls the kernel once per thread with the buffer
-   pointers taken from the same ``[[buffer(n)]]`` indices the Metal path binds. A kernel that
-   uses ``threadgroup_barrier`` gets one OS thread per GPU thread of a group, meeting at a real
-   barrier; other kernels run their threads one after another.
+   pointers taken from the same buffer indices the Metal path binds (explicit, or assigned as
+   Metal assigns them) and ``[[threadgroup(n)]]`` blocks of the lengths given at launch. A
+   kernel that uses ``threadgroup_barrier`` or a simdgroup function runs the threads of a group
+   as fibers on one OS thread, switched only there: between two barriers the threads run one
+   after another, so a missing barrier shows; a simdgroup function exchanges the values of the
+   32 lanes that reached it. Other kernels run their threads one after another.
 
    What a GPU does not promise, the emulator does not give either: every ``threadgroup``
    variable of a kernel body is rewritten into a reference to a block of its group's memory that
    starts out filled with junk (0xFF bytes: NaN for floats, -1 for integers) on every launch and
    in every group; ``shuffle=<seed>`` runs the groups and the threads inside each group in a
-   seeded random order, so a kernel whose result depends on thread order shows it; a thread
-   that returns while the rest of its group waits at a barrier fails the launch
-   (:class:`KernelLaunchError`) instead of hanging.
+   seeded random order (for fibers: a new order after every barrier), so a kernel whose result
+   depends on thread order shows it; a thread that returns while the rest of its group waits
+   at a barrier fails the launch (:class:`KernelLaunchError`) instead of hanging; more than
+   32 KiB of threadgroup memory, or a threadgroup larger than the pipeline's
+   :meth:`EmulatorLibrary.max_total_threads_per_threadgroup`, is refused.
 4. The text is compiled once per hash into the cache folder (see
    :mod:`~llmfs.tensor.backends.metal.toolchain`) and loaded with :mod:`ctypes`.
 
@@ -383,6 +395,7 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
         "    llmfs_fault_thread[0] = ids->thread_position_in_grid.x;",
         "    llmfs_fault_thread[1] = ids->thread_position_in_grid.y;",
         "    llmfs_fault_thread[2] = ids->thread_position_in_grid.z;",
+        "    llmfs_in_kernel = 1;  // a fiber resumed: the kernel runs again",
         "}",
         "#else",
         "#define LLMFS_ENTER(ids) ((void)0)",

@@ -128,7 +128,7 @@ kernel void block_sum(device const float* x [[buffer(0)]],
 )
 
 
-def test_threadgroup_memory_and_barriers_run_one_os_thread_per_gpu_thread() -> None:
+def test_threadgroup_memory_and_barriers_run_the_threads_of_a_group_as_fibers() -> None:
     values = np.arange(200, dtype=np.float32)
     out = np.zeros(4, dtype=np.float32)
     run_kernel(BLOCK_SUM, "block_sum", [values, out], 200, 64)

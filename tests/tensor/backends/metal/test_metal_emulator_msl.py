@@ -24,6 +24,7 @@ from llmfs.tensor.backends.metal.errors import (
     KernelArgumentError,
     KernelLaunchError,
     KernelLintError,
+    KernelMemoryError,
 )
 from tests.requirements import require_tool
 from tests.tensor.backends.metal.conftest import ORDERS
@@ -757,3 +758,105 @@ def test_threadgroup_memory_over_32_kib_in_variables_and_arguments_fails_the_lau
     np.testing.assert_array_equal(out, 1.0)
     with pytest.raises(KernelLaunchError, match="threadgroup-memory-limit"):
         library.run("k", [out], 4, threadgroup_memory={0: 16400})
+
+
+ORDER_SOURCE = HEADER + (
+    "kernel void order(device atomic_uint* next [[buffer(0)]], device uint* seen [[buffer(1)]],\n"
+    "                  uint t [[thread_index_in_threadgroup]]) {\n"
+    "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+    "    seen[atomic_fetch_add_explicit(next, 1u, memory_order_relaxed)] = t;\n"
+    "}\n"
+)
+
+
+def test_between_barriers_threads_run_in_grid_order_or_a_seeded_shuffle(compiler) -> None:
+    def run(shuffle: int | None) -> np.ndarray:
+        seen = np.zeros(64, np.uint32)
+        run_kernel(
+            ORDER_SOURCE,
+            "order",
+            [np.zeros(1, np.uint32), seen],
+            64,
+            64,
+            shuffle=shuffle,
+            sanitize=False,
+        )
+        return seen
+
+    np.testing.assert_array_equal(run(None), np.arange(64))
+    shuffled = run(3)
+    assert sorted(shuffled) == list(range(64)) and not np.array_equal(shuffled, np.arange(64))
+    np.testing.assert_array_equal(run(3), shuffled)  # the same seed, the same order
+    assert not np.array_equal(run(4), shuffled)
+
+
+def test_simdgroup_functions_run_isolated_and_a_fault_after_a_barrier_names_its_thread(
+    compiler,
+) -> None:
+    faulty = HEADER + (
+        "kernel void k(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {\n"
+        "    float s = simd_sum(1.0f);\n"
+        "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
+        "    uint far = i == 37 ? 100000u * uint(out[64]) : 0u;\n"
+        "    out[i + far] = s;\n"
+        "}\n"
+    )
+    out = np.zeros(65, np.float32)  # out[64] == 0: every thread writes in bounds
+    run_kernel(faulty, "k", [out], 64, 64, sanitize=None, shuffle=2)
+    np.testing.assert_array_equal(out[:64], 32.0)
+    out[64] = 1.0  # now thread 37 writes far past the end, after the barrier
+    with pytest.raises(KernelMemoryError) as caught:
+        run_kernel(faulty, "k", [out], 64, 64, sanitize=None, shuffle=5)
+    assert caught.value.thread == (37, 0, 0)
+
+
+def test_run_kernel_passes_threadgroup_memory_to_the_emulator(compiler) -> None:
+    x = np.arange(256, dtype=np.float32)
+    out = np.zeros(2, np.float32)
+    args = [x, out, u32(256)]
+    run_kernel(
+        VALID_SOURCE,
+        "tree_sum_argument",
+        args,
+        256,
+        128,
+        backend="metal-emulator",
+        sanitize=False,
+        threadgroup_memory={0: 512},
+    )
+    np.testing.assert_array_equal(out, [x[:128].sum(), x[128:].sum()])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_literal_rewriting_keeps_lines_and_gives_msls_float_and_half_literals(seed) -> None:
+    """Random sources of literals, comments and strings: every unsuffixed floating literal
+    gains an f, every h literal becomes a half cast, comments and strings stay as written,
+    and no line moves."""
+    rng = np.random.default_rng(seed)
+    pieces, expected = [], []
+    for _ in range(60):
+        kind = int(rng.integers(6))
+        value = f"{rng.integers(0, 100)}.{rng.integers(0, 100)}"
+        if kind == 0:
+            pieces.append(value)
+            expected.append(value + "f")
+        elif kind == 1:
+            pieces.append(value + "f")
+            expected.append(value + "f")
+        elif kind == 2:
+            pieces.append(value + "h")
+            expected.append(f"((half){value}f)")
+        elif kind == 3:
+            pieces.append(f"// {value} in a comment\n")
+            expected.append(f"// {value} in a comment\n")
+        elif kind == 4:
+            pieces.append(f"x{rng.integers(10)}")  # an identifier, never a literal
+            expected.append(pieces[-1])
+        else:
+            exponent = f"{rng.integers(1, 9)}e-{rng.integers(1, 5)}"
+            pieces.append(exponent)
+            expected.append(exponent + "f")
+    source = " + ".join(pieces)
+    rewritten = emu.msl_as_cpp(source)
+    assert rewritten == " + ".join(expected)
+    assert rewritten.count("\n") == source.count("\n")
