@@ -29,9 +29,7 @@ from llmfs.tensor.backends.metal.errors import (
 )
 from llmfs.tensor.errors import TensorError
 
-pytestmark = pytest.mark.skipif(
-    not emulator_available(), reason="the Metal emulator needs a C++ compiler (g++ or clang++)"
-)
+pytestmark = pytest.mark.skipif(not emulator_available(), reason="the Metal emulator needs clang++")
 
 HEADER = "#include <metal_stdlib>\nusing namespace metal;\n"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from llmfs.tensor.backends.metal import check_msl, lint_msl
@@ -384,3 +385,52 @@ def test_rule_sets_partition_the_rules_and_unknown_sets_are_refused() -> None:
     assert not METAL_RULES & EMULATOR_RULES
     with pytest.raises(ValueError, match="rules must be one of all, metal, emulator"):
         lint_msl(HEADER, "mac")
+
+
+_INDEX = ("i", "row * N + col", "N - 1", "k * N", "(i + N) % 4", "N")
+_READS = (
+    "C[{e}] = acc;",
+    "C[{e}] += N * 2;",
+    "acc += A[{e}] * P[{e}];",
+    "acc = N == 3 ? P[0] : float(N);",
+    "if (N <= 4 && N != 2 && N >= 1) {{ C[{e}] = *P; }}",
+    "acc = *(P + N) + P[{e}];",
+    "C[{e}] = -P[N];",
+)
+_WRITES = (
+    "N = {e};",
+    "N += 1;",
+    "N++;",
+    "--N;",
+    "P[{e}] = acc;",
+    "*P = acc;",
+    "*(P + {e}) = acc;",
+    "P[{e}] *= 2.0f;",
+    "++P[{e}];",
+)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_reads_of_constant_arguments_pass_and_every_write_is_refused(seed: int) -> None:
+    """Random bodies that read `constant uint& N` and `constant float* P` in every position a
+    tiled kernel uses them (subscripts, compares, dereferences) are clean; a random write
+    through either, at a random statement, is refused on its own line."""
+    rng = np.random.default_rng(seed)
+    body = [
+        "    " + _READS[rng.integers(len(_READS))].format(e=_INDEX[rng.integers(len(_INDEX))])
+        for _ in range(8)
+    ]
+    params = (
+        "device float* C [[buffer(1)]], device const float* A [[buffer(2)]], "
+        "constant uint& N [[buffer(3)]], constant float* P [[buffer(4)]], "
+        "uint i [[thread_position_in_grid]]"
+    )
+    lead = "    uint row = i, col = i, k = i;\n    float acc = 0.0f;\n"
+    clean = _kernel(lead + "\n".join(body), params)
+    assert lint_msl(clean) == [], clean
+    at = int(rng.integers(len(body) + 1))
+    write = _WRITES[rng.integers(len(_WRITES))].format(e=_INDEX[rng.integers(len(_INDEX))])
+    body.insert(at, "    " + write)
+    dirty = _kernel(lead + "\n".join(body), params)
+    problems = [(line, rule) for line, rule, _ in lint_msl(dirty)]
+    assert problems == [(6 + at, "constant-is-read-only")], (dirty, problems)
