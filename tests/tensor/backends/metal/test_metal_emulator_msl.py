@@ -860,3 +860,26 @@ def test_literal_rewriting_keeps_lines_and_gives_msls_float_and_half_literals(se
     rewritten = emu.msl_as_cpp(source)
     assert rewritten == " + ".join(expected)
     assert rewritten.count("\n") == source.count("\n")
+
+
+def test_a_simdgroup_function_in_divergent_code_combines_the_active_lanes_only(compiler) -> None:
+    """Lanes that returned, or wait at a barrier, take no part, as on a GPU; lanes of a partial
+    simdgroup (the edge of the grid) do not exist."""
+    source = HEADER + (
+        "kernel void k(device const float* x [[buffer(0)]], device float* out [[buffer(1)]],\n"
+        "              uint i [[thread_position_in_grid]],\n"
+        "              uint lane [[thread_index_in_simdgroup]]) {\n"
+        "    if (lane % 3 == 1) return;\n"
+        "    out[i] = simd_sum(x[i]);\n"
+        "}\n"
+    )
+    x = np.arange(80, dtype=np.float32)
+    for shuffle in ORDERS.values():
+        out = np.full(80, -1.0, np.float32)
+        run_kernel(source, "k", [x, out], 80, 64, shuffle=shuffle, sanitize=False)
+        active = (np.arange(80) % 32) % 3 != 1
+        for start in (0, 32, 64):  # the last simdgroup has 16 lanes (80 = 64 + 16)
+            lanes = np.arange(start, min(start + 32, 80))
+            total = x[lanes][active[lanes]].sum()
+            np.testing.assert_array_equal(out[lanes][active[lanes]], total)
+            np.testing.assert_array_equal(out[lanes][~active[lanes]], -1.0)
