@@ -98,6 +98,7 @@ def run_kernel(
     sanitize: bool | None = None,
     shuffle: int | None = None,
     timeout: float = emulator.DEFAULT_TIMEOUT_S,
+    threadgroup_memory: Mapping[int, int] | None = None,
 ) -> None:
     """Compiles MSL ``source`` and runs kernel ``name`` over ``grid`` threads.
 
@@ -115,6 +116,9 @@ def run_kernel(
     ``sanitize=True`` insists on AddressSanitizer (its report says which line and which
     buffer). ``timeout`` (seconds,
     default 30) stops an isolated launch that runs longer (an endless loop).
+    ``threadgroup_memory`` gives each ``[[threadgroup(n)]]`` argument its length in bytes
+    (``{n: bytes}``, multiples of 16, at most 32 KiB per threadgroup with the kernel's own
+    threadgroup variables); emulator only for now.
 
     The emulator also refuses to hide what a GPU does not promise: threadgroup memory starts
     out as junk (NaN floats) in every launch, ``shuffle=<seed>`` runs the threads in a shuffled
@@ -145,7 +149,14 @@ def run_kernel(
     chosen = backend or ("metal" if is_available() else "metal-emulator")
     if chosen == "metal-emulator":
         emulator.load_library(source).run(
-            name, buffers, grid, threadgroup, sanitize=sanitize, shuffle=shuffle, timeout=timeout
+            name,
+            buffers,
+            grid,
+            threadgroup,
+            sanitize=sanitize,
+            shuffle=shuffle,
+            timeout=timeout,
+            threadgroup_memory=threadgroup_memory,
         )
         return
     if chosen == "metal":
@@ -153,6 +164,11 @@ def run_kernel(
             raise KernelArgumentError(
                 "sanitize=True and shuffle need the emulator (backend='metal-emulator'); on a "
                 "Mac, Xcode's Metal validation layer plays that role"
+            )
+        if threadgroup_memory:
+            raise KernelArgumentError(
+                "threadgroup_memory ([[threadgroup(n)]] arguments) runs on the emulator only "
+                "for now (backend='metal-emulator')"
             )
         device.default_device().run_kernel(source, name, buffers, grid, threadgroup)
         return

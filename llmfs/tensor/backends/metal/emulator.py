@@ -2,25 +2,37 @@
 
 How it works, in the order a launch happens:
 
-1. :func:`~llmfs.tensor.backends.metal.lint.check_msl` refuses what Metal would refuse but C++
-   accepts (``double``, pointer parameters without an address space, ...).
-2. The source's ``#include <metal_stdlib>`` finds the shim header in ``include/`` (it defines the
-   address-space words away, makes ``kernel`` functions plain functions, ignores attributes and
-   provides ``uint``, ``half`` and the ``metal::`` math functions).
-3. For every ``kernel void`` function a launcher is generated and appended to the source. The
+1. :func:`~llmfs.tensor.backends.metal.lint.check_msl` checks both rule sets: Metal's own
+   (``double``, pointer parameters without an address space, ...) and the emulator's (no
+   ``__builtin_*`` or C library calls, nothing outside the emulator's MSL such as ``bfloat``).
+2. :func:`msl_as_cpp` rewrites what C++ reads otherwise (unsuffixed literals are floats,
+   ``2.0h`` is a half, ``float4(a, b, c, d)`` a vector constructor; attributes are blanked), and
+   the source's ``#include <metal_stdlib>`` finds the shim header in ``include/``: real address
+   spaces (mixing them does not compile, as in Metal), vector types with swizzles, ``half``
+   arithmetic that rounds every operation, atomics, simdgroup functions and the ``metal::``
+   math. clang++ compiles it (see :mod:`~llmfs.tensor.backends.metal.toolchain`); its errors
+   become a :class:`~llmfs.tensor.backends.metal.errors.KernelLintError` naming the rule and
+   the source line (:func:`compile_error`), never the compiler's raw text.
+3. For every kernel (``kernel void f``, ``[[kernel]] void f``, named by ``[[host_name]]`` when
+   it has one, as Metal names it) a launcher is generated and appended to the source. The
    launcher walks the grid the way ``dispatchThreads`` does, threadgroup by threadgroup, with
    partial threadgroups on the far edges, and calls the kernel once per thread with the buffer
-   pointers taken from the same ``[[buffer(n)]]`` indices the Metal path binds. A kernel that
-   uses ``threadgroup_barrier`` gets one OS thread per GPU thread of a group, meeting at a real
-   barrier; other kernels run their threads one after another.
+   pointers taken from the same buffer indices the Metal path binds (explicit, or assigned as
+   Metal assigns them) and ``[[threadgroup(n)]]`` blocks of the lengths given at launch. A
+   kernel that uses ``threadgroup_barrier`` or a simdgroup function runs the threads of a group
+   as fibers on one OS thread, switched only there: between two barriers the threads run one
+   after another, so a missing barrier shows; a simdgroup function exchanges the values of the
+   32 lanes that reached it. Other kernels run their threads one after another.
 
    What a GPU does not promise, the emulator does not give either: every ``threadgroup``
    variable of a kernel body is rewritten into a reference to a block of its group's memory that
    starts out filled with junk (0xFF bytes: NaN for floats, -1 for integers) on every launch and
    in every group; ``shuffle=<seed>`` runs the groups and the threads inside each group in a
-   seeded random order, so a kernel whose result depends on thread order shows it; a thread
-   that returns while the rest of its group waits at a barrier fails the launch
-   (:class:`KernelLaunchError`) instead of hanging.
+   seeded random order (for fibers: a new order after every barrier), so a kernel whose result
+   depends on thread order shows it; a thread that returns while the rest of its group waits
+   at a barrier fails the launch (:class:`KernelLaunchError`) instead of hanging; more than
+   32 KiB of threadgroup memory, or a threadgroup larger than the pipeline's
+   :meth:`EmulatorLibrary.max_total_threads_per_threadgroup`, is refused.
 4. The text is compiled once per hash into the cache folder (see
    :mod:`~llmfs.tensor.backends.metal.toolchain`) and loaded with :mod:`ctypes`.
 
@@ -50,12 +62,14 @@ import numpy as np
 
 from llmfs.tensor.backends.metal.errors import (
     KernelArgumentError,
+    KernelCompileError,
     KernelLaunchError,
+    KernelLintError,
     KernelMemoryError,
     KernelNotFoundError,
     MetalUnavailableError,
 )
-from llmfs.tensor.backends.metal.lint import check_msl
+from llmfs.tensor.backends.metal.lint import Problem, check_msl
 from llmfs.tensor.backends.metal.msl import Kernel, Parameter, blank_comments, find_kernels
 from llmfs.tensor.backends.metal.toolchain import build, find_compiler, sanitizer_available
 
@@ -250,15 +264,62 @@ def writes(param: Parameter) -> bool:
 # ------------------------------------------------------------------------------------------------
 
 
+_COOPERATIVE = re.compile(r"\b(?:threadgroup_barrier|simdgroup_barrier|simd_\w+|quad_\w+)\s*\(")
+
+
 def uses_barrier(source: str, kernel: Kernel) -> bool:
-    """True when ``kernel`` may reach ``threadgroup_barrier``: in its own body, or anywhere
-    outside the kernel bodies (a helper it may call)."""
-    if "threadgroup_barrier" in kernel.body:
+    """True when ``kernel`` may reach ``threadgroup_barrier`` or a simdgroup function: in its
+    own body, or anywhere outside the kernel bodies (a helper it may call). Such a kernel runs
+    its threads as fibers that meet there (see the shim)."""
+    if _COOPERATIVE.search(kernel.body):
         return True
     text = blank_comments(source)
     for other in find_kernels(source):
         text = text.replace(other.body, "")
-    return "threadgroup_barrier" in text
+    return _COOPERATIVE.search(text) is not None
+
+
+# Unsuffixed floating literals (0.5, .5, 2., 1e-3) are floats in MSL, doubles in C++.
+_UNSUFFIXED = re.compile(
+    r"(?<![\w.])(?:(?:\d+\.\d*|\.\d+)(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)(?![\w.])"
+)
+# Half literals: 2.0h, .5h, 1e-3h, 3h.
+_HALF_LITERAL = re.compile(r"(?<![\w.])((?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?)[hH](?![\w.])")
+# MSL vector constructors: float4(a, b, c, d), half2(x), uint3(v.xy, z).
+_VECTOR_CONSTRUCTOR = re.compile(
+    r"(?<![\w.:])(float|half|int|uint|short|ushort|char|uchar)([234])\s*\("
+)
+
+
+# An attribute: [[buffer(0)]], [[threadgroup(0)]], [[kernel]], [[host_name("f")]].
+_ATTRIBUTE_TEXT = re.compile(r"\[\[[^\[\]]*\]\]")
+
+
+def msl_as_cpp(source: str) -> str:
+    """``source`` with MSL's spellings that C++ reads otherwise rewritten, line numbers kept:
+    attributes are blanked (the launcher reads them from the source; left in, the address-space
+    words inside ``[[threadgroup(0)]]`` would expand), unsuffixed floating literals become float
+    literals (``0.5f``), half literals casts of float ones (``((half)2.0f)``), vector
+    constructors calls of the shim's ``llmfs_vec<T, N>``. Comments and string literals are left
+    alone."""
+    text = blank_comments(source)
+    edits: list[tuple[int, int, str]] = []
+    for match in _ATTRIBUTE_TEXT.finditer(text):
+        edits.append((match.start(), match.end(), " " * (match.end() - match.start())))
+    for match in _HALF_LITERAL.finditer(text):
+        number = match.group(1)
+        if not any(c in number for c in ".eE"):
+            number += ".0"
+        edits.append((match.start(), match.end(), f"((half){number}f)"))
+    for match in _UNSUFFIXED.finditer(text):
+        edits.append((match.end(), match.end(), "f"))
+    for match in _VECTOR_CONSTRUCTOR.finditer(text):
+        edits.append(
+            (match.start(), match.end(), f"llmfs_vec<{match.group(1)}, {match.group(2)}>(")
+        )
+    for start, end, replacement in sorted(edits, reverse=True):
+        source = source[:start] + replacement + source[end:]
+    return source
 
 
 _THREADGROUP_DECLARATION = re.compile(r"\bthreadgroup\b([^;{}()]*);")
@@ -292,7 +353,13 @@ def with_threadgroup_memory(source: str, kernels: Sequence[Kernel]) -> str:
             element, name, dims = parts.group(1).strip(), parts.group(2), parts.group(3)
             dims = "".join(dims.split())
             newlines = "\n" * match.group(0).count("\n")
-            replacement = f"auto& {name} = *llmfs_threadgroup<{element}{dims}>({slot});{newlines}"
+            kind = f"{element}{dims}"
+            replacement = (
+                f"auto& {name} = *llmfs_threadgroup<{kind}>({slot}); "
+                f'static_assert(sizeof({kind}) <= {MAX_THREADGROUP_BYTES}, "LLMFS-RULE '
+                f"threadgroup-memory-limit: threadgroup variable '{name}' is larger than "
+                f"Metal's {MAX_THREADGROUP_BYTES} bytes of threadgroup memory\");{newlines}"
+            )
             start = kernel.body_start + match.start()
             edits.append((start, start + len(match.group(0)), replacement))
             slot += 1
@@ -301,8 +368,10 @@ def with_threadgroup_memory(source: str, kernels: Sequence[Kernel]) -> str:
     return source
 
 
-#: Must match LLMFS_MAX_THREADGROUP_VARIABLES in the shim.
+#: Threadgroup variables of a kernel body the emulator supports (slots 0..63 in the shim).
 MAX_THREADGROUP_VARIABLES = 64
+#: Metal's threadgroup memory per threadgroup (bytes): variables and [[threadgroup(n)]] together.
+MAX_THREADGROUP_BYTES = 32768
 
 
 def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
@@ -310,7 +379,7 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
     followed by one ``extern "C"`` launcher per kernel (see the module text) and the order
     setter."""
     parts = [
-        with_threadgroup_memory(source, kernels).rstrip("\n"),
+        msl_as_cpp(with_threadgroup_memory(source, kernels)).rstrip("\n"),
         "",
         "// ---- llmfs emulator: generated launchers ----",
         "#if defined(LLMFS_HARNESS)",
@@ -322,6 +391,12 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
         "llmfs_fault_thread[1] = (ids).thread_position_in_grid.y, "
         "llmfs_fault_thread[2] = (ids).thread_position_in_grid.z, llmfs_in_kernel = 1)",
         "#define LLMFS_LEAVE() (llmfs_in_kernel = 0)",
+        "static void llmfs_note_thread(const llmfs_ids* ids) {",
+        "    llmfs_fault_thread[0] = ids->thread_position_in_grid.x;",
+        "    llmfs_fault_thread[1] = ids->thread_position_in_grid.y;",
+        "    llmfs_fault_thread[2] = ids->thread_position_in_grid.z;",
+        "    llmfs_in_kernel = 1;  // a fiber resumed: the kernel runs again",
+        "}",
         "#else",
         "#define LLMFS_ENTER(ids) ((void)0)",
         "#define LLMFS_LEAVE() ((void)0)",
@@ -332,7 +407,7 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
         "    llmfs_order_seed = seed;\n"
         "}",
     ]
-    for kernel in kernels:
+    for number, kernel in enumerate(kernels):
         args = []
         for param in kernel.parameters:
             if param.attribute == "buffer":
@@ -341,19 +416,23 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
                     args.append(f"*({pointer_type})llmfs_buffers[{param.index}]")
                 else:
                     args.append(f"({param.type_text})llmfs_buffers[{param.index}]")
+            elif param.attribute == "threadgroup":
+                args.append(f"llmfs_threadgroup_argument<{param.type_text}>({param.index})")
             else:
                 args.append(f"llmfs_pick<{param.base_type}>(llmfs_ids_.{param.attribute})")
         runner = "llmfs_run_threaded" if uses_barrier(source, kernel) else "llmfs_run_serial"
         parts.append(
+            f"#line {kernel.line}\n"
             f'extern "C" __attribute__((visibility("default"))) int '
-            f"llmfs_launch_{kernel.name}(void** llmfs_buffers, const unsigned* llmfs_grid, "
-            f"const unsigned* llmfs_group) {{\n"
+            f"llmfs_launch_{number}(void** llmfs_buffers, const unsigned* llmfs_grid, "
+            f"const unsigned* llmfs_group, const unsigned* llmfs_lengths) {{\n"
             f"    uint3 llmfs_grid_ = {{llmfs_grid[0], llmfs_grid[1], llmfs_grid[2]}};\n"
             f"    uint3 llmfs_group_ = {{llmfs_group[0], llmfs_group[1], llmfs_group[2]}};\n"
+            f"    llmfs_threadgroup_lengths = llmfs_lengths;\n"
             f"    auto llmfs_body_ = [&](const llmfs_ids& llmfs_ids_) {{\n"
             f"        (void)llmfs_ids_;\n"
             f"        LLMFS_ENTER(llmfs_ids_);\n"
-            f"        {kernel.name}({', '.join(args)});\n"
+            f"        {kernel.function}({', '.join(args)});\n"
             f"        LLMFS_LEAVE();\n"
             f"    }};\n"
             f"    return {runner}(llmfs_grid_, llmfs_group_, llmfs_body_);\n"
@@ -364,8 +443,8 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
 
 _HARNESS_MAIN = r"""
 // ---- llmfs emulator: isolated launch harness ----
-// argv[1] names a manifest: "gx gy gz tx ty tz count shuffled seed", then per buffer index
-// "bytes path"
+// argv[1] names a manifest: "gx gy gz tx ty tz count shuffled seed", then the 32 lengths of
+// the [[threadgroup(n)]] arguments, then per buffer index "bytes path"
 // (path "-" for an unbound index). Every buffer gets its own exactly-sized block:
 // * AddressSanitizer build: a malloc of exactly `bytes` bytes; the sanitizer reports any access
 //   outside it.
@@ -478,6 +557,10 @@ int main(int argc, char** argv) {
                &group[1], &group[2], &count, &shuffled, &seed) != 9 || count < 0 || count > 31)
         return 66;
     llmfs_set_order(shuffled, seed);
+    unsigned lengths[32] = {0};
+    for (int i = 0; i < 32; ++i) {
+        if (fscanf(manifest, "%u", &lengths[i]) != 1) return 66;
+    }
     void* buffers[31] = {0};
     size_t sizes[31] = {0};
     char paths[31][1024];
@@ -502,7 +585,8 @@ int main(int argc, char** argv) {
 #else
     __sanitizer_set_death_callback(llmfs_say_thread);
 #endif
-    int rc = LLMFS_LAUNCH(buffers, grid, group);
+    llmfs_switch_hook = llmfs_note_thread;
+    int rc = LLMFS_LAUNCH(buffers, grid, group, lengths);
 #if defined(LLMFS_GUARDED)
     for (int i = 0; i < count; ++i) {
         if (buffers[i] && llmfs_check(i)) return 87;
@@ -531,27 +615,50 @@ class EmulatorLibrary:
     serialised by a lock, because the thread order is a setting of the library.
     """
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, *, max_threads_per_threadgroup: int | None = None) -> None:
         check_msl(source)
         self.source = source
-        self.kernels = {kernel.name: kernel for kernel in find_kernels(source)}
-        self._text = launcher_source(source, list(self.kernels.values()))
-        path = build(self._text, kind="so", what="the MSL source (as C++ for the emulator)")
+        found = find_kernels(source)
+        self.kernels = {kernel.name: kernel for kernel in found}
+        #: The device's limit on threads per threadgroup this library reports (a real device
+        #: may report fewer than 1,024); each pipeline's own limit is at most this.
+        self.max_threads_per_threadgroup = (
+            MAX_THREADS_PER_THREADGROUP
+            if max_threads_per_threadgroup is None
+            else max_threads_per_threadgroup
+        )
+        self._text = launcher_source(source, found)
+        try:
+            path = build(self._text, kind="so", what="the MSL source (as C++ for the emulator)")
+        except KernelCompileError as error:
+            raise compile_error(source, error.log) from None
         self._dll = ctypes.CDLL(str(path))
         self._lock = threading.Lock()
         self._functions: dict[str, Any] = {}  # ctypes function pointers
-        for name in self.kernels:
-            function = getattr(self._dll, f"llmfs_launch_{name}")
+        self._numbers = {kernel.name: number for number, kernel in enumerate(found)}
+        for number, kernel in enumerate(found):
+            function = getattr(self._dll, f"llmfs_launch_{number}")
             function.argtypes = [
                 ctypes.POINTER(ctypes.c_void_p),
                 ctypes.POINTER(ctypes.c_uint),
                 ctypes.POINTER(ctypes.c_uint),
+                ctypes.POINTER(ctypes.c_uint),
             ]
             function.restype = ctypes.c_int
-            self._functions[name] = function
+            self._functions[kernel.name] = function
         self._set_order = self._dll.llmfs_set_order
         self._set_order.argtypes = [ctypes.c_int, ctypes.c_ulonglong]
         self._set_order.restype = None
+
+    def max_total_threads_per_threadgroup(self, name: str) -> int:
+        """The pipeline's ``maxTotalThreadsPerThreadgroup`` for kernel ``name``: the device's
+        limit (:attr:`max_threads_per_threadgroup`), lowered by the kernel's
+        ``[[max_total_threads_per_threadgroup(n)]]`` when it has one. Dispatch enforces it."""
+        kernel = self.kernel(name)
+        limit = self.max_threads_per_threadgroup
+        if kernel.max_total_threads is not None:
+            limit = min(limit, kernel.max_total_threads)
+        return limit
 
     def kernel(self, name: str) -> Kernel:
         """The parsed kernel ``name``; raises :class:`KernelNotFoundError`."""
@@ -570,8 +677,14 @@ class EmulatorLibrary:
         sanitize: bool | None = False,
         shuffle: int | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
+        threadgroup_memory: Mapping[int, int] | None = None,
     ) -> None:
         """Runs kernel ``name`` over ``grid`` threads (``dispatchThreads`` semantics).
+
+        ``threadgroup_memory`` maps each ``[[threadgroup(n)]]`` argument's index to its length
+        in bytes (``setThreadgroupMemoryLength:atIndex:``): a multiple of 16, all of them and
+        the kernel's threadgroup variables together at most 32 KiB. The threadgroup size may
+        not pass :meth:`max_total_threads_per_threadgroup`.
 
         Writes land in the bound numpy arrays. ``threadgroup`` defaults to
         :func:`default_threadgroup`. ``shuffle``: ``None`` runs groups and threads in grid
@@ -602,13 +715,15 @@ class EmulatorLibrary:
                 f"timeout must be a positive number of seconds, got {timeout!r}"
             )
         kernel = self.kernel(name)
+        limit = self.max_total_threads_per_threadgroup(name)
         dims = as_grid(grid)
         group = (
-            default_threadgroup(dims, MAX_THREADS_PER_THREADGROUP, THREAD_EXECUTION_WIDTH)
+            default_threadgroup(dims, limit, THREAD_EXECUTION_WIDTH)
             if threadgroup is None
             else as_grid(threadgroup, "threadgroup")
         )
-        check_threadgroup(group, MAX_THREADS_PER_THREADGROUP)
+        check_threadgroup(group, limit)
+        lengths = threadgroup_lengths(kernel, threadgroup_memory)
         bound = normalize_buffers(buffers)
         check_buffers(kernel, bound)
         if sanitize:
@@ -618,7 +733,14 @@ class EmulatorLibrary:
         if sanitize is None or sanitize:
             chosen = sanitizer_available() if sanitize is None else True
             self.run_isolated(
-                kernel, bound, dims, group, sanitize=chosen, shuffle=shuffle, timeout=timeout
+                kernel,
+                bound,
+                dims,
+                group,
+                sanitize=chosen,
+                shuffle=shuffle,
+                timeout=timeout,
+                lengths=lengths,
             )
             return
         slots = max(bound, default=-1) + 1
@@ -627,11 +749,39 @@ class EmulatorLibrary:
             pointers[index] = array.ctypes.data
         grid_arg = (ctypes.c_uint * 3)(*dims)
         group_arg = (ctypes.c_uint * 3)(*group)
+        length_arg = (ctypes.c_uint * 32)(*lengths)
         with self._lock:
             self._set_order(0 if shuffle is None else 1, _seed(shuffle))
-            rc = self._functions[name](pointers, grid_arg, group_arg)
+            rc = self._functions[name](pointers, grid_arg, group_arg, length_arg)
         if rc != 0:
             raise KernelLaunchError(_launch_failure(name, rc, group))
+
+    def launch_pointers(
+        self,
+        name: str,
+        pointers: Mapping[int, int],
+        grid: Grid,
+        group: Grid,
+        *,
+        shuffle: int | None = None,
+        lengths: Sequence[int] = (0,) * 32,
+    ) -> int:
+        """Launches kernel ``name`` in this process on raw buffer addresses (``{index:
+        address}``), with no argument checks; returns the launcher's code (0: success). For a
+        stand-in of a GPU driver that binds its own memory; everything else uses :meth:`run`."""
+        slots = (ctypes.c_void_p * 31)()
+        for index, address in pointers.items():
+            slots[index] = address
+        with self._lock:
+            self._set_order(0 if shuffle is None else 1, _seed(shuffle))
+            return int(
+                self._functions[name](
+                    slots,
+                    (ctypes.c_uint * 3)(*grid),
+                    (ctypes.c_uint * 3)(*group),
+                    (ctypes.c_uint * 32)(*lengths),
+                )
+            )
 
     def run_isolated(
         self,
@@ -643,6 +793,7 @@ class EmulatorLibrary:
         sanitize: bool = True,
         shuffle: int | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
+        lengths: Sequence[int] = (0,) * 32,
     ) -> None:
         """Runs one launch as a standalone executable in a subprocess, on copies of the buffers.
 
@@ -661,15 +812,19 @@ class EmulatorLibrary:
         mode = "" if sanitize else "#define LLMFS_GUARDED 1\n"
         text = (
             f"#define LLMFS_HARNESS 1\n{mode}#line 1\n{self._text}"
-            f"#define LLMFS_LAUNCH llmfs_launch_{kernel.name}\n{_HARNESS_MAIN}"
+            f"#define LLMFS_LAUNCH llmfs_launch_{self._numbers[kernel.name]}\n{_HARNESS_MAIN}"
         )
         what = "the sanitized emulator build" if sanitize else "the guarded emulator build"
-        exe = build(text, kind="exe", what=what, sanitize=sanitize)
+        try:
+            exe = build(text, kind="exe", what=what, sanitize=sanitize)
+        except KernelCompileError as error:
+            raise compile_error(self.source, error.log) from None
         with tempfile.TemporaryDirectory(prefix="llmfs-asan-run-") as tmp:
             folder = Path(tmp)
             count = max(bound, default=-1) + 1
             order = (0 if shuffle is None else 1, _seed(shuffle))
             lines = [" ".join(str(v) for v in (*grid, *group, count, *order))]
+            lines.append(" ".join(str(v) for v in lengths))
             for index in range(count):
                 array = bound.get(index)
                 if array is None:
@@ -704,7 +859,7 @@ class EmulatorLibrary:
                     f"isolated launch of kernel {kernel.name} was killed by signal "
                     f"{-result.returncode}: {result.stderr.strip()[-2000:]}"
                 )
-            if result.returncode in (2, 3, 4):
+            if result.returncode in (2, 3, 4, 5, 6):
                 raise KernelLaunchError(_launch_failure(kernel.name, result.returncode, group))
             if result.returncode != 0:
                 raise KernelLaunchError(
@@ -735,10 +890,153 @@ def _launch_failure(name: str, rc: int, group: Grid) -> str:
             f"it). On a GPU this hangs or corrupts threadgroup memory: every thread of a group "
             f"must reach every barrier, so guard the work, not the barrier"
         )
+    if rc == 5:
+        return (
+            f"kernel {name}: the lanes of a simdgroup waited at different places (some at a "
+            f"simdgroup function, others at threadgroup_barrier) and could not go on; on a "
+            f"GPU this hangs: let every lane reach the same calls"
+        )
+    if rc == 6:
+        return (
+            f"kernel {name} [threadgroup-memory-limit]: its threadgroup variables and "
+            f"[[threadgroup(n)]] arguments together pass Metal's {MAX_THREADGROUP_BYTES} bytes "
+            f"of threadgroup memory per threadgroup"
+        )
     return (
-        f"kernel {name}: the emulator could not start one OS thread per GPU thread of a "
-        f"{group} threadgroup (code {rc}); use a smaller threadgroup"
+        f"kernel {name}: the emulator could not allocate the stacks of a {group} threadgroup's "
+        f"threads (code {rc}); use a smaller threadgroup"
     )
+
+
+def threadgroup_lengths(kernel: Kernel, lengths: Mapping[int, int] | None) -> list[int]:
+    """The 32 lengths (bytes) the launcher gives the ``[[threadgroup(n)]]`` arguments.
+
+    Every argument the kernel declares needs a length; each is a multiple of 16 (Metal's
+    rule for ``setThreadgroupMemoryLength``) and together at most
+    :data:`MAX_THREADGROUP_BYTES`; an index the kernel does not declare is refused. Raises
+    :class:`KernelArgumentError` naming the argument.
+    """
+    given = dict(lengths or {})
+    declared = kernel.threadgroup_arguments
+    out = [0] * 32
+    for index, value in given.items():
+        if index not in declared:
+            raise KernelArgumentError(
+                f"kernel {kernel.name}: threadgroup_memory gives index {index!r} a length but "
+                f"the kernel declares no [[threadgroup({index})]] argument (declared: "
+                f"{sorted(declared) or 'none'})"
+            )
+        if isinstance(value, bool) or not isinstance(value, int | np.integer):
+            raise KernelArgumentError(
+                f"kernel {kernel.name}: threadgroup_memory[{index}] must be a byte count, got "
+                f"{value!r}"
+            )
+        if value <= 0 or value % 16:
+            raise KernelArgumentError(
+                f"kernel {kernel.name}: threadgroup_memory[{index}] = {value} bytes; Metal needs "
+                f"a positive multiple of 16"
+            )
+        out[index] = int(value)
+    for index, param in sorted(declared.items()):
+        if index not in given:
+            raise KernelArgumentError(
+                f"kernel {kernel.name}: [[threadgroup({index})]] argument {param.name!r} has no "
+                f"length; pass threadgroup_memory={{{index}: bytes}}"
+            )
+    if sum(out) > MAX_THREADGROUP_BYTES:
+        raise KernelArgumentError(
+            f"kernel {kernel.name} [threadgroup-memory-limit]: threadgroup_memory asks for "
+            f"{sum(out)} bytes; Metal allows {MAX_THREADGROUP_BYTES} per threadgroup"
+        )
+    return out
+
+
+# One clang diagnostic: `kernel.metal:12:5: error: message`.
+_DIAGNOSTIC = re.compile(r"^[^\n:]*:(\d+):(\d+): (error|fatal error|note): (.*)$", re.MULTILINE)
+#: How a compiler error reads, and the rule (with what to tell the learner) it breaks.
+_COMPILER_RULES: tuple[tuple[re.Pattern[str], str, str], ...] = (
+    (
+        re.compile(r"LLMFS-RULE ([\w-]+): (.*?)\"?$"),
+        "",
+        "",
+    ),
+    (
+        re.compile(r"address.space|address_space\(|LLMFS_(?:DEVICE|CONSTANT|THREADGROUP)"),
+        "address-space-mismatch",
+        "pointers and references of different address spaces (device, constant, threadgroup, "
+        "thread) do not convert into each other",
+    ),
+    (
+        re.compile(r"variable length array"),
+        "no-variable-length-array",
+        "an array's size must be a compile-time constant in Metal (no variable-length arrays)",
+    ),
+    (
+        re.compile(r"read-only variable is not assignable|cannot assign to .*const"),
+        "constant-is-read-only",
+        "a write through something read-only (constant memory or a const value)",
+    ),
+)
+
+
+def compile_error(source: str, log: str) -> KernelLintError:
+    """The llmfs error for a failed emulator build: each compiler error mapped to the rule it
+    breaks and its source line (an error in generated code points at the kernel's line), the
+    compiler's text kept in ``compiler_log``. An error no rule names is reported as rule
+    ``compiles`` with the compiler's one-line message."""
+    lines = source.count("\n") + 1
+    problems: list[Problem] = []
+    # Each error with the notes after it (the candidates clang tried say why a call failed).
+    errors: list[tuple[int, str, str]] = []
+    for match in _DIAGNOSTIC.finditer(log):
+        if match.group(3) == "note":
+            if errors:
+                line, message, notes = errors[-1]
+                errors[-1] = (line, message, f"{notes}\n{match.group(4)}")
+            continue
+        errors.append((int(match.group(1)), match.group(4).strip(), ""))
+    for line, message, notes in errors:
+        if line > lines:
+            line = 1
+        for pattern, rule, explanation in _COMPILER_RULES:
+            found = pattern.search(message)
+            why = ""
+            if found is None and rule:
+                # A failed call: the note on the candidate says why (an address space).
+                note = next((n for n in notes.splitlines() if pattern.search(n)), None)
+                if note is not None:
+                    found = pattern.search(note)
+                    why = f"; {_plain(note)}"
+            if found is None:
+                continue
+            if not rule:  # the shim's own static_assert names its rule
+                problems.append(Problem(line, found.group(1), found.group(2)))
+            else:
+                problems.append(Problem(line, rule, f"{explanation} ({_plain(message)}{why})"))
+            break
+        else:
+            problems.append(Problem(line, "compiles", _plain(message)))
+    if not problems:
+        problems.append(Problem(1, "compiles", "the emulator's compiler refused the source"))
+    unique = sorted(set(problems))
+    return KernelLintError(unique, compiler_log=log)
+
+
+def _plain(message: str) -> str:
+    """A compiler message in MSL's words: the shim's spellings of the address spaces and
+    vector constructors turned back into MSL's."""
+    message = re.sub(r"__attribute__\(\(address_space\(1\)\)\)\s*", "device ", message)
+    message = re.sub(r"__attribute__\(\(address_space\(2\)\)\)\s*", "constant ", message)
+    message = re.sub(r"__attribute__\(\(address_space\(3\)\)\)\s*", "threadgroup ", message)
+    message = re.sub(r"LLMFS_DEVICE\s*", "device ", message)
+    message = re.sub(r"LLMFS_CONSTANT\s*", "constant ", message)
+    message = re.sub(r"LLMFS_THREADGROUP\s*", "threadgroup ", message)
+    message = re.sub(r"llmfs_vec<(\w+), (\d)>", r"\1\2", message)
+    for number, space in ((1, "device"), (2, "constant"), (3, "threadgroup")):
+        message = re.sub(rf"address space '?{number}'?", f"the {space} address space", message)
+    message = message.replace("generic address space", "thread address space")
+    message = message.replace("const constant", "constant")
+    return re.sub(r"\s*\[-W[^\]]*\]", "", message)
 
 
 def require_sanitizer() -> None:
@@ -751,11 +1049,11 @@ def require_sanitizer() -> None:
         )
 
 
-_LIBRARIES: dict[str, EmulatorLibrary] = {}
+_LIBRARIES: dict[tuple[str, int | None], EmulatorLibrary] = {}
 _LIBRARIES_LOCK = threading.Lock()
 
 
-def load_library(source: str) -> EmulatorLibrary:
+def load_library(source: str, *, max_threads_per_threadgroup: int | None = None) -> EmulatorLibrary:
     """The compiled library for ``source`` (compiled on first use, then reused in-process; the
     disk cache makes later processes skip the compiler too).
 
@@ -763,11 +1061,14 @@ def load_library(source: str) -> EmulatorLibrary:
     :class:`~llmfs.tensor.backends.metal.errors.KernelCompileError` or
     :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError`.
     """
+    key = (source, max_threads_per_threadgroup)
     with _LIBRARIES_LOCK:
-        library = _LIBRARIES.get(source)
+        library = _LIBRARIES.get(key)
         if library is None:
-            library = EmulatorLibrary(source)
-            _LIBRARIES[source] = library
+            library = EmulatorLibrary(
+                source, max_threads_per_threadgroup=max_threads_per_threadgroup
+            )
+            _LIBRARIES[key] = library
         return library
 
 
@@ -783,6 +1084,7 @@ def is_available() -> bool:
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ELEMENT_DTYPES",
+    "MAX_THREADGROUP_BYTES",
     "MAX_THREADGROUP_VARIABLES",
     "MAX_THREADS_PER_THREADGROUP",
     "THREAD_EXECUTION_WIDTH",
@@ -790,12 +1092,15 @@ __all__ = [
     "as_grid",
     "check_buffers",
     "check_threadgroup",
+    "compile_error",
     "default_threadgroup",
     "is_available",
     "launcher_source",
     "load_library",
+    "msl_as_cpp",
     "normalize_buffers",
     "require_sanitizer",
+    "threadgroup_lengths",
     "uses_barrier",
     "with_threadgroup_memory",
     "writes",

@@ -3,7 +3,8 @@
 :mod:`llmfs.tensor`.
 
 ``KernelCompileError`` carries the compiler's own text (Metal's or the C++ compiler's);
-``KernelLintError`` lists the MSL rules a source breaks that C++ would have let through;
+``KernelLintError`` lists the named rules a source breaks (found by the lint, or read from the
+emulator's compiler errors, whose own text it keeps);
 ``KernelLaunchError`` reports a failed dispatch (Metal's command-buffer error text, or the
 emulator's); ``KernelMemoryError`` is an out-of-bounds access caught by AddressSanitizer;
 ``MetalDTypeError`` refuses a dtype a kernel does not take (float64 above all, which Metal does
@@ -33,21 +34,33 @@ class KernelCompileError(MetalError):
 
 
 class KernelLintError(KernelCompileError):
-    """The source uses something Metal rejects although C++ would accept it.
+    """The source breaks a named rule: one Metal itself enforces, or one the emulator needs to
+    compute what Metal computes (see :mod:`~llmfs.tensor.backends.metal.lint`).
 
-    ``problems`` holds ``(line, message)`` pairs, 1-based lines of the kernel source; ``log`` is
-    them one per line.
+    ``problems`` holds :class:`~llmfs.tensor.backends.metal.lint.Problem` triples ``(line,
+    rule, message)``, 1-based lines of the kernel source; ``log`` is them one per line;
+    ``compiler_log`` is the C++ compiler's own text when the problems were read from it (the
+    emulator compiles the source and maps each error to the rule it breaks), else empty.
     """
 
     condition = "source stays inside Metal Shading Language"
-    problems: list[tuple[int, str]]
+    problems: list[tuple[int, str, str]]
+    compiler_log: str = ""
 
     def __post_init__(self) -> None:
         self.what = "the kernel source"
-        self.log = "\n".join(f"line {line}: {message}" for line, message in self.problems)
+        self.log = "\n".join(
+            f"line {line} [{rule}]: {message}" for line, rule, message in self.problems
+        )
+
+    @property
+    def rules(self) -> list[str]:
+        """The names of the rules broken, in the order of :attr:`problems`."""
+        return [rule for _, rule, _ in self.problems]
 
     def explain(self) -> str:
-        return f"the kernel source breaks {len(self.problems)} Metal rule(s):\n{self.log}"
+        tail = " (the compiler's own text is in .compiler_log)" if self.compiler_log else ""
+        return f"the kernel source breaks {len(self.problems)} rule(s){tail}:\n{self.log}"
 
 
 class KernelNotFoundError(MetalError):

@@ -1,34 +1,43 @@
-"""The MSL lint: what the Metal compiler rejects but a C++ compiler (the emulator) would accept.
+"""The MSL lint: named rules a kernel source must keep, checked before anything compiles it.
 
-The emulator compiles kernels as C++, which is more permissive than Metal in ways that matter to
-a learner writing a kernel on Linux. A kernel that passes under the emulator must also compile on
-a Mac, and compute the same numbers there, so :func:`check_msl` runs before every emulator compile
-and refuses, with line numbers and a message naming the rule:
+Two rule sets, each rule named (an error says the rule and the line):
 
-* types and words Metal lacks: ``double`` and unsuffixed floating literals (``0.1`` is a double
-  in C++, so the emulator would compute in double what the GPU computes in float: write
-  ``0.1f``), ``long double``, ``long long``, ``new``/``delete``, exceptions, ``virtual``, RTTI,
-  ``goto``, ``thread_local``, ``register``, any ``#include`` but ``<metal_stdlib>``;
-* address spaces: pointer or reference parameters and local pointers without one, writes through
-  ``constant`` pointers and references, mutable program-scope variables (only ``constant`` ones
-  exist), ``threadgroup`` variables outside a kernel function's body or with an initializer;
-* function rules: lambdas, recursion (direct or through other functions), function pointers;
-* kernel arguments: buffer indices, position attributes of the wrong type (``uint``/``ushort``
-  and their vectors only) or mixing scalar and vector forms.
+* ``"metal"``: rules Metal itself enforces, checked everywhere (on a Mac before Metal compiles,
+  so its errors come with a line and a rule name; in the emulator because C++ would accept what
+  Metal refuses): no ``double``, ``long double`` or ``long long``; no ``new``/``delete``,
+  exceptions, ``virtual``, RTTI, ``goto``, ``thread_local``, ``register``; only ``#include
+  <metal_stdlib>``; pointer and reference parameters and locals carry an address space; nothing
+  writes through ``constant``; program-scope variables are ``constant``; ``threadgroup``
+  variables live in a kernel body and have no initializer; no function-local ``static``; no
+  lambdas, recursion or function pointers; buffer indices 0..30 and unique; position attributes
+  of unsigned types, all scalar or all vectors of one size; by-value kernel arguments carry an
+  attribute.
+* ``"emulator"``: rules the CPU build needs to compute what Metal computes, checked before the
+  emulator compiles only: no ``__builtin_*`` calls and no C library or pthread calls (the
+  emulator would run the host's), nothing outside the emulator's MSL (``bfloat``, textures,
+  samplers, ``simdgroup_matrix``, unknown argument attributes), each refused by name.
 
-It also refuses the few constructs that are valid MSL but outside the emulator's subset
-(threadgroup *parameters*, unknown position attributes), saying so.
+The emulator's compiler (see :mod:`~llmfs.tensor.backends.metal.emulator`) enforces more of
+Metal's rules itself (address spaces that do not mix, variable-length arrays, 32 KiB of
+threadgroup memory) and its errors are mapped to rule names too.
+
+What is valid MSL passes: unsuffixed floating literals (``x * 0.5``: a float in MSL, and the
+emulator compiles it as one), ``half`` literals (``2.0h``), simdgroup attributes,
+``[[threadgroup(n)]]`` arguments, buffer arguments without an explicit index (Metal assigns the
+first free one).
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from llmfs.tensor.backends.metal.errors import KernelLintError, MetalError
 from llmfs.tensor.backends.metal.msl import (
     ADDRESS_SPACES,
     POSITION_ATTRIBUTES,
     POSITION_TYPES,
+    SCALAR_POSITION_ATTRIBUTES,
     Kernel,
     Parameter,
     blank_comments,
@@ -38,6 +47,58 @@ from llmfs.tensor.backends.metal.msl import (
     parse_parameter,
     split_top_level,
 )
+
+
+class Problem(NamedTuple):
+    """One broken rule: the 1-based source line, the rule's name and what is wrong there."""
+
+    line: int
+    rule: str
+    message: str
+
+
+#: The rules Metal itself enforces (checked on every path).
+METAL_RULES = frozenset(
+    {
+        "no-double",
+        "no-long-double",
+        "no-long-long",
+        "no-dynamic-allocation",
+        "no-goto",
+        "no-virtual",
+        "no-exceptions",
+        "no-rtti",
+        "no-thread-local",
+        "no-register",
+        "include-metal-stdlib",
+        "address-space-required",
+        "address-space-mismatch",
+        "constant-is-read-only",
+        "program-scope-constant",
+        "threadgroup-in-kernel-body",
+        "threadgroup-no-initializer",
+        "threadgroup-memory-limit",
+        "no-static-local",
+        "no-variable-length-array",
+        "no-lambda",
+        "no-recursion",
+        "no-function-pointer",
+        "buffer-index-range",
+        "buffer-index-unique",
+        "threadgroup-argument-index",
+        "kernel-argument-space",
+        "kernel-argument-attribute",
+        "position-attribute-type",
+        "position-attribute-scalar",
+        "position-attribute-mix",
+    }
+)
+#: The rules the emulator needs to compute what Metal computes (checked before it compiles).
+EMULATOR_RULES = frozenset(
+    {"no-compiler-builtin", "no-host-library-call", "outside-emulator", "compiles"}
+)
+#: The names :func:`check_msl` and :func:`lint_msl` accept for ``rules``.
+RULE_SETS = {"all": METAL_RULES | EMULATOR_RULES, "metal": METAL_RULES, "emulator": EMULATOR_RULES}
 
 #: Metal's limit on buffer argument indices (``[[buffer(0)]]`` .. ``[[buffer(30)]]``).
 MAX_BUFFER_INDEX = 30
@@ -56,6 +117,38 @@ _FORBIDDEN_WORDS = {
     "thread_local": "Metal has no thread_local storage",
     "register": "Metal does not allow the register storage class",
 }
+_WORD_RULES = {
+    "double": "no-double",
+    "new": "no-dynamic-allocation",
+    "delete": "no-dynamic-allocation",
+    "goto": "no-goto",
+    "virtual": "no-virtual",
+    "throw": "no-exceptions",
+    "try": "no-exceptions",
+    "catch": "no-exceptions",
+    "dynamic_cast": "no-rtti",
+    "typeid": "no-rtti",
+    "thread_local": "no-thread-local",
+    "register": "no-register",
+}
+#: Calls the emulator would run on the host: the C library, pthreads, the compiler's builtins.
+_HOST_CALLS = frozenset(
+    """printf fprintf sprintf snprintf puts putchar malloc calloc realloc free memcpy memmove
+    memset memcmp strlen strcpy strcmp exit abort atexit system fopen fclose fread fwrite
+    getenv rand srand time clock sleep usleep abs_host setjmp longjmp signal raise""".split()
+)
+#: Types and words of MSL the emulator does not provide, refused by name.
+_OUTSIDE_EMULATOR = {
+    "bfloat": "bfloat (and bfloat2/3/4) is not provided by the emulator; use half or float",
+    "simdgroup_matrix": "simdgroup_matrix is not provided by the emulator",
+    "sampler": "samplers are not provided by the emulator (it runs compute kernels on buffers)",
+    "imageblock": "imageblocks are not provided by the emulator",
+}
+_TEXTURE = re.compile(r"\b(texture[123]d(?:_array|_ms)?|texturecube|depth2d)\b")
+_BFLOAT = re.compile(r"\bbfloat[234]?\b")
+_BUILTIN_CALL = re.compile(r"\b(__builtin_\w+|__asm__|asm)\s*\(")
+_CALL = re.compile(r"(?<![\w.:>])([A-Za-z_]\w*)\s*\(")
+_STATIC = re.compile(r"\bstatic\b")
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _LONG_LONG = re.compile(r"\blong\s+long\b")
 # A floating literal with an L suffix (1.0L, .5l, 1e3L) is a C++ long double; `1L` (an integer
@@ -80,29 +173,60 @@ _THREADGROUP = re.compile(r"\bthreadgroup\b")
 _DECLARED_NAME = re.compile(r"([A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)*$")
 #: Width of each position type: all position attributes of a kernel must share it.
 _POSITION_WIDTH = {"uint": 1, "ushort": 1, "uint2": 2, "ushort2": 2, "uint3": 3, "ushort3": 3}
-_SCALAR_ONLY_POSITIONS = ("thread_index_in_threadgroup",)
 _FUNCTION = re.compile(r"\b([A-Za-z_][\w:<>]*)\s*[*&]?\s+([A-Za-z_]\w*)\s*\(")
 _NOT_FUNCTION_WORDS = {"if", "for", "while", "switch", "return", "else", "do", "sizeof", "case"}
 
 
-def lint_msl(source: str) -> list[tuple[int, str]]:
-    """Returns the ``(line, message)`` problems of ``source``, sorted by line; empty when clean.
+def lint_msl(source: str, rules: str = "all") -> list[Problem]:
+    """Returns the :class:`Problem` triples ``(line, rule, message)`` of ``source``, sorted by
+    line; empty when clean. ``rules`` is ``"all"`` (the default), ``"metal"`` (only the rules
+    Metal itself enforces) or ``"emulator"`` (only the emulator-fidelity rules).
 
-    Never raises for malformed text: what it cannot read it leaves to the compiler.
+    Never raises for malformed text: what it cannot read it leaves to the compiler. Raises
+    a :class:`MetalError` for an unknown ``rules``.
     """
+    if rules not in RULE_SETS:
+        raise MetalError(f"the rule set must be one of {', '.join(RULE_SETS)}, got {rules!r}")
+    chosen = RULE_SETS[rules]
     text = blank_comments(source)
-    problems: list[tuple[int, str]] = []
+    problems: list[Problem] = []
 
     for match in _WORD.finditer(text):
-        message = _FORBIDDEN_WORDS.get(match.group(0))
+        word = match.group(0)
+        message = _FORBIDDEN_WORDS.get(word)
         if message:
-            problems.append((line_of(text, match.start()), message))
+            problems.append(Problem(line_of(text, match.start()), _WORD_RULES[word], message))
+        elif word in _OUTSIDE_EMULATOR:
+            problems.append(
+                Problem(line_of(text, match.start()), "outside-emulator", _OUTSIDE_EMULATOR[word])
+            )
+    for match in _BFLOAT.finditer(text):
+        if match.group(0) != "bfloat":
+            problems.append(
+                Problem(
+                    line_of(text, match.start()), "outside-emulator", _OUTSIDE_EMULATOR["bfloat"]
+                )
+            )
+    for match in _TEXTURE.finditer(text):
+        problems.append(
+            Problem(
+                line_of(text, match.start()),
+                "outside-emulator",
+                f"{match.group(1)}: textures are not provided by the emulator (it runs compute "
+                f"kernels on buffers)",
+            )
+        )
     for match in _LONG_LONG.finditer(text):
-        problems.append((line_of(text, match.start()), "Metal has no long long; use long"))
+        problems.append(
+            Problem(
+                line_of(text, match.start()), "no-long-long", "Metal has no long long; use long"
+            )
+        )
     for match in _LONG_DOUBLE_LITERAL.finditer(text):
         problems.append(
-            (
+            Problem(
                 line_of(text, match.start()),
+                "no-long-double",
                 f"{match.group(0)} is a long double literal; Metal has no long double, write "
                 f"{match.group(0)[:-1]}f",
             )
@@ -110,28 +234,19 @@ def lint_msl(source: str) -> list[tuple[int, str]]:
     for match in _INCLUDE.finditer(source):
         if match.group(1).replace(" ", "") != "<metal_stdlib>":
             problems.append(
-                (
+                Problem(
                     line_of(source, match.start()),
+                    "include-metal-stdlib",
                     f"only #include <metal_stdlib> is available to a runtime-compiled Metal "
                     f"source, not {match.group(1)}",
                 )
             )
 
     code = _PREPROCESSOR.sub(lambda m: " " * len(m.group(0)), text)
-    for match in _DOUBLE_LITERAL.finditer(code):
-        problems.append(
-            (
-                line_of(text, match.start()),
-                f"{match.group(0)} is a double literal (unsuffixed floating literal); Metal "
-                f"computes in float, the emulator would compute in double: write "
-                f"{match.group(0)}f",
-            )
-        )
-
     kernels = find_kernels(source)
     kernel_names = set()
     for kernel in kernels:
-        kernel_names.add(kernel.name)
+        kernel_names.add(kernel.function or kernel.name)
         problems.extend(_kernel_problems(kernel))
     problems.extend(_helper_problems(text, kernel_names))
     functions = _functions(code)
@@ -139,11 +254,53 @@ def lint_msl(source: str) -> list[tuple[int, str]]:
     problems.extend(_threadgroup_problems(code, kernels))
     problems.extend(_program_scope_problems(code))
     problems.extend(_function_rule_problems(code, functions))
-    return sorted(set(problems))
+    problems.extend(_host_problems(code, functions))
+    return sorted({p for p in problems if p.rule in chosen})
 
 
-def _kernel_problems(kernel: Kernel) -> list[tuple[int, str]]:
-    problems: list[tuple[int, str]] = []
+def _host_problems(text: str, functions: list[_Function]) -> list[Problem]:
+    """Function-local ``static``, compiler builtins and host library calls."""
+    problems: list[Problem] = []
+    defined = {function.name for function in functions}
+    for function in functions:
+        body = function.body(text)
+        for match in _STATIC.finditer(body):
+            problems.append(
+                Problem(
+                    line_of(text, function.start + match.start()),
+                    "no-static-local",
+                    f"function {function.name}: a function-local static variable; Metal has "
+                    f"none (use a constant at program scope, or a buffer)",
+                )
+            )
+        for match in _BUILTIN_CALL.finditer(body):
+            problems.append(
+                Problem(
+                    line_of(text, function.start + match.start()),
+                    "no-compiler-builtin",
+                    f"function {function.name}: {match.group(1)} is a host compiler builtin, "
+                    f"not MSL; the emulator would compute it on the CPU as Metal never does "
+                    f"(use the metal:: function, e.g. exp instead of __builtin_expf)",
+                )
+            )
+        for match in _CALL.finditer(body):
+            name = match.group(1)
+            if name in defined:
+                continue
+            if name in _HOST_CALLS or name.startswith("pthread_"):
+                problems.append(
+                    Problem(
+                        line_of(text, function.start + match.start()),
+                        "no-host-library-call",
+                        f"function {function.name}: {name}() is a C library or pthread call; "
+                        f"a Metal kernel cannot call the host's library",
+                    )
+                )
+    return problems
+
+
+def _kernel_problems(kernel: Kernel) -> list[Problem]:
+    problems: list[Problem] = []
     seen: dict[int, str] = {}
     for param in kernel.parameters:
         where = f"kernel {kernel.name}, parameter {param.name!r}"
@@ -151,74 +308,91 @@ def _kernel_problems(kernel: Kernel) -> list[tuple[int, str]]:
             space = param.address_space
             if space is None:
                 problems.append(
-                    (
+                    Problem(
                         param.line,
+                        "address-space-required",
                         f"{where}: a pointer or reference parameter needs an address space "
                         f"(device, constant or threadgroup)",
                     )
                 )
-            elif space == "threadgroup":
-                problems.append(
-                    (
-                        param.line,
-                        f"{where}: threadgroup parameters are outside the emulator's subset; "
-                        f"declare the threadgroup array inside the kernel body instead",
-                    )
-                )
             elif space == "thread":
                 problems.append(
-                    (param.line, f"{where}: a kernel argument cannot be in the thread space")
-                )
-            if param.attribute != "buffer" or param.index is None:
-                problems.append(
-                    (
+                    Problem(
                         param.line,
-                        f"{where}: give every buffer argument an explicit [[buffer(n)]] index "
-                        f"(the host binds buffers by index)",
+                        "kernel-argument-space",
+                        f"{where}: a kernel argument cannot be in the thread space",
                     )
                 )
-            elif not 0 <= param.index <= MAX_BUFFER_INDEX:
+            if space == "threadgroup":
+                if param.attribute != "threadgroup" or param.index is None:
+                    problems.append(
+                        Problem(
+                            param.line,
+                            "threadgroup-argument-index",
+                            f"{where}: a threadgroup argument needs [[threadgroup(n)]] (the "
+                            f"host sets its length by that index)",
+                        )
+                    )
+                continue
+            if param.attribute not in ("buffer", None) or (
+                param.attribute == "buffer" and param.index is None
+            ):
+                label = f"[[{param.attribute}]]" if param.attribute else "no attribute"
                 problems.append(
-                    (
+                    Problem(
                         param.line,
+                        "outside-emulator",
+                        f"{where}: a pointer argument with {label}; the emulator binds buffers "
+                        f"([[buffer(n)]] or no attribute) and [[threadgroup(n)]] memory",
+                    )
+                )
+            elif param.index is not None and not 0 <= param.index <= MAX_BUFFER_INDEX:
+                problems.append(
+                    Problem(
+                        param.line,
+                        "buffer-index-range",
                         f"{where}: buffer index {param.index} is outside Metal's 0..."
                         f"{MAX_BUFFER_INDEX}",
                     )
                 )
-            elif param.index in seen:
+            elif param.index is not None and param.index in seen:
                 problems.append(
-                    (
+                    Problem(
                         param.line,
+                        "buffer-index-unique",
                         f"{where}: buffer index {param.index} is already used by "
                         f"{seen[param.index]!r}",
                     )
                 )
-            else:
+            elif param.index is not None:
                 seen[param.index] = param.name
         elif param.attribute in POSITION_ATTRIBUTES:
             if param.base_type not in POSITION_TYPES:
                 problems.append(
-                    (
+                    Problem(
                         param.line,
+                        "position-attribute-type",
                         f"{where}: [[{param.attribute}]] must be one of "
                         f"{', '.join(POSITION_TYPES)} (unsigned), not {param.base_type!r}",
                     )
                 )
-            elif param.attribute in _SCALAR_ONLY_POSITIONS and param.base_type not in (
+            elif param.attribute in SCALAR_POSITION_ATTRIBUTES and param.base_type not in (
                 "uint",
                 "ushort",
             ):
                 problems.append(
-                    (
+                    Problem(
                         param.line,
+                        "position-attribute-scalar",
                         f"{where}: [[{param.attribute}]] is a scalar: declare it uint or ushort",
                     )
                 )
         else:
             label = f"[[{param.attribute}]]" if param.attribute else "no attribute"
             problems.append(
-                (
+                Problem(
                     param.line,
+                    "kernel-argument-attribute",
                     f"{where}: a by-value kernel argument needs a thread-position attribute "
                     f"({', '.join(POSITION_ATTRIBUTES)}); it has {label}. Pass data in a "
                     f"buffer (constant T& name [[buffer(n)]])",
@@ -228,14 +402,15 @@ def _kernel_problems(kernel: Kernel) -> list[tuple[int, str]]:
         param.name: _POSITION_WIDTH[param.base_type]
         for param in kernel.parameters
         if param.attribute in POSITION_ATTRIBUTES
-        and param.attribute not in _SCALAR_ONLY_POSITIONS
+        and param.attribute not in SCALAR_POSITION_ATTRIBUTES
         and param.base_type in _POSITION_WIDTH
     }
     if len(set(widths.values())) > 1:
         listed = ", ".join(f"{name} ({width})" for name, width in widths.items())
         problems.append(
-            (
+            Problem(
                 kernel.line,
+                "position-attribute-mix",
                 f"kernel {kernel.name}: position attributes mix scalar and vector types "
                 f"(components: {listed}); Metal needs them all scalar or all vectors of one size",
             )
@@ -243,8 +418,8 @@ def _kernel_problems(kernel: Kernel) -> list[tuple[int, str]]:
     return problems
 
 
-def _helper_problems(text: str, kernel_names: set[str]) -> list[tuple[int, str]]:
-    problems: list[tuple[int, str]] = []
+def _helper_problems(text: str, kernel_names: set[str]) -> list[Problem]:
+    problems: list[Problem] = []
     for match in _FUNCTION.finditer(text):
         type_word, name = match.group(1), match.group(2)
         if type_word in _NOT_FUNCTION_WORDS or name in _NOT_FUNCTION_WORDS:
@@ -271,8 +446,9 @@ def _helper_problems(text: str, kernel_names: set[str]) -> list[tuple[int, str]]
             param = parse_parameter(piece, line_of(text, open_paren + 1 + offset))
             if (param.is_pointer or param.is_reference) and param.address_space is None:
                 problems.append(
-                    (
+                    Problem(
                         param.line,
+                        "address-space-required",
                         f"function {name}, parameter {param.name!r}: a pointer or reference "
                         f"parameter needs an address space ({', '.join(ADDRESS_SPACES)})",
                     )
@@ -326,14 +502,15 @@ def _functions(text: str) -> list[_Function]:
         position = end + 1
 
 
-def _address_space_problems(text: str, functions: list[_Function]) -> list[tuple[int, str]]:
-    problems: list[tuple[int, str]] = []
+def _address_space_problems(text: str, functions: list[_Function]) -> list[Problem]:
+    problems: list[Problem] = []
     for function in functions:
         body = function.body(text)
         for match in _LOCAL_POINTER.finditer(body):
             problems.append(
-                (
+                Problem(
                     line_of(text, function.start + match.start(1)),
+                    "address-space-required",
                     f"function {function.name}: local pointer {match.group(2)!r} needs an "
                     f"address space (device, constant, threadgroup or thread), e.g. "
                     f"device {match.group(1)}* {match.group(2)}",
@@ -345,14 +522,20 @@ def _address_space_problems(text: str, functions: list[_Function]) -> list[tuple
             if not (param.is_pointer or param.is_reference):
                 continue
             name = re.escape(param.name)
+            # An assignment whose target is the name (subscripted or not), an increment of
+            # it, or a store through it (`*name = `, `*(name + k) = `) at a statement's start;
+            # never a read such as `C[row * name + col] = acc` or `x = *name`.
             write = re.compile(
-                rf"(?<![\w.])(?:{name}\s*(?:\[[^\]]*\]\s*)*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)"
-                rf"|\+\+|--)|(?:\+\+|--)\s*{name}\b|\*\s*\(?\s*{name}\b[^;=]*?=(?!=))"
+                rf"(?<![\w.>*])(?:{name}\s*(?:\[[^\]]*\]\s*)*(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)"
+                rf"|\+\+|--)|(?:\+\+|--)\s*{name}\b)"
+                rf"|(?:^|(?<=[;{{}}]))\s*\*\s*(?:{name}|\(\s*{name}\b[^;()]*\))\s*"
+                rf"(?:(?:[-+*/%&|^]|<<|>>)?=(?!=)|\+\+|--)"
             )
             for match in write.finditer(body):
                 problems.append(
-                    (
-                        line_of(text, function.start + match.start()),
+                    Problem(
+                        line_of(text, function.start + match.start() + _lead(match.group(0))),
+                        "constant-is-read-only",
                         f"function {function.name}: writes through constant {param.name!r}; "
                         f"the constant address space is read-only (declare it device)",
                     )
@@ -360,9 +543,9 @@ def _address_space_problems(text: str, functions: list[_Function]) -> list[tuple
     return problems
 
 
-def _threadgroup_problems(text: str, kernels: list[Kernel]) -> list[tuple[int, str]]:
+def _threadgroup_problems(text: str, kernels: list[Kernel]) -> list[Problem]:
     """``threadgroup`` storage: only in a kernel function's body, never initialised."""
-    problems: list[tuple[int, str]] = []
+    problems: list[Problem] = []
     bodies = [(k.body_start, k.body_start + len(k.body)) for k in kernels if k.body_start >= 0]
     depth = [0] * (len(text) + 1)
     level = 0
@@ -385,8 +568,9 @@ def _threadgroup_problems(text: str, kernels: list[Kernel]) -> list[tuple[int, s
         name = name_match.group(1) if name_match else "?"
         if not any(start <= match.start() < stop for start, stop in bodies):
             problems.append(
-                (
+                Problem(
                     line,
+                    "threadgroup-in-kernel-body",
                     f"threadgroup variable {name!r} outside a kernel function: Metal allows "
                     f"threadgroup variables only in a kernel function's body (pass a "
                     f"threadgroup pointer to helpers)",
@@ -394,8 +578,9 @@ def _threadgroup_problems(text: str, kernels: list[Kernel]) -> list[tuple[int, s
             )
         elif "=" in statement or "{" in statement:
             problems.append(
-                (
+                Problem(
                     line,
+                    "threadgroup-no-initializer",
                     f"threadgroup variable {name!r} has an initializer: threadgroup memory "
                     f"cannot be initialised where it is declared; let threads write it, then "
                     f"call threadgroup_barrier",
@@ -404,9 +589,9 @@ def _threadgroup_problems(text: str, kernels: list[Kernel]) -> list[tuple[int, s
     return problems
 
 
-def _program_scope_problems(text: str) -> list[tuple[int, str]]:
+def _program_scope_problems(text: str) -> list[Problem]:
     """Variables declared outside every function and type must be in ``constant``."""
-    problems: list[tuple[int, str]] = []
+    problems: list[Problem] = []
     depth = 0
     start = 0
     i = 0
@@ -441,7 +626,7 @@ _DECLARATION_KEYWORDS = re.compile(
 )
 
 
-def _global_problem(text: str, start: int, end: int) -> tuple[int, str] | None:
+def _global_problem(text: str, start: int, end: int) -> Problem | None:
     statement = text[start:end]
     if not statement.strip() or _DECLARATION_KEYWORDS.match(statement):
         return None
@@ -455,20 +640,22 @@ def _global_problem(text: str, start: int, end: int) -> tuple[int, str] | None:
     if name_match is None:
         return None
     offset = start + len(statement) - len(statement.lstrip())
-    return (
+    return Problem(
         line_of(text, offset),
+        "program-scope-constant",
         f"program-scope variable {name_match.group(1)!r} is mutable: Metal has no mutable "
         f"globals; declare it constant (constant T name = value;) or pass it in a buffer",
     )
 
 
-def _function_rule_problems(text: str, functions: list[_Function]) -> list[tuple[int, str]]:
+def _function_rule_problems(text: str, functions: list[_Function]) -> list[Problem]:
     """Lambdas, recursion and function pointers, none of which Metal allows."""
-    problems: list[tuple[int, str]] = []
+    problems: list[Problem] = []
     for match in _FUNCTION_POINTER.finditer(text):
         problems.append(
-            (
+            Problem(
                 line_of(text, match.start()),
+                "no-function-pointer",
                 "function pointer: Metal does not allow function pointers here (call the "
                 "function directly, or switch on an op code)",
             )
@@ -485,8 +672,9 @@ def _function_rule_problems(text: str, functions: list[_Function]) -> list[tuple
         after = text[close + 1 :].lstrip()
         if after.startswith(("(", "{", "mutable", "->")):
             problems.append(
-                (
+                Problem(
                     line_of(text, i),
+                    "no-lambda",
                     "lambda expression: Metal does not allow lambdas; write a helper function",
                 )
             )
@@ -502,8 +690,9 @@ def _function_rule_problems(text: str, functions: list[_Function]) -> list[tuple
     for function in functions:
         if function.name in names and _reaches(function.name, function.name, calls):
             problems.append(
-                (
+                Problem(
                     line_of(text, function.start),
+                    "no-recursion",
                     f"function {function.name} is recursive (it calls itself, directly or "
                     f"through other functions): Metal does not allow recursion; use a loop",
                 )
@@ -524,23 +713,24 @@ def _reaches(start: str, target: str, calls: dict[str, set[str]]) -> bool:
     return False
 
 
-#: The rule sets :func:`check_msl` takes: ``"metal"``, what Metal itself enforces (run before
-#: Metal compiles on a Mac), and ``"all"``, those plus what the emulator needs (run before every
-#: emulator compile). Both run the same checks for now.
-RULE_SETS = ("metal", "all")
-
-
 def check_msl(source: str, rules: str = "all") -> None:
-    """Raises :class:`KernelLintError` listing every problem :func:`lint_msl` finds.
-
-    ``rules`` names the rule set (:data:`RULE_SETS`); another value raises
-    :class:`~llmfs.tensor.backends.metal.errors.MetalError` naming the choices.
-    """
-    if rules not in RULE_SETS:
-        raise MetalError(f"unknown MSL rule set {rules!r}; choose one of {', '.join(RULE_SETS)}")
-    problems = lint_msl(source)
+    """Raises :class:`KernelLintError` listing every problem :func:`lint_msl` finds with the
+    same ``rules`` (``"all"``, ``"metal"`` or ``"emulator"``); each names its rule and line."""
+    problems = lint_msl(source, rules)
     if problems:
         raise KernelLintError(problems)
 
 
-__all__ = ["MAX_BUFFER_INDEX", "RULE_SETS", "check_msl", "lint_msl"]
+def _lead(text: str) -> int:
+    return len(text) - len(text.lstrip())
+
+
+__all__ = [
+    "EMULATOR_RULES",
+    "MAX_BUFFER_INDEX",
+    "METAL_RULES",
+    "RULE_SETS",
+    "Problem",
+    "check_msl",
+    "lint_msl",
+]

@@ -1,7 +1,9 @@
 """A small reader for the Metal Shading Language subset llmfs kernels use.
 
-It finds the ``kernel void name(...)`` functions of a source and describes their parameters
-(address space, pointer or reference, ``[[buffer(n)]]`` index or thread-position attribute), which
+It finds the kernel functions of a source (``kernel void name(...)`` or ``[[kernel]] void
+name(...)``, named by ``[[host_name("...")]]`` when present, as Metal names them) and describes
+their parameters (address space, pointer or reference, ``[[buffer(n)]]`` index or
+thread-position attribute), which
 is what the emulator's launcher generator and the lint need. It is a reader for kernels written in
 the documented subset, not a C++ parser: comments and string literals are blanked first (keeping
 line numbers), then parameter lists and bodies are found by matching brackets.
@@ -23,10 +25,25 @@ POSITION_ATTRIBUTES = (
     "threadgroups_per_grid",
     "threads_per_grid",
     "thread_index_in_threadgroup",
+    "thread_index_in_simdgroup",
+    "simdgroup_index_in_threadgroup",
+    "threads_per_simdgroup",
+    "simdgroups_per_threadgroup",
+    "thread_execution_width",
 )
+#: The position attributes that are scalars (``uint`` or ``ushort``, never a vector).
+SCALAR_POSITION_ATTRIBUTES = POSITION_ATTRIBUTES[6:]
 POSITION_TYPES = ("uint", "ushort", "uint2", "uint3", "ushort2", "ushort3")
 
-_KERNEL = re.compile(r"\bkernel\s+void\s+([A-Za-z_]\w*)\s*\(")
+# `kernel void f(`, `[[kernel]] void f(`, with attributes between (`[[max_total_threads_per_
+# threadgroup(256)]]`, `[[host_name("g")]]`) in either place.
+_ATTRIBUTES = r"(?:\[\[[^\]]*\]\]\s*)*"
+_KERNEL = re.compile(
+    rf"({_ATTRIBUTES})(?:\bkernel\b|\[\[\s*kernel\s*\]\])\s*({_ATTRIBUTES})void\s+"
+    rf"({_ATTRIBUTES})([A-Za-z_]\w*)\s*\("
+)
+_HOST_NAME = re.compile(r"\[\[\s*host_name\s*\(\s*\"([^\"]*)\"\s*\)\s*\]\]")
+_MAX_THREADS = re.compile(r"\[\[\s*max_total_threads_per_threadgroup\s*\(\s*(\d+)\s*\)\s*\]\]")
 _ATTRIBUTE = re.compile(r"\[\[\s*([A-Za-z_]\w*)\s*(?:\(\s*([^)]*?)\s*\))?\s*\]\]")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 
@@ -45,6 +62,7 @@ class Parameter:
     attribute: str | None
     index: int | None
     line: int
+    implicit: bool = False
 
     @property
     def address_space(self) -> str | None:
@@ -71,20 +89,34 @@ class Parameter:
 
 @dataclass(frozen=True)
 class Kernel:
-    """A ``kernel void`` function: name, parameters, body text (without braces), first line,
-    and where the body text starts in the source (``body_start``, a character offset)."""
+    """A kernel function: ``name`` (the name Metal finds it by: its ``[[host_name("...")]]``
+    when it has one, else the function's name), parameters, body text (without braces), first
+    line, where the body text starts in the source (``body_start``, a character offset), the C++
+    function name (``function``) and its ``[[max_total_threads_per_threadgroup(n)]]`` (or
+    ``None``)."""
 
     name: str
     parameters: tuple[Parameter, ...]
     body: str
     line: int
     body_start: int = -1
+    function: str = ""
+    max_total_threads: int | None = None
 
     @property
     def buffers(self) -> dict[int, Parameter]:
-        """The ``[[buffer(n)]]`` parameters by index."""
+        """The buffer parameters by index (see :func:`find_kernels` for indices Metal assigns)."""
         return {
             p.index: p for p in self.parameters if p.attribute == "buffer" and p.index is not None
+        }
+
+    @property
+    def threadgroup_arguments(self) -> dict[int, Parameter]:
+        """The ``[[threadgroup(n)]]`` parameters by index (sized at launch)."""
+        return {
+            p.index: p
+            for p in self.parameters
+            if p.attribute == "threadgroup" and p.index is not None
         }
 
 
@@ -162,7 +194,11 @@ def parse_parameter(piece: str, line: int) -> Parameter:
     if match:
         attribute = match.group(1)
         argument = match.group(2)
-        if attribute == "buffer" and argument is not None and argument.strip().isdigit():
+        if (
+            attribute in ("buffer", "threadgroup")
+            and argument is not None
+            and argument.strip().isdigit()
+        ):
             index = int(argument)
         piece = piece[: match.start()] + piece[match.end() :]
     declaration = piece.strip()
@@ -174,7 +210,12 @@ def parse_parameter(piece: str, line: int) -> Parameter:
 
 
 def find_kernels(source: str) -> list[Kernel]:
-    """Every ``kernel void`` function of ``source``, in order of appearance."""
+    """Every kernel function of ``source``, in order of appearance.
+
+    A pointer or reference parameter in the device or constant space without an attribute is a
+    buffer argument whose index Metal assigns: the first index no earlier buffer argument of
+    the kernel uses (with no explicit indices: 0, 1, 2, ... in parameter order).
+    """
     text = blank_comments(source)
     kernels: list[Kernel] = []
     for match in _KERNEL.finditer(text):
@@ -183,20 +224,45 @@ def find_kernels(source: str) -> list[Kernel]:
         if close_paren < 0:
             continue
         body_open = text.find("{", close_paren)
+        between = text[close_paren + 1 : body_open] if body_open >= 0 else ""
+        if body_open < 0 or ";" in between:
+            continue  # a declaration without a body
         body_close = matching(text, body_open, "{", "}") if body_open >= 0 else -1
         body = text[body_open + 1 : body_close] if body_close > 0 else ""
         params_text = text[open_paren + 1 : close_paren]
-        parameters = tuple(
+        parameters = [
             parse_parameter(piece, line_of(text, open_paren + 1 + offset + _lead(piece)))
             for offset, piece in split_top_level(params_text)
-        )
+        ]
+        explicit = {p.index for p in parameters if p.attribute == "buffer" and p.index is not None}
+        following = 0
+        for k, param in enumerate(parameters):
+            implicit = (
+                param.attribute is None
+                and (param.is_pointer or param.is_reference)
+                and param.address_space in ("device", "constant")
+            )
+            if implicit:
+                while following in explicit:
+                    following += 1
+                parameters[k] = Parameter(
+                    param.type_text, param.name, "buffer", following, param.line, implicit=True
+                )
+                explicit.add(following)
+        # String literals are blanked in `text`; the host name is read from the source.
+        attributes = source[match.start(1) : match.end(3)]
+        host = _HOST_NAME.search(attributes)
+        limit = _MAX_THREADS.search(attributes)
+        function = match.group(4)
         kernels.append(
             Kernel(
-                match.group(1),
-                parameters,
+                host.group(1) if host else function,
+                tuple(parameters),
                 body,
-                line_of(text, match.start()),
+                line_of(text, match.start(4)),
                 body_open + 1 if body_close > 0 else -1,
+                function,
+                int(limit.group(1)) if limit else None,
             )
         )
     return kernels
@@ -210,6 +276,7 @@ __all__ = [
     "ADDRESS_SPACES",
     "POSITION_ATTRIBUTES",
     "POSITION_TYPES",
+    "SCALAR_POSITION_ATTRIBUTES",
     "Kernel",
     "Parameter",
     "blank_comments",

@@ -1,11 +1,13 @@
 """The C++ compiler behind the emulator: which one, with which flags, and the build cache.
 
-The compiler is chosen at run time: ``$LLMFS_CXX`` when set, otherwise the first of ``clang++``,
-``g++`` and ``c++`` whose ``_Float16`` type works on this machine (then ``half`` is a native type),
-otherwise the first that exists (``half`` is then a software type in the shim). Builds go to a
-cache folder keyed by a hash of everything that affects the result (source, shim, compiler,
-flags), never into the source tree: ``$LLMFS_CACHE_DIR/msl`` when that variable is set, else
-``~/.cache/llmfs/msl``.
+The emulator needs clang++ (``$LLMFS_CXX`` when set, else ``clang++``): the shim uses clang's
+address spaces (so mixing ``device``, ``constant``, ``threadgroup`` and ``thread`` pointers fails
+to compile, as in Metal, which is clang-based), its ``ext_vector_type`` vectors with swizzles,
+and ``__fp16`` with native half arithmetic (every half operation rounds, as on a GPU). A
+compiler that lacks any of these is refused with :class:`MetalUnavailableError` naming it. Builds
+go to a cache folder keyed by a hash of everything that affects the result (source, shim,
+compiler, flags), never into the source tree: ``$LLMFS_CACHE_DIR/msl`` when that variable is set,
+else ``~/.cache/llmfs/msl``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,9 +29,9 @@ from llmfs.tensor.backends.metal.errors import KernelCompileError, MetalUnavaila
 SHIM_DIR = Path(__file__).resolve().parent / "include"
 
 #: Bump when the generated launcher or flags change meaning, to invalidate old builds.
-BUILD_VERSION = "1"
+BUILD_VERSION = "2"
 
-_CANDIDATES = ("clang++", "g++", "c++")
+_CANDIDATES = ("clang++",)
 _COMPILE_TIMEOUT_S = 120
 
 
@@ -40,27 +44,44 @@ class Compiler:
     family: str
     version: str
     native_half: bool
+    f16c: bool = False  # the CPU converts half <-> float in hardware (x86 F16C)
 
     def flags(self, *, sanitize: bool = False) -> list[str]:
         """Flags for building emulator code. Fast math stays off, like the Metal path, and
-        floating-point contraction is off so a*b+c rounds twice, as the kernels are written."""
+        floating-point contraction is off so a*b+c rounds twice, as the kernels are written;
+        half arithmetic is native (each operation rounds to half); a variable-length array is
+        an error, as in Metal."""
         flags = [
             "-std=c++17",
             "-O1" if sanitize else "-O2",
             "-fno-fast-math",
             "-ffp-contract=off",
+            *HALF_FLAGS,
+            "-Werror=vla-extension",
+            "-Wno-unknown-attributes",
+            "-Wno-ignored-attributes",
+            "-ferror-limit=50",
+            *(["-mf16c"] if self.f16c else []),
             "-pthread",
             "-I",
             str(SHIM_DIR),
-            "-Wno-attributes" if self.family == "gcc" else "-Wno-unknown-attributes",
         ]
-        if self.family == "clang":
-            flags.append("-Wno-ignored-attributes")
-        if self.native_half:
-            flags.append("-DLLMFS_HAVE_FLOAT16=1")
         if sanitize:
             flags += ["-fsanitize=address", "-fno-omit-frame-pointer", "-g"]
         return flags
+
+
+#: clang flags making ``__fp16`` an arithmetic type whose every operation rounds to half.
+HALF_FLAGS = ("-Xclang", "-fnative-half-type", "-Xclang", "-fallow-half-arguments-and-returns")
+
+#: What the shim needs from the compiler, compiled once when the compiler is chosen.
+_PROBE = """
+typedef __fp16 half;
+typedef half half4 __attribute__((ext_vector_type(4)));
+typedef float float4 __attribute__((ext_vector_type(4)));
+half f(__attribute__((address_space(1))) half* p, half b) { return p[0] * b + (half)1.0f; }
+float4 g(float4 v) { return v.wzyx + v.x; }
+"""
 
 
 def cache_dir() -> Path:
@@ -88,40 +109,57 @@ def _describe(path: str) -> Compiler | None:
         return None
     first = (version.stdout.splitlines() or ["unknown"])[0].strip()
     family = "clang" if "clang" in version.stdout.lower() else "gcc"
-    probe = "_Float16 f(_Float16 a, _Float16 b) { return a * b + (_Float16)1.0f; }\n"
+    if family != "clang":
+        return Compiler(path, family, first, False)
     try:
-        result = _run([path, "-x", "c++", "-std=c++17", "-fsyntax-only", "-"], input_text=probe)
+        args = [path, "-x", "c++", "-std=c++17", *HALF_FLAGS, "-fsyntax-only", "-"]
+        result = _run(args, input_text=_PROBE)
         native_half = result.returncode == 0
     except (OSError, subprocess.SubprocessError):
         native_half = False
-    return Compiler(path, family, first, native_half)
+    return Compiler(path, family, first, native_half, _cpu_has_f16c())
+
+
+def _cpu_has_f16c() -> bool:
+    """True on an x86 CPU whose flags list F16C (half conversions in hardware: the same IEEE
+    rounding as the shim's software conversion, about ten times faster)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        flags = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return False
+    return re.search(r"^flags\s*:.*\bf16c\b", flags, re.MULTILINE) is not None
 
 
 @functools.lru_cache(maxsize=1)
 def find_compiler() -> Compiler:
-    """The compiler the emulator uses (see the module text for the order).
+    """The compiler the emulator uses (see the module text).
 
-    Raises :class:`MetalUnavailableError` naming what was tried when no C++ compiler runs.
+    Raises :class:`MetalUnavailableError` naming what was tried, and why it does not do, when
+    no suitable clang++ runs.
     """
     requested = os.environ.get("LLMFS_CXX")
     names = (requested,) if requested else _CANDIDATES
-    found: list[Compiler] = []
+    refused: list[str] = []
     for name in names:
         path = shutil.which(name)
         if path is None:
+            refused.append(f"{name}: not found")
             continue
         compiler = _describe(path)
         if compiler is None:
-            continue
-        if compiler.native_half:
+            refused.append(f"{name}: does not run")
+        elif compiler.family != "clang":
+            refused.append(f"{name}: {compiler.version} is not clang")
+        elif not compiler.native_half:
+            refused.append(f"{name}: {compiler.version} lacks __fp16 arithmetic or vectors")
+        else:
             return compiler
-        found.append(compiler)
-    if found:
-        return found[0]
-    tried = ", ".join(names)
     raise MetalUnavailableError(
-        f"the Metal emulator needs a C++ compiler and none runs here (tried {tried}); install "
-        f"one (Debian/Ubuntu: apt-get install g++, or clang), or set LLMFS_CXX to its path"
+        f"the Metal emulator needs clang++ (address spaces, vector types and half arithmetic "
+        f"as Metal has them) and none suitable runs here ({'; '.join(refused)}); install it "
+        f"(Debian/Ubuntu: apt-get install clang), or set LLMFS_CXX to its path"
     )
 
 
@@ -192,6 +230,7 @@ def build(text: str, *, kind: str, what: str, sanitize: bool = False) -> Path:
 
 __all__ = [
     "BUILD_VERSION",
+    "HALF_FLAGS",
     "SHIM_DIR",
     "Compiler",
     "build",

@@ -30,7 +30,7 @@ from llmfs.tensor.errors import BackendUnavailableError
 from llmfs.tensor.tensor import Tensor
 
 needs_emulator = pytest.mark.skipif(
-    not emulator_available(), reason="the Metal emulator needs a C++ compiler (g++ or clang++)"
+    not emulator_available(), reason="the Metal emulator needs clang++"
 )
 DTYPES = ("float32", "float16")
 

@@ -44,7 +44,6 @@ This is not a substitute for a Mac.
 from __future__ import annotations
 
 import copy
-import ctypes
 import gc
 import operator
 import re
@@ -457,11 +456,8 @@ class FakeEncoder(Proxy):
         if self.command_buffer.fail:
             self.command_buffer.failed = "Execution of the command buffer was aborted"
             return
-        library._set_order(0, 0)  # grid order, whatever an earlier test of this library chose
-        pointers = (ctypes.c_void_p * 31)()
-        for index, array in self.bound.items():
-            pointers[index] = array.ctypes.data
-        library._functions[name](pointers, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*group))
+        pointers = {index: array.ctypes.data for index, array in self.bound.items()}
+        library.launch_pointers(name, pointers, grid, group)  # in grid order
 
     def dispatchThreads_threadsPerThreadgroup_(self, grid: tuple, group: tuple) -> None:
         if not self.world.nonuniform:

@@ -1,13 +1,17 @@
-"""The MSL lint refuses what Metal refuses but C++ (the emulator) would accept."""
+"""The MSL lint: named rules in two sets, Metal's own and the emulator's, each error naming its
+rule and line; valid MSL passes."""
 
 from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from llmfs.tensor.backends.metal import check_msl, lint_msl
-from llmfs.tensor.backends.metal.errors import KernelLintError
+from llmfs.tensor.backends.metal.errors import KernelLintError, MetalError
+from llmfs.tensor.backends.metal.lint import EMULATOR_RULES, METAL_RULES
+from llmfs.tensor.backends.metal.msl import find_kernels
 from llmfs.tensor.backends.metal.ops import FAMILIES, family_source
 from llmfs.tensor.errors import TensorError
 
@@ -26,7 +30,9 @@ def test_double_is_refused_with_its_line() -> None:
         "    out[i] = float(x);\n"
         "}\n"
     )
-    assert lint_msl(source) == [(4, "Metal has no double (64-bit floating point); use float")]
+    assert lint_msl(source) == [
+        (4, "no-double", "Metal has no double (64-bit floating point); use float")
+    ]
 
 
 def test_long_double_literals_are_refused_but_long_integers_are_not() -> None:
@@ -37,9 +43,10 @@ def test_long_double_literals_are_refused_but_long_integers_are_not() -> None:
         "}\n"
     )
     problems = lint_msl(source)
-    assert [line for line, _ in problems] == [5, 5, 5]
-    assert all("Metal has no long double" in message for _, message in problems)
-    assert any(message.startswith("1.0L is a long double literal") for _, message in problems)
+    assert [line for line, _, _ in problems] == [5, 5, 5]
+    assert {rule for _, rule, _ in problems} == {"no-long-double"}
+    assert all("Metal has no long double" in message for _, _, message in problems)
+    assert any(message.startswith("1.0L is a long double literal") for _, _, message in problems)
 
 
 def test_double_in_a_comment_is_fine() -> None:
@@ -61,22 +68,40 @@ def test_pointer_parameters_need_an_address_space() -> None:
         "}\n"
     )
     problems = lint_msl(source)
-    assert [line for line, _ in problems] == [3, 4]
-    assert "function first, parameter 'values'" in problems[0][1]
-    assert "kernel k, parameter 'in'" in problems[1][1]
-    assert all("address space" in message for _, message in problems)
+    assert [line for line, _, _ in problems] == [3, 4]
+    assert "function first, parameter 'values'" in problems[0].message
+    assert "kernel k, parameter 'in'" in problems[1].message
+    assert {rule for _, rule, _ in problems} == {"address-space-required"}
 
 
-def test_buffer_indices_must_be_explicit_unique_and_in_range() -> None:
+def test_buffer_indices_must_be_unique_and_in_range_and_may_be_left_to_metal() -> None:
     source = HEADER + (
         "kernel void k(device float* a [[buffer(0)]], device float* b [[buffer(0)]],\n"
         "              device float* c, device float* d [[buffer(31)]],\n"
         "              uint i [[thread_position_in_grid]]) {}\n"
     )
-    messages = " | ".join(message for _, message in lint_msl(source))
-    assert "buffer index 0 is already used by 'a'" in messages
-    assert "'c': give every buffer argument an explicit [[buffer(n)]]" in messages
-    assert "buffer index 31 is outside Metal's 0...30" in messages
+    problems = lint_msl(source)
+    assert [(line, rule) for line, rule, _ in problems] == [
+        (3, "buffer-index-unique"),
+        (4, "buffer-index-range"),
+    ]
+    assert "buffer index 0 is already used by 'a'" in problems[0].message
+    assert "buffer index 31 is outside Metal's 0...30" in problems[1].message
+
+
+def test_buffers_without_an_index_get_the_first_free_one_as_in_apples_add_arrays() -> None:
+    source = HEADER + (
+        "kernel void add_arrays(device const float* inA, device const float* inB,\n"
+        "                       device float* result, uint index [[thread_position_in_grid]]) {\n"
+        "    result[index] = inA[index] + inB[index];\n"
+        "}\n"
+        "kernel void mixed(device float* a, device float* b [[buffer(0)]], constant uint& n,\n"
+        "                  uint i [[thread_position_in_grid]]) {}\n"
+    )
+    assert lint_msl(source) == []
+    add, mixed = find_kernels(source)
+    assert {i: p.name for i, p in add.buffers.items()} == {0: "inA", 1: "inB", 2: "result"}
+    assert {i: p.name for i, p in mixed.buffers.items()} == {0: "b", 1: "a", 2: "n"}
 
 
 def test_cplusplus_only_features_are_refused() -> None:
@@ -87,22 +112,31 @@ def test_cplusplus_only_features_are_refused() -> None:
         "    out[i] = p[0] + n;\n"
         "}\n"
     )
-    messages = " | ".join(message for _, message in lint_msl(source))
-    assert "not <cmath>" in messages
-    assert "(new)" in messages
-    assert "long long" in messages
+    rules = {rule for _, rule, _ in lint_msl(source)}
+    assert rules == {
+        "include-metal-stdlib",
+        "no-dynamic-allocation",
+        "no-long-long",
+        "address-space-required",  # float* p: a local pointer without an address space
+    }
 
 
-def test_by_value_arguments_and_threadgroup_parameters() -> None:
+def test_by_value_arguments_need_an_attribute_and_threadgroup_arguments_an_index() -> None:
     source = HEADER + (
         "kernel void k(device float* out [[buffer(0)]], float scale,\n"
         "              threadgroup float* tile [[threadgroup(0)]],\n"
+        "              threadgroup float* other,\n"
         "              float3 where [[thread_position_in_grid]]) {}\n"
     )
-    messages = " | ".join(message for _, message in lint_msl(source))
-    assert "'scale': a by-value kernel argument needs a thread-position attribute" in messages
-    assert "threadgroup parameters are outside the emulator's subset" in messages
-    assert "[[thread_position_in_grid]] must be one of" in messages
+    problems = lint_msl(source)
+    assert [(line, rule) for line, rule, _ in problems] == [
+        (3, "kernel-argument-attribute"),
+        (5, "threadgroup-argument-index"),
+        (6, "position-attribute-type"),
+    ]
+    assert "'scale': a by-value kernel argument needs a thread-position attribute" in (
+        problems[0].message
+    )
 
 
 def test_check_msl_raises_a_tensor_error_listing_every_problem() -> None:
@@ -114,15 +148,19 @@ def test_check_msl_raises_a_tensor_error_listing_every_problem() -> None:
     with pytest.raises(KernelLintError) as caught:
         check_msl(source)
     assert isinstance(caught.value, TensorError)
-    assert caught.value.problems == [(3, "Metal has no double (64-bit floating point); use float")]
-    assert "line 3: Metal has no double" in str(caught.value)
+    assert caught.value.problems == [
+        (3, "no-double", "Metal has no double (64-bit floating point); use float")
+    ]
+    assert caught.value.rules == ["no-double"]
+    assert "line 3 [no-double]: Metal has no double" in str(caught.value)
 
 
 def _kernel(body: str, params: str = "uint i [[thread_position_in_grid]]") -> str:
     return HEADER + (f"kernel void k(device float* out [[buffer(0)]], {params}) {{\n{body}\n}}\n")
 
 
-#: (rule, source, a phrase the message must contain, the line it must point at)
+#: (case, source, a phrase the message must contain, the line it must point at); the rule is
+#: looked up in RULE_OF.
 GPU_RULES = [
     (
         "position attributes mix scalar and vector",
@@ -216,30 +254,85 @@ GPU_RULES = [
         5,
     ),
     (
-        "unsuffixed double literal",
-        _kernel("    out[i] = out[i] * 0.1 + 0.2f;"),
-        "0.1 is a double literal",
+        "function-local static",
+        _kernel("    static float count = 0.0f;\n    out[i] = count;"),
+        "a function-local static variable",
         4,
     ),
     (
-        "unsuffixed literal with an exponent",
-        _kernel("    out[i] = 1e-3 * out[i];"),
-        "write 1e-3f",
+        "compiler builtin",
+        _kernel("    out[i] = __builtin_expf(out[i]);"),
+        "__builtin_expf is a host compiler builtin",
         4,
+    ),
+    (
+        "pthread call",
+        _kernel("    out[i] = float(pthread_self());"),
+        "pthread_self() is a C library or pthread call",
+        4,
+    ),
+    (
+        "printf",
+        _kernel('    printf("%f", out[i]);'),
+        "printf() is a C library or pthread call",
+        4,
+    ),
+    (
+        "bfloat",
+        _kernel("    bfloat x = bfloat(out[i]);\n    out[i] = float(x);"),
+        "bfloat (and bfloat2/3/4) is not provided by the emulator",
+        4,
+    ),
+    (
+        "texture argument",
+        _kernel(
+            "    out[i] = 0.0f;",
+            "texture2d<float> t [[texture(0)]], uint i [[thread_position_in_grid]]",
+        ),
+        "textures are not provided by the emulator",
+        3,
     ),
 ]
 
+RULE_OF = {
+    "position attributes mix scalar and vector": "position-attribute-mix",
+    "int thread position": "position-attribute-type",
+    "threadgroup variable in a helper": "threadgroup-in-kernel-body",
+    "threadgroup variable with an initializer": "threadgroup-no-initializer",
+    "local pointer without an address space": "address-space-required",
+    "write through a constant pointer": "constant-is-read-only",
+    "write through a constant reference": "constant-is-read-only",
+    "mutable program-scope variable": "program-scope-constant",
+    "lambda": "no-lambda",
+    "recursion": "no-recursion",
+    "recursion through another function": "no-recursion",
+    "function pointer": "no-function-pointer",
+    "function-local static": "no-static-local",
+    "compiler builtin": "no-compiler-builtin",
+    "pthread call": "no-host-library-call",
+    "printf": "no-host-library-call",
+    "bfloat": "outside-emulator",
+    "texture argument": "outside-emulator",
+}
+
 
 @pytest.mark.parametrize(
-    ("source", "phrase", "line"), [rule[1:] for rule in GPU_RULES], ids=[r[0] for r in GPU_RULES]
+    ("case", "source", "phrase", "line"), GPU_RULES, ids=[r[0] for r in GPU_RULES]
 )
-def test_constructs_metal_refuses_or_computes_differently_are_refused(source, phrase, line):
+def test_constructs_metal_refuses_or_computes_differently_are_refused(case, source, phrase, line):
+    rule = RULE_OF[case]
     problems = lint_msl(source)
-    matching = [(at, message) for at, message in problems if phrase in message]
+    matching = [(at, name) for at, name, message in problems if phrase in message]
     assert matching, problems
-    assert matching[0][0] == line, problems
-    with pytest.raises(KernelLintError, match=re.escape(phrase)):
+    assert matching[0] == (line, rule), problems
+    with pytest.raises(KernelLintError, match=re.escape(f"[{rule}]: ")) as caught:
         check_msl(source)
+    assert rule in caught.value.rules
+    # Only the set the rule belongs to reports it: Metal's own rules run before Metal compiles.
+    own = "metal" if rule in METAL_RULES else "emulator"
+    other = "emulator" if own == "metal" else "metal"
+    assert rule in {name for _, name, _ in lint_msl(source, own)}
+    assert rule not in {name for _, name, _ in lint_msl(source, other)}
 
 
 def test_what_metal_allows_passes() -> None:
@@ -254,7 +347,7 @@ def test_what_metal_allows_passes() -> None:
         "    threadgroup float tile[4][4];\n"
         "    threadgroup float* row = tile[lid.y];\n"
         "    device float* target = out + gid.x;\n"
-        "    row[lid.x] = get(in, gid.x) * SCALE + 1.5f + 2.0h + float(1e3f) + 3;\n"
+        "    row[lid.x] = get(in, gid.x) * SCALE + 1.5f + 2.0h + float(1e3f) + 3 + 0.5 * 1e-3;\n"
         "    threadgroup_barrier(mem_flags::mem_threadgroup);\n"
         "    if (in[0] == 1.0f && index <= 4) { *target = tile[0][0]; }\n"
         "}\n"
@@ -262,3 +355,82 @@ def test_what_metal_allows_passes() -> None:
         "inline half twice(half x) { return half(twice(float(x))); }  // overloads, no recursion\n"
     )
     assert lint_msl(source) == []
+
+
+def test_valid_msl_the_lint_used_to_refuse_passes() -> None:
+    """Unsuffixed literals, simdgroup attributes, [[threadgroup(n)]] arguments, [[kernel]],
+    and a tiled matmul's store `C[row * N + col] = acc` with `constant uint& N`."""
+    source = HEADER + (
+        "[[kernel]] void tiled(device const float* A [[buffer(0)]],\n"
+        "                      device const float* B [[buffer(1)]],\n"
+        "                      device float* C [[buffer(2)]],\n"
+        "                      constant uint& N [[buffer(3)]],\n"
+        "                      threadgroup float* scratch [[threadgroup(0)]],\n"
+        "                      uint2 gid [[thread_position_in_grid]],\n"
+        "                      uint lane [[thread_index_in_simdgroup]],\n"
+        "                      uint sg [[simdgroup_index_in_threadgroup]],\n"
+        "                      ushort width [[threads_per_simdgroup]]) {\n"
+        "    uint row = gid.y, col = gid.x;\n"
+        "    float acc = 0.0;\n"
+        "    for (uint k = 0; k < N; ++k) acc += A[row * N + k] * B[k * N + col] * 0.5;\n"
+        "    scratch[lane] = acc;\n"
+        "    C[row * N + col] = acc;\n"
+        "    *(C + row * N) = *(A + N) + N;\n"
+        "}\n"
+    )
+    assert lint_msl(source) == []
+
+
+def test_rule_sets_partition_the_rules_and_unknown_sets_are_refused() -> None:
+    assert not METAL_RULES & EMULATOR_RULES
+    with pytest.raises(MetalError, match="rule set must be one of all, metal, emulator"):
+        lint_msl(HEADER, "mac")
+
+
+_INDEX = ("i", "row * N + col", "N - 1", "k * N", "(i + N) % 4", "N")
+_READS = (
+    "C[{e}] = acc;",
+    "C[{e}] += N * 2;",
+    "acc += A[{e}] * P[{e}];",
+    "acc = N == 3 ? P[0] : float(N);",
+    "if (N <= 4 && N != 2 && N >= 1) {{ C[{e}] = *P; }}",
+    "acc = *(P + N) + P[{e}];",
+    "C[{e}] = -P[N];",
+)
+_WRITES = (
+    "N = {e};",
+    "N += 1;",
+    "N++;",
+    "--N;",
+    "P[{e}] = acc;",
+    "*P = acc;",
+    "*(P + {e}) = acc;",
+    "P[{e}] *= 2.0f;",
+    "++P[{e}];",
+)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_reads_of_constant_arguments_pass_and_every_write_is_refused(seed: int) -> None:
+    """Random bodies that read `constant uint& N` and `constant float* P` in every position a
+    tiled kernel uses them (subscripts, compares, dereferences) are clean; a random write
+    through either, at a random statement, is refused on its own line."""
+    rng = np.random.default_rng(seed)
+    body = [
+        "    " + _READS[rng.integers(len(_READS))].format(e=_INDEX[rng.integers(len(_INDEX))])
+        for _ in range(8)
+    ]
+    params = (
+        "device float* C [[buffer(1)]], device const float* A [[buffer(2)]], "
+        "constant uint& N [[buffer(3)]], constant float* P [[buffer(4)]], "
+        "uint i [[thread_position_in_grid]]"
+    )
+    lead = "    uint row = i, col = i, k = i;\n    float acc = 0.0f;\n"
+    clean = _kernel(lead + "\n".join(body), params)
+    assert lint_msl(clean) == [], clean
+    at = int(rng.integers(len(body) + 1))
+    write = _WRITES[rng.integers(len(_WRITES))].format(e=_INDEX[rng.integers(len(_INDEX))])
+    body.insert(at, "    " + write)
+    dirty = _kernel(lead + "\n".join(body), params)
+    problems = [(line, rule) for line, rule, _ in lint_msl(dirty)]
+    assert problems == [(6 + at, "constant-is-read-only")], (dirty, problems)
