@@ -34,7 +34,7 @@ def test_the_readme_has_python_examples_and_all_are_doctests() -> None:
 @pytest.mark.parametrize(("line", "block"), python_blocks(), ids=lambda x: str(x)[:12])
 def test_readme_example_prints_what_it_shows(line: int, block: str) -> None:
     if "metal-emulator" in block and not emulator_available():
-        pytest.skip("the Metal example needs the emulator's C++ compiler (g++ or clang++)")
+        pytest.skip("the Metal example needs the emulator's C++ compiler (clang++)")
     parser = doctest.DocTestParser()
     test = parser.get_doctest(block, {}, f"README.md:{line}", str(README), line)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)

@@ -776,7 +776,7 @@ def test_bad_run_kernel_arguments_are_clear_tensor_errors(
     call: Callable[[], Any], error: type[TensorError], pattern: str, compiles: bool
 ) -> None:
     if compiles and not is_available() and not emulator_available():
-        require_tool("the Metal emulator needs a C++ compiler (g++ or clang++); none runs here")
+        require_tool("the Metal emulator needs a C++ compiler (clang++); none runs here")
     assert issubclass(error, TensorError)
     with pytest.raises(error) as info:
         call()

@@ -602,7 +602,7 @@ def test_isclose_and_allclose_match_numpy(backend: str) -> None:
 
 needs_emulator = pytest.mark.skipif(
     "metal-emulator" not in lt.available_backends(),
-    reason="the Metal emulator needs a C++ compiler (g++ or clang++)",
+    reason="the Metal emulator needs a C++ compiler (clang++)",
 )
 
 
