@@ -180,6 +180,7 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
     "ch09.gradcheck": (lambda fn, x, eps, atol: lt.gradcheck(fn, [x], eps, atol), "gradcheck"),
 }
 
+
 def _by_autograd(grad: np.ndarray, view: Any) -> Any:
     # The library's view rule, reached through backward() on a fresh owner of the same layout.
     owner = Tensor.from_numpy(view.owner.to_numpy(), requires_grad=True)
