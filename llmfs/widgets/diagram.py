@@ -474,12 +474,10 @@ def _gradient_notes(strip: Strip, panels: Sequence[Panel]) -> list[str]:
             continue
         parts = [cells[key].grad or 0.0 for key in slot.readers]
         terms = " + ".join(format_number(v) if v >= 0 else f"({format_number(v)})" for v in parts)
-        notes.append(
-            f"offset {slot.offset} adds the gradients of {len(parts)} positions: {terms} = "
-            f"{format_number(sum(parts))}"
-        )
+        total = format_number(sum(parts))
+        notes.append(f"offset {slot.offset} adds {len(parts)} gradients: {terms} = {total}")
     if len(notes) > 6:
-        notes = [*notes[:6], f"… and {len(notes) - 6} more cells that add several gradients"]
+        notes = [*notes[:6], f"… {len(notes) - 6} more cells add several gradients"]
     return notes
 
 

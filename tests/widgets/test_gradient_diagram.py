@@ -70,7 +70,7 @@ def test_the_text_form_has_a_grad_row_and_spells_out_each_sum() -> None:
     x, items = overlapping()
     text = repr(gradient_diagram(items, owners={"x": x}))
     assert re.search(r"grad\s+2\s+4\s+6\s+3", text), text
-    assert "offset 1 adds the gradients of 2 positions: 3 + 1 = 4" in text
+    assert "offset 1 adds 2 gradients: 3 + 1 = 4" in text
     assert "[0] 1 → 0 ∇2" in text
 
 
