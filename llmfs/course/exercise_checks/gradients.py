@@ -293,7 +293,8 @@ def layer_norm_grads(x: Tensor, weight: Tensor, eps: float, g: Tensor) -> list[n
         Tensor.from_numpy(weight.to_numpy(), requires_grad=True),
         Tensor.zeros([weight.shape[0]], requires_grad=True),
     ]
-    tensor_model.layer_norm(*leaves, eps).backward(g)
+    x_leaf, weight_leaf, bias_leaf = leaves
+    tensor_model.layer_norm(x_leaf, weight_leaf, bias_leaf, eps).backward(g)
     return [leaf.grad.to_numpy() for leaf in leaves if leaf.grad is not None]
 
 
