@@ -168,6 +168,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.course.exercise_checks.views", 9, "course tools"),
     ("llmfs.course.exercise_checks.einsum", 9, "course tools"),
     ("llmfs.course.exercise_checks.gpt", 9, "course tools"),
+    ("llmfs.course.exercise_checks.gradients", 9, "course tools"),
     ("llmfs.course.exercise_checks.kernels", 9, "course tools"),
     ("llmfs.course.exercise_checks.report", 9, "course tools"),
     ("llmfs.course.exercise_checks.shortcuts", 9, "course tools"),

@@ -19,7 +19,9 @@ Notebook API (all importable from ``llmfs.widgets``):
 * ``StorageDiagram(view)`` or ``StorageDiagram(base, ["sliced = base.slice(1, 1, 3)",
   "sliced.materialize()"])``: the drawn storage diagram (logical cells, one strip per owner, a
   line from every cell to the offset it reads), live; ``storage_diagram(...)`` is its pure model
-  (text ``repr``, static SVG in notebooks).
+  (text ``repr``, static SVG in notebooks); ``gradient_diagram([(label, view, grad), ...])`` the
+  same drawing with a gradient flowing back from each view position to the storage cell it
+  reads, each cell showing the sum it accumulated.
 
 ipywidgets, anywidget and matplotlib are imported only when a widget or figure is made; importing
 this package needs only :mod:`llmfs.tensor`.
@@ -39,7 +41,7 @@ from llmfs.widgets.comparison import (
     render_comparison_html,
     render_comparison_text,
 )
-from llmfs.widgets.diagram import Diagram, build
+from llmfs.widgets.diagram import Diagram, build, gradient_diagram
 from llmfs.widgets.diagram import diagram as storage_diagram
 from llmfs.widgets.model import (
     ExpressionError,
@@ -94,6 +96,7 @@ __all__ = [
     "check",
     "compare",
     "describe",
+    "gradient_diagram",
     "hint",
     "model_answer",
     "normalize",

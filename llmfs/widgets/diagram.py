@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from llmfs.course import CourseError
@@ -81,6 +81,8 @@ class LogicalCell:
     value: float
     place: tuple[int, int, int, int]
     formula: str
+    #: In a gradient diagram (:func:`gradient_diagram`): d(loss)/d(this position of the view).
+    grad: float | None = None
 
     @property
     def key(self) -> str:
@@ -153,6 +155,8 @@ class StorageSlot:
     readers: tuple[str, ...]
     status: SlotStatus
     elided: int = 0
+    #: In a gradient diagram: the gradient this storage cell accumulated from every view.
+    grad: float | None = None
 
 
 @dataclass(frozen=True)
@@ -260,6 +264,11 @@ class Diagram:
             if strip.name == name:
                 return strip
         raise CourseError(f"the diagram has no strip for {name!r}")
+
+    @property
+    def is_gradient(self) -> bool:
+        """True for a :func:`gradient_diagram`: cells and offsets carry gradients."""
+        return any(slot.grad is not None for strip in self.strips for slot in strip.slots)
 
     def read_lines(self) -> tuple[Line, ...]:
         """The solid lines: one per drawn logical cell."""
@@ -388,6 +397,88 @@ def diagram(
             entries.append(Item(label, result, copied_from=copied_from))
     names = OwnerNames({owner or name: _view(source).owner})
     return _Builder(names, title).run(entries)
+
+
+GradientItem = tuple[str, TensorView | Tensor, Any]
+
+
+def gradient_diagram(
+    items: Sequence[GradientItem],
+    *,
+    owners: Mapping[str, Tensor | TensorView] | None = None,
+    title: str = "",
+) -> Diagram:
+    """The storage diagram of a gradient flowing back: ``items`` are ``(label, view, grad)``
+    triples, ``grad`` the gradient of the loss with respect to the view (anything NumPy reads,
+    of the view's shape). Every drawn cell carries its ``grad``; every storage cell carries the
+    sum of what the views send it, computed by the library's view rule
+    (:func:`llmfs.tensor.autograd.view_backward`, a scatter-add through the view's offsets), and
+    the strip's notes spell out each cell that adds several contributions.
+
+    Raises :class:`CourseError` when a gradient's shape is not its view's.
+    """
+    import numpy as np
+
+    from llmfs.tensor.autograd import view_backward
+
+    plain = [(label, view) for label, view, _ in items]
+    base = build(plain, owners=owners, title=title)
+    totals: dict[int, np.ndarray] = {}
+    grads_of: dict[int, np.ndarray] = {}
+    for number, (label, view, grad) in enumerate(items):
+        view = _view(view)
+        array = np.asarray(grad.to_numpy() if hasattr(grad, "to_numpy") else grad, dtype=float)
+        if array.shape != tuple(view.shape):
+            raise CourseError(
+                f"{label}: the gradient has shape {list(array.shape)}, the view "
+                f"{list(view.shape)}; d(loss)/d(view) has the view's shape"
+            )
+        grads_of[number] = array.reshape(-1)
+        owner = view.owner
+        part = view_backward(array, view.layout, owner.size, np.dtype(np.float64))
+        totals[id(owner)] = totals.get(id(owner), 0) + part
+    by_name = {}
+    for panel, (_, view, _) in zip(base.panels, items):
+        by_name[panel.owner] = totals[id(_view(view).owner)]
+    panels = tuple(
+        replace(
+            panel,
+            cells=tuple(
+                replace(cell, grad=float(grads_of[panel.number][cell.index]))
+                for cell in panel.cells
+            ),
+        )
+        for panel in base.panels
+    )
+    strips = []
+    for strip in base.strips:
+        total = by_name.get(strip.name)
+        if total is None:
+            strips.append(strip)
+            continue
+        slots = tuple(
+            replace(slot, grad=float(total[slot.offset])) if slot.offset is not None else slot
+            for slot in strip.slots
+        )
+        notes = [*_gradient_notes(strip, panels), *strip.notes]
+        strips.append(replace(strip, slots=slots, notes=tuple(notes)))
+    return replace(base, panels=panels, strips=tuple(strips))
+
+
+def _gradient_notes(strip: Strip, panels: Sequence[Panel]) -> list[str]:
+    """One sentence per storage cell that several drawn positions send a gradient to."""
+    cells = {cell.key: cell for panel in panels for cell in panel.cells}
+    notes = []
+    for slot in strip.slots:
+        if slot.offset is None or len(slot.readers) < 2:
+            continue
+        parts = [cells[key].grad or 0.0 for key in slot.readers]
+        terms = " + ".join(format_number(v) if v >= 0 else f"({format_number(v)})" for v in parts)
+        total = format_number(sum(parts))
+        notes.append(f"offset {slot.offset} adds {len(parts)} gradients: {terms} = {total}")
+    if len(notes) > 6:
+        notes = [*notes[:6], f"… {len(notes) - 6} more cells add several gradients"]
+    return notes
 
 
 def _request_source(expression: str, scope: dict[str, Any]) -> TensorView | None:
@@ -526,8 +617,6 @@ def _source_label(label: str) -> str:
 
 
 def _with_side(panel: Panel, side: Literal["above", "below"]) -> Panel:
-    from dataclasses import replace
-
     return replace(panel, side=side)
 
 
@@ -866,7 +955,9 @@ def render_diagram_text(diagram: Diagram) -> str:
     for strip in diagram.strips:
         out.append(strip.title)
         offsets, values, reads = ["offset"], ["value"], ["read by"]
+        grads = ["grad"]
         for slot in strip.slots:
+            grads.append(format_number(slot.grad) if slot.grad is not None else "")
             if slot.status == "elided":
                 text = f"… {slot.elided} …"
                 offsets.append(text)
@@ -880,8 +971,9 @@ def render_diagram_text(diagram: Diagram) -> str:
                 if slot.status == "read"
                 else {"skipped": "skip", "unread": "·"}.get(slot.status, "")
             )
-        widths = [max(len(a), len(b), len(c)) for a, b, c in zip(offsets, values, reads)]
-        for row in (offsets, values, reads):
+        rows = [offsets, values, reads] + ([grads] if diagram.is_gradient else [])
+        widths = [max(len(t) for t in column) for column in zip(*rows)]
+        for row in rows:
             out.append("  " + "  ".join(t.ljust(w) for t, w in zip(row, widths)).rstrip())
         out.extend(f"  {note}" for note in strip.notes)
         if strip.source is not None and strip.mapping:
@@ -903,7 +995,8 @@ def render_diagram_text(diagram: Diagram) -> str:
 
 def _panel_rows(panel: Panel) -> list[str]:
     def cell_text(cell: LogicalCell) -> str:
-        return f"{_ints(cell.coordinate)} {format_number(cell.value)} → {cell.offset}"
+        grad = f" ∇{format_number(cell.grad)}" if cell.grad is not None else ""
+        return f"{_ints(cell.coordinate)} {format_number(cell.value)} → {cell.offset}{grad}"
 
     if panel.summarised:
         head = [cell_text(c) for c in panel.cells[: panel.head]]
@@ -946,6 +1039,7 @@ __all__ = [
     "cursor_steps",
     "diagram",
     "formula",
+    "gradient_diagram",
     "jumps_text",
     "make_panel",
     "make_strip",

@@ -32,6 +32,7 @@ LIGHT = {
     "--llmfs-right": "#e3f4e3",
     "--llmfs-wrong": "#fbe3e3",
     "--llmfs-focus": "#1a5fb4",
+    "--llmfs-grad": "#ffd8a8",
 }
 #: Dark values: light text on dark fills, same meanings.
 DARK = {
@@ -50,6 +51,7 @@ DARK = {
     "--llmfs-right": "#1f3d1f",
     "--llmfs-wrong": "#4a1f1f",
     "--llmfs-focus": "#8ab4f8",
+    "--llmfs-grad": "#6b3d00",
 }
 
 
@@ -102,6 +104,8 @@ svg.llmfs-diagram .llmfs-hatch{stroke:var(--llmfs-hatch)}
 svg.llmfs-diagram .llmfs-lines,svg.llmfs-diagram .llmfs-line{pointer-events:none}
 svg.llmfs-diagram .llmfs-line{stroke:var(--llmfs-line);opacity:.75}
 svg.llmfs-diagram .llmfs-gap{stroke:var(--llmfs-accent)}
+svg.llmfs-diagram .llmfs-slot.llmfs-grad-on rect{fill:var(--llmfs-grad)}
+svg.llmfs-diagram .llmfs-grad-arrow{fill:var(--llmfs-line)}
 svg.llmfs-diagram text.llmfs-gap-text{fill:var(--llmfs-accent)}
 svg.llmfs-diagram .llmfs-cell{cursor:pointer}
 svg.llmfs-diagram .llmfs-cell:focus{outline:none}

@@ -56,6 +56,7 @@ COPY = "#fde6cc"
 LINE = "#2f4b7c"
 ACCENT = "#a4161a"
 HATCH = "#5c5c5c"
+GRAD = "#ffd8a8"  # a storage cell that received a gradient (themed: --llmfs-grad)
 
 
 def _n(value: float) -> str:
@@ -337,17 +338,44 @@ def _draw_strip(box: _StripBox) -> str:
             "unread": f"offset {slot.offset} holds {value}: not read",
             "undrawn": f"offset {slot.offset} holds {value}",
         }[slot.status]
+        received = slot.grad is not None and slot.grad != 0
+        klass = "llmfs-slot llmfs-grad-on" if received else "llmfs-slot"
+        grad_attr = ""
+        if slot.grad is not None:
+            grad = format_number(slot.grad)
+            words += f"; gradient {grad}" + (
+                f", the sum of {len(slot.readers)} positions" if len(slot.readers) > 1 else ""
+            )
+            grad_attr = f' data-grad="{grad}"'
         parts.append(
-            f'<g class="llmfs-slot" data-strip="{escape(strip.name)}" data-offset="{slot.offset}" '
-            f'data-status="{slot.status}" data-readers="{" ".join(slot.readers)}">'
-            f"<title>{escape(words)}</title>" + _rect(x, box.y, w, SLOT_H, fill)
+            f'<g class="{klass}" data-strip="{escape(strip.name)}" data-offset="{slot.offset}" '
+            f'data-status="{slot.status}" data-readers="{" ".join(slot.readers)}"{grad_attr}>'
+            f"<title>{escape(words)}</title>"
+            + _rect(x, box.y, w, SLOT_H, GRAD if received else fill)
         )
         if kind == "copy":
             parts.append(_hatch(x + w - 14, box.y, 14, 14, 5))
         if slot.status in ("skipped", "unread"):
             parts.append(_hatch(x, box.y, w, SLOT_H))
         parts.append(_text(x + 4, box.y + 12, str(slot.offset), "llmfs-small", 11))
-        parts.append(_text(x + w / 2, box.y + 30, value, "llmfs-value", 14, text_anchor="middle"))
+        if slot.grad is not None:
+            # A gradient diagram: the cell shows what it accumulated; its value is in the title.
+            shown = f"∇{format_number(slot.grad)}"
+            parts.append(
+                _text(
+                    x + w / 2,
+                    box.y + 30,
+                    shown,
+                    "llmfs-value llmfs-grad",
+                    14,
+                    text_anchor="middle",
+                    font_weight="bold" if received else "normal",
+                )
+            )
+        else:
+            parts.append(
+                _text(x + w / 2, box.y + 30, value, "llmfs-value", 14, text_anchor="middle")
+            )
         if slot.status in ("skipped", "unread"):
             mark = "skip" if slot.status == "skipped" else "·"
             parts.append(
@@ -381,6 +409,10 @@ def _draw_panel(box: _PanelBox) -> str:
         coordinate = "[" + ",".join(str(c) for c in cell.coordinate) + "]"
         value = format_number(cell.value)
         tip = f"{coordinate} reads offset {cell.offset}: {cell.formula} (value {value})"
+        big = value
+        if cell.grad is not None:
+            big = f"∇{format_number(cell.grad)}"
+            tip += f"; its gradient {format_number(cell.grad)} goes back to offset {cell.offset}"
         parts.append(
             f'<g class="llmfs-cell" tabindex="0" role="button" data-cell="{cell.key}" '
             f'data-panel="{panel.number}" data-index="{cell.index}" data-offset="{cell.offset}" '
@@ -388,7 +420,7 @@ def _draw_panel(box: _PanelBox) -> str:
             f'data-value="{value}" data-formula="{escape(cell.formula)}">'
             f"<title>{escape(tip)}</title>"
             + _rect(x, y, CELL_W, CELL_H, "#ffffff")
-            + _text(x + CELL_W / 2, y + 20, value, "llmfs-value", 15, text_anchor="middle")
+            + _text(x + CELL_W / 2, y + 20, big, "llmfs-value", 15, text_anchor="middle")
             + _text(x + CELL_W / 2, y + 38, coordinate, "llmfs-small", 11, text_anchor="middle")
             + _text(x + 3, y + 12, "▶", "llmfs-mark", 10, visibility="hidden")
             + "</g>"
@@ -431,6 +463,8 @@ def _lines(
                 f'data-cell="{line.cell}" data-offset="{line.offset}" x1="{_n(sx)}" '
                 f'y1="{_n(sy)}" x2="{_n(tx)}" y2="{_n(ty)}" stroke="{LINE}" stroke-width="1.5"/>'
             )
+            if cell.grad is not None:
+                out.append(_arrow_head(sx, sy, tx, ty, line.key))
         else:
             source = strips[line.source]
             source_x = source.centre(line.source_offset)
@@ -444,6 +478,19 @@ def _lines(
                 f'stroke="{LINE}" stroke-width="1.5" stroke-dasharray="6 4"/>'
             )
     return out
+
+
+def _arrow_head(sx: float, sy: float, tx: float, ty: float, key: str) -> str:
+    """A filled triangle at ``(tx, ty)`` pointing from ``(sx, sy)``: a gradient flows from the
+    view's position back to the storage cell (computed, so no marker ids are needed)."""
+    dx, dy = tx - sx, ty - sy
+    length = max((dx * dx + dy * dy) ** 0.5, 1e-9)
+    ux, uy = dx / length, dy / length
+    size, half = 9.0, 4.5
+    bx, by = tx - ux * size, ty - uy * size
+    points = [(tx, ty), (bx - uy * half, by + ux * half), (bx + uy * half, by - ux * half)]
+    d = "M" + "L".join(f"{_n(px)} {_n(py)}" for px, py in points) + "Z"
+    return f'<path class="llmfs-grad-arrow" data-line="{key}" d="{d}" fill="{LINE}"/>'
 
 
 def _rejections(

@@ -36,7 +36,7 @@ from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt import reference
 from llmfs.gpt import tensor_model as tm
-from llmfs.tensor import Layout, Tensor, as_strided, einsum, layout
+from llmfs.tensor import Layout, Tensor, as_strided, autograd, einsum, layout
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
 
@@ -163,7 +163,38 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
     "ch08.block": (tm.block, "block"),
     "ch08.forward": (tm.forward, "forward"),
     "ch08.generate": (_forward_then_argmax, "tensor_model.forward"),
+    "ch09.view_backward": (lambda grad, view: _by_autograd(grad, view), "autograd.backward"),
+    "ch09.expand_backward": (lambda g, shape: autograd.unbroadcast(g, shape), "unbroadcast"),
+    "ch09.softmax_backward": (
+        lambda y, g, axis: _leaf_grad(lambda x: tm.softmax(x, axis), np.log(y.to_numpy()), g),
+        "autograd.backward",
+    ),
+    "ch09.layer_norm_backward": (
+        lambda x, weight, eps, g: (
+            _leaf_grad(lambda t: tm.layer_norm(t, weight, weight * 0.0, eps), x.to_numpy(), g),
+            weight,
+            weight,
+        ),
+        "autograd.backward",
+    ),
+    "ch09.gradcheck": (lambda fn, x, eps, atol: lt.gradcheck(fn, [x], eps, atol), "gradcheck"),
 }
+
+
+def _by_autograd(grad: np.ndarray, view: Any) -> Any:
+    # The library's view rule, reached through backward() on a fresh owner of the same layout.
+    owner = Tensor.from_numpy(view.owner.to_numpy(), requires_grad=True)
+    as_strided(owner, list(view.shape), list(view.strides), view.base_offset).backward(
+        Tensor.from_numpy(grad)
+    )
+    return owner.grad.to_numpy() if owner.grad is not None else None
+
+
+def _leaf_grad(fn: Any, values: np.ndarray, g: Any) -> Any:
+    leaf = Tensor.from_numpy(values, requires_grad=True)
+    fn(leaf).backward(g)
+    return leaf.grad
+
 
 GUARDED = sorted(e for e, spec in SPECS.items() if spec.shortcuts is not None)
 
@@ -283,6 +314,21 @@ OTHER_DOORS: list[tuple[str, Any]] = [
     ("ch06.naive_einsum", lambda e, x, y: lt.EinsumPlan(e, _operand(x), _operand(y))),
     ("ch08.forward", lambda w, config, tokens: tm.block(tm.embed(tokens, w, config), w, 0, config)),
     ("ch08.generate", lambda w, config, tokens, new: tm.generate(w, config, tokens, new)),
+    (
+        "ch09.view_backward",
+        lambda grad, view: autograd.view_backward(
+            grad, view.layout, view.owner.size, np.dtype(np.float64)
+        ),
+    ),
+    ("ch09.view_backward", lambda grad, view: autograd.owner_gradient(grad, view)[0]),
+    (
+        "ch09.expand_backward",
+        lambda g, shape: _leaf_grad(lambda t: t.expand(list(g.shape)), np.zeros(shape), g),
+    ),
+    (
+        "ch09.gradcheck",
+        lambda fn, x, eps, atol: autograd._central_difference(fn, [x], x, 0, eps) is not None,
+    ),
 ]
 
 

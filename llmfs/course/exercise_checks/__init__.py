@@ -12,10 +12,10 @@ table).
 One module per chapter holds that chapter's case generators, answers and checks, and registers
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
-:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`. Importing this package
-imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The machinery lives beside
-them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`, :mod:`.report`,
-:mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
+:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`.
+Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
+machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
+:mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
 
 A learner's function that still raises :class:`NotImplementedError`, or returns the stub's
 ``None``, makes the whole report "not implemented yet" (never a traceback), so a student notebook
@@ -54,6 +54,13 @@ from llmfs.course.exercise_checks.gpt import (  # chapter 8
     check_gpt_forward,
     check_layer_norm,
     check_mlp,
+)
+from llmfs.course.exercise_checks.gradients import (  # chapter 9
+    check_expand_backward,
+    check_gradcheck,
+    check_layer_norm_backward,
+    check_softmax_backward,
+    check_view_backward,
 )
 from llmfs.course.exercise_checks.kernels import (  # chapter 5
     check_add_kernel,
@@ -117,14 +124,17 @@ __all__ = [
     "check_causal_self_attention",
     "check_compute_strides",
     "check_copying_transpose",
+    "check_expand_backward",
     "check_flat_index",
     "check_for",
     "check_gelu",
     "check_generate",
     "check_gpt_attention",
     "check_gpt_forward",
+    "check_gradcheck",
     "check_is_contiguous",
     "check_layer_norm",
+    "check_layer_norm_backward",
     "check_logical_offsets",
     "check_materialize",
     "check_merge_heads",
@@ -136,9 +146,11 @@ __all__ = [
     "check_reshape_after_copy",
     "check_scale_kernel",
     "check_slice_layout",
+    "check_softmax_backward",
     "check_softmax_rows",
     "check_split_heads",
     "check_values",
+    "check_view_backward",
     "check_view_offset",
     "counting_copies",
     "register",

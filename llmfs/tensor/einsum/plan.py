@@ -30,13 +30,19 @@ from llmfs.tensor.einsum.descriptor import TensorDescriptor
 from llmfs.tensor.einsum.labels import Binding, bind, is_ellipsis_key
 from llmfs.tensor.einsum.output import check_output
 from llmfs.tensor.einsum.parse import parse_expression
-from llmfs.tensor.errors import DTypeError, NonContiguousReshapeError, PlanMismatchError
+from llmfs.tensor.errors import (
+    DTypeError,
+    NonContiguousReshapeError,
+    OutputBufferError,
+    PlanMismatchError,
+)
 from llmfs.tensor.layout import (
     Layout,
     element_count,
     plan_reshape,
 )
 from llmfs.tensor.strided import check_reads
+from llmfs.tensor.tape import is_grad_enabled, record
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -77,6 +83,10 @@ def _normalise(desc: TensorDescriptor, keys: Sequence[str], extents: dict[str, i
 def _permuted(target: np.ndarray, target_keys: Sequence[str], keys: Sequence[str]) -> np.ndarray:
     """``target`` (axes in ``target_keys`` order) with its axes put in ``keys`` order."""
     return target.transpose([target_keys.index(k) for k in keys])
+
+
+def _requires_grad(operand: object) -> bool:
+    return bool(getattr(operand, "_requires_grad", False))
 
 
 class EinsumPlan:
@@ -245,7 +255,20 @@ class EinsumPlan:
         return views
 
     def execute(self, *operands: object) -> Tensor:
-        """Runs the plan on operands of the planned layouts; returns a new owning Tensor."""
+        """Runs the plan on operands of the planned layouts; returns a new owning Tensor.
+
+        When an operand requires grad (and grad mode is on) the execution is recorded on the
+        tape exactly as ``einsum(expression, *operands)`` is, so ``backward()`` runs einsum's
+        rule (its backward is einsums) and a plan executed many times records each execution."""
+        if is_grad_enabled() and any(_requires_grad(o) for o in operands):
+            return record("einsum", self._recorded, (self._expression, *operands), {})
+        return self._execute(*operands)
+
+    def _recorded(self, expression: str, *operands: object) -> Tensor:
+        # What the tape runs (recording off): the rule reads the expression from the record.
+        return self._execute(*operands)
+
+    def _execute(self, *operands: object) -> Tensor:
         views = self.check_operands(operands)
         result = self.run(views, None)
         assert result is not None  # without a target, run returns the new tensor
@@ -265,8 +288,16 @@ class EinsumPlan:
         made again at the new version).
 
         Raises :class:`OutputBufferError` for a buffer of another shape or dtype, a broadcast
-        view, or shared storage, and :class:`PlanMismatchError` as :meth:`execute`.
+        view, or shared storage, and :class:`PlanMismatchError` as :meth:`execute`. A write into
+        a given buffer is not recorded on the tape, so while grad mode is on an operand that
+        requires grad is refused too (:class:`OutputBufferError`, as PyTorch refuses ``out=``
+        with autograd): :meth:`execute` records, and ``no_grad()`` allows the write.
         """
+        if is_grad_enabled() and any(_requires_grad(o) for o in operands):
+            raise OutputBufferError(
+                "an operand requires grad, and a write into a given buffer is not recorded for "
+                "backward(); use execute() (recorded), or execute_into under no_grad()"
+            )
         views = self.check_operands(operands)
         output = check_output(out, self._out_shape, self._dtype, views)
         with output.target() as target:

@@ -1,0 +1,110 @@
+"""``llmfs check`` and ``llmfs grade`` on chapter 9: its predict, implement and explain exercises
+are read, run and scored like every chapter's, and a backward that assigns instead of adding, or
+one that calls the library's backward, loses exactly that exercise's points."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import gradingkit as kit
+import pytest
+
+from llmfs.cli import main as llmfs_main
+from llmfs.course.grading.gradebook import Gradebook
+
+pytestmark = pytest.mark.notebooks
+
+CHAPTER = kit.MANIFEST.chapter("ch09")
+KEY = kit.key_of(CHAPTER)
+LIMITS = ["--cell-timeout", "30", "--timeout", "240", "--memory-mb", "2048", "--cases", "40"]
+if shutil.which("bwrap") is None:
+    LIMITS.append("--no-sandbox")
+
+ASSIGNED = """def view_backward(grad, view):
+    buffer = np.zeros(view.owner.size)
+    for offset, value in zip(view.logical_offsets(), np.asarray(grad).reshape(-1)):
+        buffer[offset] = value
+    return buffer
+"""
+BY_AUTOGRAD = """def view_backward(grad, view):
+    owner = lt.Tensor.from_numpy(view.owner.to_numpy(), requires_grad=True)
+    lt.as_strided(owner, list(view.shape), list(view.strides), view.base_offset).backward(
+        lt.Tensor.from_numpy(grad)
+    )
+    return owner.grad.to_numpy()
+"""
+
+
+def _points(exercise_id: str) -> int:
+    return next(e.points for e in CHAPTER.exercises if e.id == exercise_id)
+
+
+CHECKED = [e for e in CHAPTER.exercises if e.kind != "explain"]
+FULL = sum(e.points for e in CHECKED)
+
+
+def test_the_self_check_finds_the_solution_right_everywhere(tmp_path: Path) -> None:
+    shutil.copy(kit.REPO / CHAPTER.solution, tmp_path / Path(CHAPTER.notebook).name)
+    code, text = kit.run_check(tmp_path, "--json", str(tmp_path / Path(CHAPTER.notebook).name))
+    assert code == 0, text
+    (chapter,) = [c for c in json.loads(text)["chapters"] if c["chapter"] == "ch09"]
+    assert chapter["run"] == "ok"
+    for exercise in chapter["exercises"]:
+        assert exercise["answered"], exercise["id"]
+        if exercise["kind"] == "explain":
+            assert exercise["right"] is None
+        else:
+            assert exercise["right"] is True, exercise
+
+
+def _grade(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = llmfs_main(["grade", *argv])
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
+    root = tmp_path_factory.mktemp("ch09")
+    subs = root / "submissions"
+    subs.mkdir()
+    correct = kit.correct_notebook(CHAPTER)
+    submissions = {
+        "correct": correct,
+        "blank": kit.student_notebook(CHAPTER),
+        "assigned": kit.set_source(correct, "ch09.view_backward", ASSIGNED),
+        "shortcut": kit.set_source(correct, "ch09.view_backward", BY_AUTOGRAD),
+    }
+    for name, notebook in submissions.items():
+        (subs / f"{name}.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    code, output = _grade(
+        str(subs), "--chapter", "ch09", "--seed", "4242", "--out", str(root / "out"), *LIMITS
+    )
+    assert code == 0, output
+    with Gradebook(root / "out" / "gradebook.sqlite") as book:
+        return {(r.student, r.exercise): r for r in book.rows()}
+
+
+def _total(rows: dict[tuple[str, str], Any], student: str) -> float:
+    return sum(r.score or 0 for (s, _), r in rows.items() if s == student)
+
+
+def test_the_correct_submission_scores_every_checked_point(graded: dict) -> None:
+    assert _total(graded, "correct") == FULL
+    assert {e for (s, e) in graded if s == "correct"} == {e.id for e in CHAPTER.exercises}
+
+
+def test_the_blank_submission_scores_nothing(graded: dict) -> None:
+    assert _total(graded, "blank") == 0
+
+
+@pytest.mark.parametrize("student", ["assigned", "shortcut"])
+def test_a_wrong_or_borrowed_view_rule_loses_exactly_its_points(graded: dict, student: str) -> None:
+    assert graded[(student, "ch09.view_backward")].score == 0
+    assert _total(graded, student) == FULL - _points("ch09.view_backward")
