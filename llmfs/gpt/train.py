@@ -1,26 +1,38 @@
-"""Training the capstone model: NumPy only, backpropagation written out by hand.
+"""Training the capstone model: the NumPy engine (backpropagation written out by hand) and the
+command that runs either engine.
 
 ``python -m llmfs.gpt.train --out PATH`` trains :data:`~llmfs.gpt.model.TINY_CONFIG` on the
-training half of :func:`llmfs.gpt.task.split`, prints the loss curve and the held-out accuracy,
-and writes
+training half of :func:`llmfs.gpt.task.split`, prints the loss curve and the held-out accuracy
+(with a progress bar and the running loss when stdout is a terminal), and writes
 
 * ``PATH`` (``.npz``, float32, see :func:`llmfs.gpt.checkpoint.save_params`) and ``PATH`` with
   suffix ``.sha256`` (its checksum);
-* ``PATH`` with suffix ``.json``: the training record (config, hyperparameters, the loss curve,
-  held-out accuracy during training and of the saved weights);
+* ``PATH`` with suffix ``.json``: the training record (:func:`make_record`: the command, engine,
+  backend and dtype, config, hyperparameters and seed, the loss curve, held-out accuracy during
+  training and of the saved weights, the BLAS environment, the wall time);
 * the loss-curve figure ``capstone_loss.png``/``.svg``/``.txt`` in ``--figures DIR`` (default: the
   checkout's ``figures/``), drawn from the record by :func:`llmfs.gpt.plot.loss_figure`, the same
   function ``llmfs figures`` redraws it with.
 
-The shipped weights were made with one BLAS thread::
+``--engine numpy`` (the default) is this module's :func:`train`; ``--engine tensor`` is
+:func:`llmfs.gpt.tensor_train.train`, the same experiment (:mod:`llmfs.gpt.experiment`: same
+initialisation, batches, AdamW and schedule) with :mod:`llmfs.tensor` autograd on ``--backend``
+(numpy by default) in ``--dtype`` (float64 by default).
+
+The shipped weights were made by the NumPy engine with one BLAS thread::
 
     OPENBLAS_NUM_THREADS=1 python -m llmfs.gpt.train --out llmfs/gpt/weights/tiny_gpt.npz
 
 Determinism: every random draw (initialisation, batches) comes from one seeded NumPy ``Generator``,
-so the same seed gives the same weights, byte for byte, on the same machine. Matrix products go
-through the machine's BLAS, whose summation order may differ on another CPU, library or thread
-count, so a retraining elsewhere may differ in the last bits: the shipped file is pinned by its
-checksum, not by retraining.
+so the same seed gives the same weights, byte for byte, on the same machine and BLAS kernel.
+Across kernels it does not: OpenBLAS picks its matrix-product kernel by CPU (``Haswell`` on AVX2
+machines, ``SkylakeX`` with AVX-512, ``Sandybridge``, ...; ``OPENBLAS_CORETYPE`` overrides it),
+and the kernels sum in different orders, so the first step's gradients already differ in the last
+bit (about 1e-16 relative, in most values). Training amplifies any such difference while the loss
+sits on its plateau near 1.55 (steps 100 to 250): a 1e-15 change of the initial weights becomes
+a 1e-13 change of the loss by step 100 and 6e-7 by step 175, and the two runs end at different
+weights (both answer the held-out problems; the record says how this one went). The shipped file
+is pinned by its checksum and its record (``tiny_gpt.json``), not by retraining.
 
 The loss is the cross-entropy of the answer tokens only (the prompt is given, not predicted), the
 optimiser AdamW (decoupled weight decay on the matrices of the blocks; none on embeddings, biases
@@ -292,14 +304,38 @@ def blas_environment() -> dict[str, Any]:
 
     info: dict[str, Any] = {"numpy": np.__version__}
     try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]  # type: ignore[index]
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
         info["blas"] = f"{blas.get('name')} {blas.get('version')}"
     except Exception:  # the layout of show_config is NumPy's; a change must not stop training
         info["blas"] = "unknown"
+    core = openblas_core()
+    if core is not None:
+        info["blas_core"] = core
     for key in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS"):
         if key in os.environ:
             info[key] = os.environ[key]
     return info
+
+
+def openblas_core() -> str | None:
+    """The name of the OpenBLAS kernel NumPy's products run on here (``Haswell``, ``SkylakeX``,
+    ...; ``OPENBLAS_CORETYPE`` overrides the choice), read from the loaded library; ``None``
+    where it cannot be read (another BLAS, or no ``/proc/self/maps``, as on macOS)."""
+    import ctypes
+
+    try:
+        maps = Path("/proc/self/maps").read_text().split()
+        library = next(m for m in maps if "openblas" in m and m.endswith(".so"))
+        lib = ctypes.CDLL(library)
+    except (OSError, StopIteration):
+        return None
+    for symbol in ("scipy_openblas_get_corename64_", "openblas_get_corename64_"):
+        if hasattr(lib, symbol):
+            function = getattr(lib, symbol)
+            function.restype = ctypes.c_char_p
+            name = function()
+            return name.decode() if isinstance(name, bytes) else None
+    return None
 
 
 def make_record(
@@ -464,6 +500,7 @@ __all__ = [
     "loss_and_grads",
     "main",
     "make_record",
+    "openblas_core",
     "train",
     "training_data",
 ]
