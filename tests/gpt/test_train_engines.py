@@ -325,3 +325,15 @@ def test_the_tensor_engine_leaves_no_recording_behind() -> None:
     lt.sum(p * p).backward()
     optimizer.step()
     assert not optimizer.exp_avg["p"].requires_grad and p.requires_grad
+
+
+def test_the_numpy_engine_computes_float32_weights_in_float32() -> None:
+    # NumPy 2 promotes float32 with a NumPy float64 scalar (such as np.sqrt(d)) to float64; the
+    # benchmarks compare the engines in the dtype they name.
+    params = {n: v.astype(np.float32) for n, v in init_params(SMALL, 0).items()}
+    rng = np.random.default_rng(0)
+    ids = rng.integers(0, SMALL.vocab_size, size=(2, SMALL.n_ctx))
+    logits, _ = train.forward_with_cache(params, SMALL, ids)
+    _, grads = train.loss_and_grads(params, SMALL, ids, ids, np.ones(ids.shape))
+    assert logits.dtype == np.float32
+    assert {g.dtype for g in grads.values()} == {np.dtype(np.float32)}
