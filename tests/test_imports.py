@@ -101,6 +101,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.gpt.__main__", 6, "gpt"),
     ("llmfs.gpt.checkpoint", 6, "gpt"),
     ("llmfs.gpt.errors", 6, "gpt"),
+    ("llmfs.gpt.experiment", 6, "gpt"),
     ("llmfs.gpt.evaluate", 6, "gpt"),
     ("llmfs.gpt.model", 6, "gpt"),
     ("llmfs.gpt.reference", 6, "gpt"),
@@ -109,6 +110,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.gpt.kv_cache", 6, "gpt"),  # the KV cache owners of tensor_model.generate
     ("llmfs.gpt.tensor_model", 6, "gpt"),
     ("llmfs.gpt.tokenizer", 6, "gpt"),
+    ("llmfs.gpt.tensor_train", 6, "gpt"),
     # CourseError (the package's __init__), where the course lives, the manifest, the attempts
     # log and the exercise engine: the widgets read and write them, so they sit below the widgets.
     ("llmfs.course", 7, "course engine"),

@@ -14,6 +14,7 @@ checked against):
 * :mod:`llmfs.gpt.checkpoint`: the shipped weights (checksum verified), byte-reproducible ``.npz``
   files, and GPT-2 weights from a local file;
 * :mod:`llmfs.gpt.train`: the training script (hand-written backpropagation, AdamW);
+  ``--engine tensor`` trains with :mod:`llmfs.gpt.tensor_train` (llmfs.tensor autograd) instead;
 * :mod:`llmfs.gpt.evaluate`: ``python -m llmfs.gpt.evaluate`` prints the held-out accuracy.
 * :mod:`llmfs.gpt.tokenizer`: GPT-2's byte-level BPE tokenizer (read GPT-2's files, encode,
   decode, train, save), imported on its own.

@@ -1,26 +1,38 @@
-"""Training the capstone model: NumPy only, backpropagation written out by hand.
+"""Training the capstone model: the NumPy engine (backpropagation written out by hand) and the
+command that runs either engine.
 
 ``python -m llmfs.gpt.train --out PATH`` trains :data:`~llmfs.gpt.model.TINY_CONFIG` on the
-training half of :func:`llmfs.gpt.task.split`, prints the loss curve and the held-out accuracy,
-and writes
+training half of :func:`llmfs.gpt.task.split`, prints the loss curve and the held-out accuracy
+(with a progress bar and the running loss when stdout is a terminal), and writes
 
 * ``PATH`` (``.npz``, float32, see :func:`llmfs.gpt.checkpoint.save_params`) and ``PATH`` with
   suffix ``.sha256`` (its checksum);
-* ``PATH`` with suffix ``.json``: the training record (config, hyperparameters, the loss curve,
-  held-out accuracy during training and of the saved weights);
+* ``PATH`` with suffix ``.json``: the training record (:func:`make_record`: the command, engine,
+  backend and dtype, config, hyperparameters and seed, the loss curve, held-out accuracy during
+  training and of the saved weights, the BLAS environment, the wall time);
 * the loss-curve figure ``capstone_loss.png``/``.svg``/``.txt`` in ``--figures DIR`` (default: the
   checkout's ``figures/``), drawn from the record by :func:`llmfs.gpt.plot.loss_figure`, the same
   function ``llmfs figures`` redraws it with.
 
-The shipped weights were made with one BLAS thread::
+``--engine numpy`` (the default) is this module's :func:`train`; ``--engine tensor`` is
+:func:`llmfs.gpt.tensor_train.train`, the same experiment (:mod:`llmfs.gpt.experiment`: same
+initialisation, batches, AdamW and schedule) with :mod:`llmfs.tensor` autograd on ``--backend``
+(numpy by default) in ``--dtype`` (float64 by default).
+
+The shipped weights were made by the NumPy engine with one BLAS thread::
 
     OPENBLAS_NUM_THREADS=1 python -m llmfs.gpt.train --out llmfs/gpt/weights/tiny_gpt.npz
 
 Determinism: every random draw (initialisation, batches) comes from one seeded NumPy ``Generator``,
-so the same seed gives the same weights, byte for byte, on the same machine. Matrix products go
-through the machine's BLAS, whose summation order may differ on another CPU, library or thread
-count, so a retraining elsewhere may differ in the last bits: the shipped file is pinned by its
-checksum, not by retraining.
+so the same seed gives the same weights, byte for byte, on the same machine and BLAS kernel.
+Across kernels it does not: OpenBLAS picks its matrix-product kernel by CPU (``Haswell`` on AVX2
+machines, ``SkylakeX`` with AVX-512, ``Sandybridge``, ...; ``OPENBLAS_CORETYPE`` overrides it),
+and the kernels sum in different orders, so the first step's gradients already differ in the last
+bit (about 1e-16 relative, in most values). Training amplifies any such difference while the loss
+sits on its plateau near 1.55 (steps 100 to 250): a 1e-15 change of the initial weights becomes
+a 1e-13 change of the loss by step 100 and 6e-7 by step 175, and the two runs end at different
+weights (both answer the held-out problems; the record says how this one went). The shipped file
+is pinned by its checksum and its record (``tiny_gpt.json``), not by retraining.
 
 The loss is the cross-entropy of the answer tokens only (the prompt is given, not predicted), the
 optimiser AdamW (decoupled weight decay on the matrices of the blocks; none on embeddings, biases
@@ -35,7 +47,7 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +55,18 @@ import numpy as np
 
 from llmfs.gpt import reference, task
 from llmfs.gpt.checkpoint import load_params, save_params, write_checksum
+from llmfs.gpt.errors import ConfigError
+from llmfs.gpt.experiment import (
+    ProgressBar,
+    RunLog,
+    TrainConfig,
+    TrainResult,
+    answer_weights,
+    batches,
+    decays,
+    learning_rate,
+    training_data,
+)
 from llmfs.gpt.model import TINY_CONFIG, GPTConfig, Params, count_parameters, init_params
 from llmfs.gpt.reference import GELU_C, causal_mask, softmax
 
@@ -117,7 +141,7 @@ def forward_with_cache(
             qkv[..., j * c : (j + 1) * c].reshape(b, t, h, d).transpose(0, 2, 1, 3)
             for j in range(3)
         )
-        scores = np.where(mask, q @ k.transpose(0, 1, 3, 2) / np.sqrt(d), -np.inf)
+        scores = np.where(mask, q @ k.transpose(0, 1, 3, 2) / math.sqrt(d), -np.inf)
         att = softmax(scores)
         y = (att @ v).transpose(0, 2, 1, 3).reshape(b, t, c)
         x = x + _linear(y, params[p + "attn.c_proj.weight"], params[p + "attn.c_proj.bias"])
@@ -178,7 +202,7 @@ def loss_and_grads(
         datt = dyh @ v.transpose(0, 1, 3, 2)
         dv = att.transpose(0, 1, 3, 2) @ dyh
         # Softmax backward; masked entries have att = 0 and so get no gradient.
-        dscores = att * (datt - (datt * att).sum(axis=-1, keepdims=True)) / np.sqrt(d)
+        dscores = att * (datt - (datt * att).sum(axis=-1, keepdims=True)) / math.sqrt(d)
         dq = dscores @ k
         dk = dscores.transpose(0, 1, 3, 2) @ q
         dqkv = np.concatenate(
@@ -200,55 +224,29 @@ def loss_and_grads(
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Hyperparameters of :func:`train` (the shipped weights use the defaults)."""
-
-    seed: int = 0
-    steps: int = 1200
-    batch_size: int = 128
-    learning_rate: float = 3e-3
-    warmup_steps: int = 100
-    min_lr_ratio: float = 0.05
-    beta1: float = 0.9
-    beta2: float = 0.98
-    adam_eps: float = 1e-8
-    weight_decay: float = 0.01
-    #: Steps averaged into one point of the recorded loss curve.
-    log_every: int = 25
-    #: Steps between held-out accuracy measurements during training.
-    eval_every: int = 100
-
-
-def learning_rate(step: int, cfg: TrainConfig) -> float:
-    """Linear warm-up over ``warmup_steps``, then cosine decay to ``min_lr_ratio * lr``."""
-    if step < cfg.warmup_steps:
-        return cfg.learning_rate * (step + 1) / cfg.warmup_steps
-    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
-    cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
-    return cfg.learning_rate * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine)
-
-
-def decays(name: str) -> bool:
-    """Whether AdamW's weight decay applies: the blocks' matrices only."""
-    return name.startswith("h.") and name.endswith(".weight") and ".ln_" not in name
-
-
-@dataclass
-class TrainResult:
-    """What :func:`train` returns: the float64 parameters and the record of the run."""
-
-    params: Params
-    losses: list[float] = field(default_factory=list)
-    curve: list[tuple[int, float]] = field(default_factory=list)
-    accuracy_curve: list[tuple[int, float]] = field(default_factory=list)
-
-
-def answer_weights(batch: int) -> np.ndarray:
-    """``[batch, 8]``: 1 at the three positions whose next token is an answer digit."""
-    w = np.zeros((batch, task.SEQUENCE_LENGTH - 1))
-    w[:, task.PROMPT_LENGTH - 1 :] = 1.0
-    return w
+def adamw_update(
+    params: Params,
+    grads: Params,
+    m: Params,
+    s: Params,
+    step: int,
+    lr: float,
+    cfg: TrainConfig,
+) -> None:
+    """One AdamW step (PyTorch's ``torch.optim.AdamW``: decoupled weight decay, bias-corrected
+    moments) of every parameter, in place: ``m`` and ``s`` are the first and second moments,
+    ``step`` the 0-based step (so the bias correction uses ``step + 1``). Weight decay applies
+    where :func:`decays` says. :class:`llmfs.gpt.tensor_train.AdamW` is the same update on llmfs
+    tensors, operation for operation."""
+    for name, value in params.items():
+        g = grads[name]
+        m[name] = cfg.beta1 * m[name] + (1 - cfg.beta1) * g
+        s[name] = cfg.beta2 * s[name] + (1 - cfg.beta2) * g * g
+        m_hat = m[name] / (1 - cfg.beta1 ** (step + 1))
+        s_hat = s[name] / (1 - cfg.beta2 ** (step + 1))
+        if decays(name):
+            value *= 1.0 - lr * cfg.weight_decay
+        value -= lr * m_hat / (np.sqrt(s_hat) + cfg.adam_eps)
 
 
 def train(
@@ -257,50 +255,27 @@ def train(
     train_problems: np.ndarray | None = None,
     held_out: np.ndarray | None = None,
     log: Any = None,
+    progress: ProgressBar | None = None,
 ) -> TrainResult:
     """Trains from :func:`~llmfs.gpt.model.init_params` with ``cfg.seed``; batches are drawn
     with replacement from ``train_problems`` (default: the training half of the shipped split).
-    ``log``, when given, is called with one line of text per logged point."""
+    ``log``, when given, is called with one line of text per logged point; ``progress``, when
+    given, is advanced once per step with the loss."""
     cfg = cfg or TrainConfig()
-    if train_problems is None or held_out is None:
-        parts = task.split()
-        train_problems = parts.train if train_problems is None else train_problems
-        held_out = parts.held_out if held_out is None else held_out
-    data = task.sequences(train_problems)
-    rng = np.random.default_rng(cfg.seed)
+    data, held_out = training_data(train_problems, held_out)
     params = init_params(config, seed=cfg.seed)
     m = {n: np.zeros_like(v) for n, v in params.items()}
     s = {n: np.zeros_like(v) for n, v in params.items()}
     weights = answer_weights(cfg.batch_size)
-    result = TrainResult(params=params)
-    window: list[float] = []
-    for step in range(cfg.steps):
-        batch = data[rng.integers(0, len(data), size=cfg.batch_size)]
+    run = RunLog(cfg, log)
+    for step, batch in enumerate(batches(data, cfg)):
         loss, grads = loss_and_grads(params, config, batch[:, :-1], batch[:, 1:], weights)
-        result.losses.append(loss)
-        window.append(loss)
         lr = learning_rate(step, cfg)
-        for name, value in params.items():
-            g = grads[name]
-            m[name] = cfg.beta1 * m[name] + (1 - cfg.beta1) * g
-            s[name] = cfg.beta2 * s[name] + (1 - cfg.beta2) * g * g
-            m_hat = m[name] / (1 - cfg.beta1 ** (step + 1))
-            s_hat = s[name] / (1 - cfg.beta2 ** (step + 1))
-            if decays(name):
-                value *= 1.0 - lr * cfg.weight_decay
-            value -= lr * m_hat / (np.sqrt(s_hat) + cfg.adam_eps)
-        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
-            mean = float(np.mean(window))
-            window = []
-            result.curve.append((step + 1, mean))
-            line = f"step {step + 1:5d}  lr {lr:.2e}  loss {mean:.5f}"
-            if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
-                acc = reference.accuracy(params, config, held_out)
-                result.accuracy_curve.append((step + 1, acc))
-                line += f"  held-out accuracy {acc:.4f}"
-            if log is not None:
-                log(line)
-    return result
+        adamw_update(params, grads, m, s, step, lr, cfg)
+        if progress is not None:
+            progress.update(loss)
+        run.step(step, loss, lr, lambda: reference.accuracy(params, config, held_out))
+    return run.result(params)
 
 
 # --------------------------------------------------------------------------------------------
@@ -308,9 +283,12 @@ def train(
 # --------------------------------------------------------------------------------------------
 
 
-#: How the shipped weights were made (one BLAS thread: faster on a busy machine, and one fixed
-#: summation order).
+#: How the shipped weights were made (the numpy engine, one BLAS thread: faster on a busy
+#: machine, and one fixed summation order).
 COMMAND = "OPENBLAS_NUM_THREADS=1 python -m llmfs.gpt.train --out llmfs/gpt/weights/tiny_gpt.npz"
+
+#: The engines of ``--engine``.
+ENGINES = ("numpy", "tensor")
 
 
 def default_figures_folder() -> Path:
@@ -318,14 +296,72 @@ def default_figures_folder() -> Path:
     return Path(__file__).resolve().parent.parent.parent / "figures"
 
 
+def blas_environment() -> dict[str, Any]:
+    """What decides the matrix products' summation order on this machine: NumPy's version, its
+    BLAS library and the BLAS variables set in the environment (for the record; nothing here is
+    a time or a machine name)."""
+    import os
+
+    info: dict[str, Any] = {"numpy": np.__version__}
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        info["blas"] = f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # the layout of show_config is NumPy's; a change must not stop training
+        info["blas"] = "unknown"
+    core = openblas_core()
+    if core is not None:
+        info["blas_core"] = core
+    for key in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS"):
+        if key in os.environ:
+            info[key] = os.environ[key]
+    return info
+
+
+def openblas_core() -> str | None:
+    """The name of the OpenBLAS kernel NumPy's products run on here (``Haswell``, ``SkylakeX``,
+    ...; ``OPENBLAS_CORETYPE`` overrides the choice), read from the loaded library; ``None``
+    where it cannot be read (another BLAS, or no ``/proc/self/maps``, as on macOS)."""
+    import ctypes
+
+    try:
+        maps = Path("/proc/self/maps").read_text().split()
+        library = next(m for m in maps if "openblas" in m and m.endswith(".so"))
+        lib = ctypes.CDLL(library)
+    except (OSError, StopIteration):
+        return None
+    for symbol in ("scipy_openblas_get_corename64_", "openblas_get_corename64_"):
+        if hasattr(lib, symbol):
+            function = getattr(lib, symbol)
+            function.restype = ctypes.c_char_p
+            name = function()
+            return name.decode() if isinstance(name, bytes) else None
+    return None
+
+
 def make_record(
-    config: GPTConfig, cfg: TrainConfig, result: TrainResult, saved_accuracy: float, sha256: str
+    config: GPTConfig,
+    cfg: TrainConfig,
+    result: TrainResult,
+    saved_accuracy: float,
+    sha256: str,
+    *,
+    engine: str = "numpy",
+    backend: str = "numpy",
+    dtype: str = "float64",
+    wall_seconds: float | None = None,
+    command: str = COMMAND,
 ) -> dict[str, Any]:
-    """The training record written beside the weights (no times or machine names, so that it is
-    as reproducible as the weights)."""
+    """The training record written beside the weights: the command, the engine (and for the
+    tensor engine its backend and dtype), the model, the hyperparameters and seed (``train``),
+    the split, the loss curve, the held-out accuracy curve, the final loss, the saved weights'
+    accuracy and checksum, the BLAS environment and (when given) the wall time in seconds, the
+    one field that differs between two runs of the same command."""
     split = task.split()
-    return {
-        "command": COMMAND,
+    record: dict[str, Any] = {
+        "command": command,
+        "engine": engine,
+        "backend": backend,
+        "dtype": dtype,
         "task": "a + b for 0 <= a, b <= 99, answer digits least significant first",
         "model": asdict(config),
         "parameters": count_parameters(config),
@@ -343,7 +379,11 @@ def make_record(
         "saved_dtype": "float32",
         "saved_held_out_accuracy": saved_accuracy,
         "sha256": sha256,
+        "environment": blas_environment(),
     }
+    if wall_seconds is not None:
+        record["wall_seconds"] = round(wall_seconds, 2)
+    return record
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -353,8 +393,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--figures", type=Path, default=None, help="folder for capstone_loss.* (default figures/)"
     )
     parser.add_argument("--no-figure", action="store_true", help="do not draw the loss curve")
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="numpy",
+        help="numpy: backpropagation by hand (the shipped weights); tensor: llmfs.tensor autograd",
+    )
+    parser.add_argument(
+        "--backend", default="numpy", help="the tensor engine's llmfs.tensor backend (numpy)"
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=("float64", "float32"),
+        default="float64",
+        help="the tensor engine's dtype (the numpy engine trains in float64)",
+    )
     parser.add_argument("--seed", type=int, default=TrainConfig.seed)
     parser.add_argument("--steps", type=int, default=TrainConfig.steps)
+    parser.add_argument("--batch-size", type=int, default=TrainConfig.batch_size)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -364,18 +420,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_arguments(parser)
     args = parser.parse_args(argv)
-    cfg = TrainConfig(seed=args.seed, steps=args.steps)
+    if args.engine == "numpy" and (args.backend != "numpy" or args.dtype != "float64"):
+        parser.error("--backend and --dtype choose the tensor engine's; use --engine tensor")
+    try:
+        cfg = TrainConfig(seed=args.seed, steps=args.steps, batch_size=args.batch_size)
+    except ConfigError as error:
+        parser.error(str(error))
     config = TINY_CONFIG
-    print(f"model: {config} ({count_parameters(config)} parameters)")
+    what = (
+        "numpy engine"
+        if args.engine == "numpy"
+        else (f"tensor engine, backend {args.backend}, {args.dtype}")
+    )
+    print(f"model: {config} ({count_parameters(config)} parameters); {what}")
+    progress = ProgressBar(cfg.steps)
     start = time.perf_counter()
-    result = train(config, cfg, log=print)
+    if args.engine == "numpy":
+        result = train(config, cfg, log=progress.write, progress=progress)
+    else:
+        # Loaded on use: the numpy engine never imports the tensor library.
+        from llmfs.gpt import tensor_train
+
+        result = tensor_train.train(
+            config,
+            cfg,
+            log=progress.write,
+            backend=args.backend,
+            dtype=np.dtype(args.dtype),
+            progress=progress,
+        )
     seconds = time.perf_counter() - start
+    progress.close()
     path = save_params(result.params, args.out)
     checksum = write_checksum(path)
     saved = load_params(path)
     saved_accuracy = reference.held_out_accuracy(saved, config)
     sha = checksum.read_text().split()[0]
-    record = make_record(config, cfg, result, saved_accuracy, sha)
+    command = "python -m llmfs.gpt.train " + " ".join(sys.argv[1:] if argv is None else list(argv))
+    record = make_record(
+        config,
+        cfg,
+        result,
+        saved_accuracy,
+        sha,
+        engine=args.engine,
+        backend=args.backend,
+        dtype=args.dtype,
+        wall_seconds=seconds,
+        command=command,
+    )
     record_path = path.with_suffix(".json")
     record_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     print(f"trained {cfg.steps} steps in {seconds:.1f} s; final loss {record['final_loss']}")
@@ -389,6 +482,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         for written in write_loss_figure(record, args.figures or default_figures_folder()):
             print(f"wrote {written}")
     return 0
+
+
+__all__ = [
+    "COMMAND",
+    "ENGINES",
+    "ProgressBar",
+    "RunLog",
+    "TrainConfig",
+    "TrainResult",
+    "adamw_update",
+    "answer_weights",
+    "batches",
+    "decays",
+    "forward_with_cache",
+    "learning_rate",
+    "loss_and_grads",
+    "main",
+    "make_record",
+    "openblas_core",
+    "train",
+    "training_data",
+]
 
 
 if __name__ == "__main__":

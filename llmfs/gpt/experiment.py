@@ -1,0 +1,218 @@
+"""What both training engines share: the hyperparameters, the batches, the learning-rate
+schedule, which parameters decay, and the log of a run.
+
+The ``numpy`` engine (:mod:`llmfs.gpt.train`, backpropagation by hand) and the ``tensor`` engine
+(:mod:`llmfs.gpt.tensor_train`, :mod:`llmfs.tensor` autograd) both train from these, so a run of
+one is the same experiment as a run of the other: same seed, same batches in the same order,
+same schedule, same points logged.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import numpy as np
+
+from llmfs.gpt import task
+from llmfs.gpt.errors import ConfigError
+from llmfs.gpt.model import Params
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyperparameters of a training run (the shipped weights use the defaults).
+
+    Invariants (checked on construction, :class:`ConfigError` otherwise): ``steps``,
+    ``batch_size``, ``log_every`` and ``eval_every`` are positive ints, ``warmup_steps`` is at
+    least 0, the betas lie in ``[0, 1)``, and the learning rate, ``adam_eps``, ``weight_decay``
+    and ``min_lr_ratio`` are at least 0."""
+
+    seed: int = 0
+    steps: int = 1200
+    batch_size: int = 128
+    learning_rate: float = 3e-3
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.05
+    beta1: float = 0.9
+    beta2: float = 0.98
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.01
+    #: Steps averaged into one point of the recorded loss curve.
+    log_every: int = 25
+    #: Steps between held-out accuracy measurements during training.
+    eval_every: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "log_every", "eval_every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive int, got {value!r}")
+        if not isinstance(self.warmup_steps, int) or self.warmup_steps < 0:
+            raise ConfigError(f"warmup_steps must be an int >= 0, got {self.warmup_steps!r}")
+        for name in ("beta1", "beta2"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
+        for name in ("learning_rate", "adam_eps", "weight_decay", "min_lr_ratio"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"{name} must be at least 0, got {getattr(self, name)}")
+
+
+def learning_rate(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up over ``warmup_steps``, then cosine decay to ``min_lr_ratio * lr``."""
+    if step < cfg.warmup_steps:
+        return cfg.learning_rate * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+    return cfg.learning_rate * (cfg.min_lr_ratio + (1.0 - cfg.min_lr_ratio) * cosine)
+
+
+def decays(name: str) -> bool:
+    """Whether AdamW's weight decay applies: the blocks' matrices only."""
+    return name.startswith("h.") and name.endswith(".weight") and ".ln_" not in name
+
+
+def answer_weights(batch: int) -> np.ndarray:
+    """``[batch, 8]``: 1 at the three positions whose next token is an answer digit."""
+    w = np.zeros((batch, task.SEQUENCE_LENGTH - 1))
+    w[:, task.PROMPT_LENGTH - 1 :] = 1.0
+    return w
+
+
+def training_data(
+    train_problems: np.ndarray | None = None, held_out: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The training sequences (``[n, 9]`` tokens) and the held-out problems (``[m, 2]``);
+    each defaults to its half of the shipped split (:func:`llmfs.gpt.task.split`)."""
+    if train_problems is None or held_out is None:
+        parts = task.split()
+        train_problems = parts.train if train_problems is None else train_problems
+        held_out = parts.held_out if held_out is None else held_out
+    return task.sequences(train_problems), np.asarray(held_out)
+
+
+def batches(data: np.ndarray, cfg: TrainConfig) -> Iterator[np.ndarray]:
+    """The ``cfg.steps`` batches of a run, in order: ``cfg.batch_size`` rows of ``data`` drawn with
+    replacement by a NumPy ``Generator`` seeded with ``cfg.seed`` (the same seed, the same
+    batches, whichever engine trains on them)."""
+    rng = np.random.default_rng(cfg.seed)
+    for _ in range(cfg.steps):
+        yield data[rng.integers(0, len(data), size=cfg.batch_size)]
+
+
+@dataclass
+class TrainResult:
+    """What a training run returns: the float64 parameters and the record of the run."""
+
+    params: Params
+    losses: list[float] = field(default_factory=list)
+    curve: list[tuple[int, float]] = field(default_factory=list)
+    accuracy_curve: list[tuple[int, float]] = field(default_factory=list)
+
+
+class RunLog:
+    """The log of a run: every step's loss, the mean of every ``log_every`` steps (the loss
+    curve, and the last step's window however short), and the held-out accuracy every
+    ``eval_every`` steps and at the last step. ``log``, when given, gets one line per logged
+    point."""
+
+    def __init__(self, cfg: TrainConfig, log: Callable[[str], Any] | None = None) -> None:
+        self.cfg = cfg
+        self.log = log
+        self.losses: list[float] = []
+        self.curve: list[tuple[int, float]] = []
+        self.accuracy_curve: list[tuple[int, float]] = []
+        self._window: list[float] = []
+
+    def step(self, step: int, loss: float, lr: float, accuracy: Callable[[], float]) -> None:
+        """Records step ``step``'s (0-based) ``loss``; ``accuracy()`` is called only at the
+        steps where the held-out accuracy is measured."""
+        cfg = self.cfg
+        self.losses.append(loss)
+        self._window.append(loss)
+        done = step + 1
+        if done % cfg.log_every != 0 and done != cfg.steps:
+            return
+        mean = float(np.mean(self._window))
+        self._window = []
+        self.curve.append((done, mean))
+        line = f"step {done:5d}  lr {lr:.2e}  loss {mean:.5f}"
+        if done % cfg.eval_every == 0 or done == cfg.steps:
+            acc = accuracy()
+            self.accuracy_curve.append((done, acc))
+            line += f"  held-out accuracy {acc:.4f}"
+        if self.log is not None:
+            self.log(line)
+
+    def result(self, params: Params) -> TrainResult:
+        """The run's :class:`TrainResult` with the final ``params``."""
+        return TrainResult(params, self.losses, self.curve, self.accuracy_curve)
+
+
+class ProgressBar:
+    """A one-line progress bar with the running loss, redrawn in place (``\\r``) on a terminal::
+
+        step  340/1200 [########................]  loss 1.21034  12.3 s
+
+    Only when ``stream`` (default ``sys.stdout``) is a terminal; otherwise every method does
+    nothing, so logs written to a file or a pipe stay one line per logged point. The running
+    loss is an exponential moving average (factor 0.9) of the steps' losses."""
+
+    WIDTH = 28
+
+    def __init__(self, total: int, stream: TextIO | None = None, clock: Any = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        isatty = getattr(self.stream, "isatty", None)
+        self.enabled = bool(isatty is not None and isatty())
+        self.total = total
+        self.done = 0
+        self.running: float | None = None
+        self._clock = clock or time.perf_counter
+        self._start = self._clock()
+
+    def line(self) -> str:
+        """The bar as it is drawn now (without the ``\\r``)."""
+        filled = self.WIDTH * self.done // max(1, self.total)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        loss = "" if self.running is None else f"  loss {self.running:.5f}"
+        seconds = self._clock() - self._start
+        return f"step {self.done:4d}/{self.total} [{bar}]{loss}  {seconds:.1f} s"
+
+    def update(self, loss: float) -> None:
+        """One more step done, with its ``loss``."""
+        self.done += 1
+        self.running = loss if self.running is None else 0.9 * self.running + 0.1 * loss
+        if self.enabled:
+            self.stream.write("\r" + self.line())
+            self.stream.flush()
+
+    def write(self, text: str) -> None:
+        """Prints ``text`` on its own line above the bar (the bar is redrawn after it)."""
+        if self.enabled:
+            self.stream.write("\r\x1b[2K" + text + "\n" + self.line())
+            self.stream.flush()
+        else:
+            self.stream.write(text + "\n")
+
+    def close(self) -> None:
+        """Ends the bar's line (on a terminal)."""
+        if self.enabled:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+__all__ = [
+    "ProgressBar",
+    "RunLog",
+    "TrainConfig",
+    "TrainResult",
+    "answer_weights",
+    "batches",
+    "decays",
+    "learning_rate",
+    "training_data",
+]

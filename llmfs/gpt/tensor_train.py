@@ -1,0 +1,327 @@
+"""Training the capstone model on :mod:`llmfs.tensor`: the forward pass of
+:mod:`llmfs.gpt.tensor_model`, gradients by the library's autograd, and AdamW on llmfs tensors.
+
+This is the ``tensor`` engine of ``python -m llmfs.gpt.train --engine tensor``; the ``numpy``
+engine (:func:`llmfs.gpt.train.train`) writes every backward pass by hand. The two run the same
+experiment, so that one can be held to the other step by step:
+
+* the same model and initialisation (:func:`llmfs.gpt.model.init_params` with the run's seed);
+* the same batches, in the same order (:func:`llmfs.gpt.experiment.batches`: one seeded NumPy
+  ``Generator``);
+* the same loss (:func:`cross_entropy`: the answer tokens only), the same optimiser
+  (:class:`AdamW`, the NumPy engine's update written with llmfs ops) and the same learning-rate
+  schedule (:func:`llmfs.gpt.experiment.learning_rate`);
+* the same log: a loss point every ``log_every`` steps, the held-out accuracy every
+  ``eval_every`` steps, both measured by the same NumPy evaluator
+  (:func:`llmfs.gpt.reference.accuracy` on the parameters read back), so the curves compare.
+
+In float64 on the numpy backend the two engines' losses agree to rounding (about 1e-16) at
+every step; they are not equal bit for bit, because autograd sums a gradient's terms in another
+order than the hand-written backward does, and training amplifies such differences (the
+README's capstone section says how far). ``backend`` chooses where the arithmetic runs
+(``numpy``; ``reference``, the pure-Python loops, for a few steps of a small model;
+``metal-emulator`` in float32 only).
+
+One training step, as a learner writes it::
+
+    logits = tensor_model.forward(w, config, inputs)        # recorded on the tape
+    loss = cross_entropy(logits, targets, weights)
+    loss.backward()                                         # w[name].grad for every parameter
+    optimizer.step(lr)                                      # AdamW, in place, under no_grad()
+    optimizer.zero_grad()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+import llmfs.tensor as lt
+from llmfs.gpt import reference, task, tensor_model
+from llmfs.gpt.errors import ConfigError, TaskError
+from llmfs.gpt.experiment import (
+    ProgressBar,
+    RunLog,
+    TrainConfig,
+    TrainResult,
+    answer_weights,
+    batches,
+    decays,
+    learning_rate,
+    training_data,
+)
+from llmfs.gpt.model import TINY_CONFIG, GPTConfig, Params, init_params
+from llmfs.tensor import Tensor, TensorView, copyto, no_grad, use_backend
+
+Operand = Tensor | TensorView
+
+# --------------------------------------------------------------------------------------------
+# The loss
+# --------------------------------------------------------------------------------------------
+
+
+def log_softmax(logits: Operand, axis: int = -1) -> Tensor:
+    """``log(softmax(logits))`` along ``axis`` by the log-sum-exp trick: ``z - m - log(sum(exp(z -
+    m)))`` with ``m`` the maximum along ``axis``. Subtracting ``m`` changes nothing
+    mathematically (softmax is unchanged by a shift) but keeps every ``exp`` at most 1, so no
+    logit overflows it and the largest term of the sum is exactly 1 (its log never sees 0).
+    ``m`` is a constant for autograd (``detach``): the result does not depend on it, so it gets
+    no gradient, as PyTorch's ``log_softmax`` gives none."""
+    shift = lt.max(logits.detach(), axis=axis, keepdims=True)
+    shifted = logits - shift
+    return shifted - lt.log(lt.sum(lt.exp(shifted), axis=axis, keepdims=True))
+
+
+def cross_entropy(logits: Operand, targets: np.ndarray, weights: np.ndarray) -> Tensor:
+    """The weighted mean cross-entropy of :func:`llmfs.gpt.train.loss_and_grads`, on llmfs tensors:
+    ``-sum(weights * log_softmax(logits)[..., targets]) / sum(weights)``, a 0-d tensor that
+    autograd differentiates.
+
+    ``logits`` is ``[B, T, V]``; ``targets`` (ints in ``0..V-1``) and ``weights`` (1 where a
+    position counts, 0 where it does not) are NumPy ``[B, T]``. Picking each position's target
+    log-probability is a product with a constant one-hot tensor that also carries the weights
+    (``-weights / sum(weights)`` at the target, 0 elsewhere), then one sum: the gradient of the
+    logits is ``(softmax - onehot) * weights / sum(weights)``, as the NumPy engine writes it.
+
+    Raises :class:`TaskError` when the shapes differ, a target is outside the vocabulary, or the
+    weights do not add up to a positive number (the mean of nothing)."""
+    shape = tuple(logits.shape)
+    targets = np.asarray(targets)
+    weights = np.asarray(weights, dtype=np.float64)
+    if len(shape) < 1 or targets.shape != shape[:-1] or weights.shape != shape[:-1]:
+        raise TaskError(
+            f"cross_entropy needs targets and weights of the logits' leading shape "
+            f"{list(shape[:-1])}, got targets {list(targets.shape)} and weights "
+            f"{list(weights.shape)}"
+        )
+    vocab = shape[-1]
+    if not np.issubdtype(targets.dtype, np.integer):
+        raise TaskError(f"targets must be integer token ids, got dtype {targets.dtype}")
+    if targets.size and (targets.min() < 0 or targets.max() >= vocab):
+        raise TaskError(
+            f"targets {int(targets.min())}..{int(targets.max())} fall outside 0..{vocab - 1}"
+        )
+    total = float(weights.sum())
+    if not total > 0:
+        raise TaskError(f"the weights must add up to a positive number, got {total}")
+    picked = np.zeros(shape)
+    np.put_along_axis(picked, targets[..., None], 1.0, axis=-1)
+    scale = Tensor.from_numpy(-picked * (weights / total)[..., None], dtype=logits.dtype)
+    return lt.sum(log_softmax(logits, axis=-1) * scale)
+
+
+# --------------------------------------------------------------------------------------------
+# The optimiser
+# --------------------------------------------------------------------------------------------
+
+
+def write_into(param: Tensor, value: Tensor) -> None:
+    """Writes ``value`` (a new owner of ``param``'s shape and dtype) into ``param``'s storage,
+    as PyTorch's ``param.copy_(value)``. A parameter is a whole row-major owner, so its storage
+    takes the values in one assignment inside a :meth:`~llmfs.tensor.Tensor.mutate` window;
+    anything else goes through :func:`~llmfs.tensor.copyto`, which writes through any layout one
+    offset at a time (correct for every view, and far slower for a whole tensor)."""
+    if (
+        isinstance(param, Tensor)
+        and isinstance(value, Tensor)
+        and value.shape == param.shape
+        and value.dtype == param.dtype
+        and param.layout.is_contiguous()
+        and param.layout.offset == 0
+        and param.size == len(param.as_mut_slice())
+    ):
+        with param.mutate() as storage:
+            storage[:] = value.numpy_view().reshape(-1)
+    else:
+        copyto(param, value)
+
+
+class AdamW:
+    """Adam with decoupled weight decay (Loshchilov & Hutter), as ``torch.optim.AdamW``, over
+    named llmfs tensors that require grad. For each parameter ``p`` with gradient ``g`` at step
+    ``t`` (1, 2, ...)::
+
+        m = beta1 * m + (1 - beta1) * g              # running mean of the gradient
+        v = beta2 * v + (1 - beta2) * g * g          # running mean of its square
+        m_hat = m / (1 - beta1 ** t)                 # bias correction: m and v start at 0
+        v_hat = v / (1 - beta2 ** t)
+        p = p * (1 - lr * weight_decay)              # decoupled: not part of the gradient
+        p = p - lr * m_hat / (sqrt(v_hat) + eps)
+
+    Weight decay applies to the parameters for which ``decay(name)`` is true (default: all; the
+    capstone decays only the blocks' matrices, :func:`llmfs.gpt.experiment.decays`), as PyTorch's
+    parameter groups with ``weight_decay=0`` exclude the others. The update runs under
+    :class:`~llmfs.tensor.no_grad` with llmfs ops (on the active backend) and is written into
+    each parameter's own storage (:func:`write_into`), so a model holding the same
+    tensors sees the new values; a parameter whose ``.grad`` is ``None`` is skipped, as in
+    PyTorch. The arithmetic is the NumPy engine's, operation for operation, so the same
+    gradients give the same parameters bit for bit.
+
+    Raises :class:`ConfigError` for a learning rate, ``eps`` or weight decay below 0, a beta
+    outside ``[0, 1)``, or a parameter that does not require grad.
+    """
+
+    def __init__(
+        self,
+        params: Mapping[str, Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        decay: Callable[[str], bool] | None = None,
+    ) -> None:
+        if not lr >= 0:
+            raise ConfigError(f"the learning rate must be at least 0, got {lr}")
+        if not eps >= 0:
+            raise ConfigError(f"eps must be at least 0, got {eps}")
+        if not weight_decay >= 0:
+            raise ConfigError(f"weight_decay must be at least 0, got {weight_decay}")
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ConfigError(f"betas[{i}] must lie in [0, 1), got {beta}")
+        for name, p in params.items():
+            if not p.requires_grad:
+                raise ConfigError(f"parameter {name!r} does not require grad: nothing to train")
+        self.params = dict(params)
+        self.lr = lr
+        self.betas = betas
+        self.eps = eps
+        self.weight_decay = weight_decay
+        self.decay = decay
+        #: Steps taken (``t`` of the bias correction).
+        self.steps = 0
+        #: The first and second moments, per parameter name (created on its first step).
+        self.exp_avg: dict[str, Tensor] = {}
+        self.exp_avg_sq: dict[str, Tensor] = {}
+
+    def zero_grad(self) -> None:
+        """Forgets every parameter's gradient (``.grad = None``, PyTorch's default), so the next
+        ``backward()`` starts from nothing instead of adding to the last one."""
+        for p in self.params.values():
+            p.grad = None
+
+    def step(self, lr: float | None = None) -> None:
+        """One update of every parameter that has a gradient, with ``lr`` (default: the
+        optimiser's ``lr``; a schedule passes each step's)."""
+        rate = self.lr if lr is None else lr
+        beta1, beta2 = self.betas
+        self.steps += 1
+        t = self.steps
+        with no_grad():
+            for name, p in self.params.items():
+                g = p.grad
+                if g is None:
+                    continue
+                if name in self.exp_avg:
+                    m = beta1 * self.exp_avg[name] + (1 - beta1) * g
+                    v = beta2 * self.exp_avg_sq[name] + (1 - beta2) * g * g
+                else:  # the moments start at 0: beta * 0 adds nothing
+                    m = (1 - beta1) * g
+                    v = (1 - beta2) * g * g
+                self.exp_avg[name], self.exp_avg_sq[name] = m, v
+                m_hat = m / (1 - beta1**t)
+                v_hat = v / (1 - beta2**t)
+                value = p
+                if self.weight_decay and (self.decay is None or self.decay(name)):
+                    value = p * (1.0 - rate * self.weight_decay)
+                write_into(p, value - rate * m_hat / (lt.sqrt(v_hat) + self.eps))
+
+
+# --------------------------------------------------------------------------------------------
+# The training loop
+# --------------------------------------------------------------------------------------------
+
+
+def to_numpy_params(w: Mapping[str, Tensor]) -> Params:
+    """The parameters read back as float64 NumPy arrays (for saving and for evaluating)."""
+    return {name: t.to_numpy().astype(np.float64) for name, t in w.items()}
+
+
+def held_out_accuracy(w: Mapping[str, Tensor], config: GPTConfig, held_out: np.ndarray) -> float:
+    """The accuracy on ``held_out`` measured as the NumPy engine measures it
+    (:func:`llmfs.gpt.reference.accuracy` of the parameters read back), so that the two engines'
+    curves compare."""
+    return reference.accuracy(to_numpy_params(w), config, held_out)
+
+
+def train(
+    config: GPTConfig = TINY_CONFIG,
+    cfg: TrainConfig | None = None,
+    train_problems: np.ndarray | None = None,
+    held_out: np.ndarray | None = None,
+    log: Callable[[str], Any] | None = None,
+    backend: str = "numpy",
+    dtype: object = np.float64,
+    progress: ProgressBar | None = None,
+) -> TrainResult:
+    """Trains like :func:`llmfs.gpt.train.train` (same initialisation, batches, loss, AdamW,
+    schedule and log) with the forward pass of :mod:`llmfs.gpt.tensor_model` and autograd, on
+    ``backend`` in ``dtype`` (float64 or float32). Returns the parameters as float64 NumPy
+    arrays and the record of the run. ``log`` gets one line per logged point; ``progress``, when
+    given, is advanced once per step with the loss."""
+    cfg = cfg or TrainConfig()
+    data, held_out = training_data(train_problems, held_out)
+    start = init_params(config, seed=cfg.seed)
+    weights = answer_weights(cfg.batch_size)
+    with use_backend(backend):
+        w = tensor_model.tensor_params(start, dtype)
+        for tensor in w.values():
+            tensor.requires_grad_()
+        optimizer = AdamW(
+            w,
+            lr=cfg.learning_rate,
+            betas=(cfg.beta1, cfg.beta2),
+            eps=cfg.adam_eps,
+            weight_decay=cfg.weight_decay,
+            decay=decays,
+        )
+        run = RunLog(cfg, log)
+        for step, batch in enumerate(batches(data, cfg)):
+            loss = cross_entropy(
+                tensor_model.forward(w, config, batch[:, :-1]), batch[:, 1:], weights
+            )
+            loss.backward()
+            lr = learning_rate(step, cfg)
+            optimizer.step(lr)
+            optimizer.zero_grad()
+            value = float(loss.item())
+            if progress is not None:
+                progress.update(value)
+            run.step(step, value, lr, lambda: held_out_accuracy(w, config, held_out))
+        params = to_numpy_params(w)
+    return run.result(params)
+
+
+def step_time(
+    params: Params,
+    config: GPTConfig,
+    batch_size: int = 64,
+    dtype: object = np.float64,
+    backend: str = "numpy",
+) -> Callable[[], None]:
+    """One training step of the tensor engine from ``params`` (forward, ``backward()``, AdamW)
+    as a function to time: each call trains the same tensors one more step on the same batch."""
+    data = task.sequences(task.split().train)
+    batch = data[np.random.default_rng(1).integers(0, len(data), size=batch_size)]
+    weights = answer_weights(batch_size)
+    with use_backend(backend):
+        w = tensor_model.tensor_params(params, dtype)
+        for tensor in w.values():
+            tensor.requires_grad_()
+    optimizer = AdamW(w, lr=1e-4, decay=decays)
+
+    def run() -> None:
+        with use_backend(backend):
+            loss = cross_entropy(
+                tensor_model.forward(w, config, batch[:, :-1]), batch[:, 1:], weights
+            )
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    return run
+
+
+__all__ = ["AdamW", "cross_entropy", "log_softmax", "step_time", "to_numpy_params", "train"]
