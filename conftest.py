@@ -30,6 +30,14 @@ from pathlib import Path
 
 import pytest
 
+# One BLAS thread per test process. xdist runs one worker per core, and each worker starts kernels
+# and compilers; OpenBLAS's own threads (one per core by default) on top of that oversubscribe the
+# cores several times over, and a BLAS-bound test slows by an order of magnitude. The workers and
+# the kernels they start inherit these variables (xdist starts its workers after this file is
+# read); a value already set by whoever runs the suite is kept.
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
 # Top-level folder -> whether stored outputs are compared (strict --nbval) or not (--nbval-lax).
 NOTEBOOK_FOLDERS: dict[str, bool] = {"solutions": True, "notebooks": False}
 SANITIZE_FILE = Path("course") / "nbval_sanitize.cfg"
