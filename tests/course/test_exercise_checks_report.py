@@ -358,3 +358,26 @@ def test_a_check_runs_its_own_spec() -> None:
     report = CHECKS["ch01.flat_index"](SOLUTIONS["ch01.flat_index"], seed=5, record_attempt=False)
     again = run_spec(spec, SOLUTIONS["ch01.flat_index"], seed=5, record_attempt=False)
     assert repr(report) == repr(again) and report.passed
+
+
+def test_a_report_too_wide_for_a_notebook_output_lists_one_block_per_case() -> None:
+    """A case named by its whole input (a long label) would make the table wrap in a 900 px
+    output: each case becomes a block, and only a label runs past the table width."""
+    from llmfs.course.exercise_checks.report import TABLE_WIDTH, CaseResult, CheckReport
+
+    long_label = "f(" + ", ".join(f"{k}" for k in range(60)) + ")"
+    wide = CheckReport(
+        "ch09.view_backward",
+        "failed",
+        (
+            CaseResult(long_label, "[0, -9]", "[0, -4]", False),
+            CaseResult("f(1)", "[1]", "[1]", True),
+        ),
+    )
+    text = repr(wide)
+    assert f"case {long_label}\n  expected  [0, -9]\n  got       [0, -4]\n" in text
+    assert all(
+        len(line) <= TABLE_WIDTH for line in text.splitlines() if not line.startswith("case ")
+    )
+    narrow = CheckReport("ch01.q1", "passed", (CaseResult("f(1)", "[1]", "[1]", True),))
+    assert repr(narrow).splitlines()[1].split() == ["case", "expected", "got", "verdict"]

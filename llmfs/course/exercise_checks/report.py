@@ -85,14 +85,30 @@ class CheckReport:
         summary = f"{right} of {answered} right"
         if self.total is None and answered < len(self.cases):
             summary += f", {len(self.cases) - answered} {NOT_ANSWERED}"
-        rows = [[c.label, c.expected, c.got, c.verdict] for c in self.cases]
-        lines = [
-            head + f"{summary}: {verdict}",
-            table(("case", "expected", "got", "verdict"), rows),
-        ]
+        lines = [head + f"{summary}: {verdict}", _case_lines(self.cases)]
         if self.note:
             lines.append(self.note)
         return "\n".join(lines)
+
+
+#: The widest a case table may be: a notebook output 900 px wide shows about 100 monospace
+#: characters, a terminal 80 to 100.
+TABLE_WIDTH = 88
+
+
+def _case_lines(cases: Sequence[CaseResult]) -> str:
+    """The cases as a table (case, expected, got, verdict), or, when that table would be wider
+    than :data:`TABLE_WIDTH` (a case named by its whole input), one block per case, so that no
+    column wraps into the next line."""
+    rows = [[c.label, c.expected, c.got, c.verdict] for c in cases]
+    text = table(("case", "expected", "got", "verdict"), rows)
+    if max((len(line) for line in text.splitlines()), default=0) <= TABLE_WIDTH:
+        return text
+    blocks = []
+    for c in cases:
+        blocks += [f"case {c.label}", f"  expected  {c.expected}", f"  got       {c.got}"]
+        blocks.append(f"  verdict   {c.verdict}")
+    return "\n".join(blocks)
 
 
 def record(report: CheckReport, answers: Mapping[str, str] | None = None) -> CheckReport:
