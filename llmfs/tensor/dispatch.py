@@ -30,6 +30,11 @@ skips straight to the NumPy call. The rules themselves are not changed or bypass
   the count and dtype), and a ``MemoryError`` still goes back through the full path, which
   turns it into an :class:`~llmfs.tensor.errors.AllocationError`.
 
+A planned op reads a whole owner through the ndarray the owner keeps of its storage with its
+shape (:func:`shaped`, made once per owner; a planned result keeps the array it was computed in),
+so a chain of small ops does not reshape its operands on every call. It is a view of the
+storage, so every write is seen; storage and shape of an owner never change.
+
 NumPy's floating-point error state is set to "ignore" around the cached call (what the backend's
 ``np.errstate(all="ignore")`` does), by setting NumPy's own context variable directly: it is the
 same state, without building an ``errstate`` object per call. When this NumPy does not expose
@@ -165,6 +170,28 @@ def strided_array(storage: np.ndarray, layout: Layout) -> np.ndarray:
     return np.ndarray(shape, storage.dtype, storage, layout.offset * itemsize, steps)
 
 
+def shaped(tensor: Tensor) -> np.ndarray:
+    """The storage of ``tensor`` as an ndarray of its shape (NumPy's ``storage.reshape(shape)``,
+    row-major), made once and kept on the owner (:attr:`~llmfs.tensor.tensor.Tensor._shaped`).
+
+    It differs from :func:`strided_array` of the owner's layout only in the strides of size-1
+    axes (NumPy's row-major value there, 0 here), which an elementwise op or a reduction never
+    applies; a matrix product reads it only for operands without size-1 axes (its matrices'
+    strides decide whether BLAS reads them)."""
+    array = tensor._shaped
+    if array is None:
+        array = tensor._shaped = tensor._storage.reshape(tensor._layout.shape)
+    return array
+
+
+def keeps_array(computed: tuple[int, ...], final: tuple[int, ...]) -> bool:
+    """Whether a planned op may keep the fresh row-major array of shape ``computed`` that it
+    computed a result of shape ``final`` in, as the result's
+    :attr:`~llmfs.tensor.tensor.Tensor._shaped` (what :func:`shaped` would make of it): when the
+    shapes are equal (no vector axis of a matrix product or kept reduced axis between them)."""
+    return computed == final
+
+
 def fresh_owner(x: object) -> Tensor | None:
     """The owner of ``x`` when ``x`` is a Tensor, or a TensorView still at its owner's version,
     and no write of that owner is going on; else ``None`` (the full path then raises the right
@@ -190,9 +217,10 @@ def elementwise_operand(x: object) -> tuple[object, object, Any, Tensor | None, 
     if kind is Tensor:
         if x._writer:  # type: ignore[attr-defined]
             return None
-        storage = x._storage  # type: ignore[attr-defined]
-        shape = x._layout.shape  # type: ignore[attr-defined]
-        return shape, storage.dtype, storage.reshape(shape), x, x._version  # type: ignore
+        array = x._shaped  # type: ignore[attr-defined]
+        if array is None:
+            array = shaped(x)  # type: ignore[arg-type]
+        return x._layout.shape, array.dtype, array, x, x._version  # type: ignore
     if kind is TensorView:
         owner = x._owner  # type: ignore[attr-defined]
         version = x._version  # type: ignore[attr-defined]

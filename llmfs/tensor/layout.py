@@ -27,6 +27,7 @@ Conventions
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -217,7 +218,7 @@ class Layout:
         else:
             return None
         seen: dict[int, Shape] = {}
-        for coordinate in _row_major_coordinates(dims):
+        for coordinate in itertools.product(*map(range, dims)):  # row-major: last axis fastest
             offset = sum(c * s for c, s in zip(coordinate, steps))
             if offset in seen:
                 return seen[offset], coordinate
@@ -557,22 +558,6 @@ class Layout:
 
 def _replaced(values: tuple[int, ...], axis: int, value: int) -> tuple[int, ...]:
     return (*values[:axis], value, *values[axis + 1 :])
-
-
-def _row_major_coordinates(shape: Shape) -> Iterable[Shape]:
-    """Every coordinate of ``shape`` in row-major order (the last axis fastest)."""
-    coordinate = [0] * len(shape)
-    while True:
-        yield tuple(coordinate)
-        axis = len(shape) - 1
-        while axis >= 0:
-            coordinate[axis] += 1
-            if coordinate[axis] < shape[axis]:
-                break
-            coordinate[axis] = 0
-            axis -= 1
-        if axis < 0:
-            return
 
 
 # --------------------------------------------------------------------------------------------

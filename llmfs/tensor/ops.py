@@ -71,9 +71,11 @@ from llmfs.tensor.dispatch import (
     ROW_MAJOR,
     elementwise_operand,
     fresh_owner,
+    keeps_array,
     numpy_is_active,
     remember,
     row_major_layout,
+    shaped,
     strided_array,
 )
 from llmfs.tensor.dispatch import MAX_VALUES as DISPATCH_MAX_VALUES
@@ -256,7 +258,7 @@ def copy_planned(x: object) -> Tensor | None:
     except MemoryError:
         return None  # the full path turns it into an AllocationError with the numbers
     dispatch_unchanged(owner, version)
-    return Tensor._adopt_layout(values.reshape(-1), result_layout)
+    return Tensor._adopt_layout(values.reshape(-1), result_layout, values)
 
 
 def empty_result(shape: Sequence[int], dtype: np.dtype, fill: float | bool = 0.0) -> Tensor:
@@ -292,17 +294,20 @@ def _unary(op: str, x: object, dtype: object | None) -> Tensor:
                 remember(key, _unary_plan(op, operand[1], result))
                 return result
             if plan is not False:
-                function, out_dtype, compute, layout = plan
+                function, ufunc, out_dtype, compute, layout = plan
                 token = ERROR_STATE.set(QUIET)
                 try:
                     out = np.empty(layout.shape, dtype=out_dtype)
-                    function(operand[2], out, compute)
+                    if ufunc is None:
+                        function(operand[2], out, compute)
+                    else:  # the operand is in the compute dtype: the ufunc's own loop
+                        ufunc(operand[2], out=out)
                 except MemoryError:
                     return _unary_checked(op, x, None)  # an AllocationError with the numbers
                 finally:
                     ERROR_STATE.reset(token)
                 dispatch_unchanged(operand[3], operand[4])
-                return Tensor._adopt_layout(out.reshape(-1), layout)
+                return Tensor._adopt_layout(out.reshape(-1), layout, out)
     return _unary_checked(op, x, dtype)
 
 
@@ -320,7 +325,9 @@ def _unary_plan(op: str, kind: object, result: Tensor) -> object:
         return False
     if result.dtype != natural or not 0 < result.size <= DISPATCH_MAX_VALUES:
         return False
-    return (numpy_backend.UNARY[op], natural, compute, result.layout)
+    plain = source == compute == natural
+    ufunc = numpy_backend.UNARY_UFUNCS.get(op) if plain else None
+    return (numpy_backend.UNARY[op], ufunc, natural, compute, result.layout)
 
 
 def _unary_checked(op: str, x: object, dtype: object | None) -> Tensor:
@@ -448,14 +455,6 @@ def broadcast_operands(
     return [v if v.shape == shape else v.expand(shape) for v in views]
 
 
-def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
-    if dtype is None and numpy_is_active():
-        planned = _binary_planned(op, a, b)
-        if planned is not None:
-            return planned
-    return _binary_checked(op, a, b, dtype)
-
-
 def _binary_dtypes(op: str, promoted: np.dtype) -> tuple[np.dtype, np.dtype]:
     """The (natural result, compute) dtypes of binary ``op`` on operands promoting to
     ``promoted``; raises :class:`DTypeError` for the ops NumPy refuses on bools."""
@@ -496,13 +495,15 @@ def _binary_checked(op: str, a: object, b: object, dtype: object | None) -> Tens
     return result
 
 
-def _binary_planned(op: str, a: object, b: object) -> Tensor | None:
-    """:func:`_binary` through its cached plan (:mod:`llmfs.tensor.dispatch`): ``None`` when
-    the call is not one a plan covers. The first call of a key runs the full path and stores
-    the plan; later ones make the NumPy backend's ufunc call directly."""
+def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
+    """Binary ``op``: through its cached plan (:mod:`llmfs.tensor.dispatch`) when the call is
+    one a plan covers, else :func:`_binary_checked`. The first call of a key runs the full path
+    and stores the plan; later ones make the NumPy backend's ufunc call directly."""
+    if dtype is not None or not numpy_is_active():
+        return _binary_checked(op, a, b, dtype)
     first, second = elementwise_operand(a), elementwise_operand(b)
     if first is None or second is None or (first[3] is None and second[3] is None):
-        return None
+        return _binary_checked(op, a, b, None)
     key = (op, first[0], first[1], second[0], second[1])
     plan = PLANS.get(key)
     if plan is None:
@@ -510,23 +511,26 @@ def _binary_planned(op: str, a: object, b: object) -> Tensor | None:
         remember(key, _binary_plan(op, a, b, result))
         return result
     if plan is False:
-        return None
+        return _binary_checked(op, a, b, None)
     ufunc, out_dtype, options, shape, layout, left_dtype, right_dtype = plan
     token = ERROR_STATE.set(QUIET)
     try:
-        # A number becomes a 0-d array of the promoted dtype, as scalar_view makes it.
-        left = first[2] if left_dtype is None else np.asarray(a).astype(left_dtype)
-        right = second[2] if right_dtype is None else np.asarray(b).astype(right_dtype)
+        # A number becomes a NumPy scalar of the promoted dtype (the value scalar_view stores).
+        left = first[2] if left_dtype is None else left_dtype.type(a)
+        right = second[2] if right_dtype is None else right_dtype.type(b)
         out = np.empty(shape, dtype=out_dtype)
-        ufunc(left, right, out=out, **options)
-    except MemoryError:
-        return None  # the full path turns it into an AllocationError with the numbers
+        if options is None:  # every input is already in the compute dtype: no dtype= to give
+            ufunc(left, right, out=out)
+        else:
+            ufunc(left, right, out=out, **options)
+    except MemoryError:  # the full path turns it into an AllocationError with the numbers
+        return _binary_checked(op, a, b, None)
     finally:
         ERROR_STATE.reset(token)
     for owner, version in ((first[3], first[4]), (second[3], second[4])):
         if owner is not None and (owner._writer or owner._version != version):
             dispatch_unchanged(owner, version)  # raises ConcurrentWriteError
-    return Tensor._adopt_layout(out.reshape(-1), layout)
+    return Tensor._adopt_layout(out.reshape(-1), layout, out)  # out: the result's kept array
 
 
 def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
@@ -550,7 +554,7 @@ def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
         return False
     if op in numpy_backend.BOOL_BINARY:
         ufunc = numpy_backend.BOOL_BINARY[op]
-        options: dict[str, object] = (
+        options: dict[str, object] | None = (
             {} if op in LOGICAL_OPS else {"signature": (compute, compute, np.dtype(np.bool_))}
         )
     elif op in numpy_backend.BINARY and np.can_cast(compute, natural, "same_kind"):
@@ -558,7 +562,10 @@ def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
     else:
         return False
     scalar = [None if isinstance(v, (Tensor, TensorView)) else promoted for v in (a, b)]
-    return (ufunc, natural, options, result.shape, result.layout, scalar[0], scalar[1])
+    inputs = [*kinds, *(promoted for _ in numbers)]  # the numbers become the promoted dtype
+    if options == {"dtype": compute} and natural == compute and inputs == [compute, compute]:
+        options = None  # NumPy's own loop for these inputs is the compute loop
+    return (ufunc, natural, options, result.shape, result.layout, *scalar)
 
 
 def _check_integer_exponents(exponents: TensorView) -> None:
@@ -739,16 +746,20 @@ def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object
                 remember(key, _reduction_plan(op, x, axis, keepdims, result))
                 return result
             if plan is not False:
-                ufunc, axes, shape, compute, out_dtype, divisor, truth, final = plan
+                ufunc, axes, shape, compute, out_dtype, divisor, loop, final, keep = plan
                 version = owner._version
                 token = ERROR_STATE.set(QUIET)
                 try:
-                    values = strided_array(owner._storage, layout)
-                    acc = np.empty(shape, dtype=compute)
-                    if truth:  # truth values of any dtype, folded as bools
-                        ufunc.reduce(values, axis=axes, out=acc)
+                    if layout is owner._layout:  # the whole owner: its array, made once
+                        values = owner._shaped
+                        if values is None:
+                            values = shaped(owner)
                     else:
-                        ufunc.reduce(values, axis=axes, dtype=compute, out=acc)
+                        values = strided_array(owner._storage, layout)
+                    acc = np.empty(shape, dtype=compute)
+                    # (values, axis, dtype, out): dtype None for truth values of any dtype,
+                    # folded as bools, and for values already in the compute dtype.
+                    ufunc.reduce(values, axes, loop, acc)
                     if divisor:
                         np.divide(acc, divisor, out=acc)
                     out = acc if acc.dtype == out_dtype else acc.astype(out_dtype)
@@ -757,7 +768,7 @@ def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object
                 finally:
                     ERROR_STATE.reset(token)
                 dispatch_unchanged(owner, version)
-                return Tensor._adopt_layout(out.reshape(-1), final)
+                return Tensor._adopt_layout(out.reshape(-1), final, out if keep else None)
     return _reduction_checked(op, x, axis, keepdims, dtype)
 
 
@@ -780,8 +791,10 @@ def _reduction_plan(op: str, x: object, axis: object, keepdims: bool, result: Te
         return False
     divisor = element_count([view.shape[a] for a in axes]) if op == "mean" else 0
     shape = reduced_shape(view.shape, axes)
-    truth = op in ("any", "all")
-    return (numpy_backend.REDUCE[op], axes, shape, compute, natural, divisor, truth, result.layout)
+    loop = None if op in ("any", "all") or compute == view.dtype else compute
+    keep = keeps_array(shape, result.shape)
+    ufunc = numpy_backend.REDUCE[op]
+    return (ufunc, axes, shape, compute, natural, divisor, loop, result.layout, keep)
 
 
 def _reduction_checked(
@@ -1156,17 +1169,27 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
                 remember(key, _matmul_plan(a, b, result))
                 return result
             if plan is not False:
-                shape_a, steps_a, shape_b, steps_b, acc_shape, final = plan
+                shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep = plan
                 version_a, version_b = first._version, second._version
                 storage_a, storage_b = first._storage, second._storage
                 token = ERROR_STATE.set(QUIET)
                 try:
-                    left = np.ndarray(
-                        shape_a, dtype_a, storage_a, la.offset * storage_a.itemsize, steps_a
-                    )
-                    right = np.ndarray(
-                        shape_b, dtype_b, storage_b, lb.offset * storage_b.itemsize, steps_b
-                    )
+                    # A whole owner read as it is (no axis added or broadcast): its array,
+                    # made once; else the array of the plan's shape and byte strides.
+                    if whole[0] and la is first._layout:
+                        left = first._shaped
+                        if left is None:
+                            left = shaped(first)
+                    else:
+                        offset_a = la.offset * storage_a.itemsize
+                        left = np.ndarray(shape_a, dtype_a, storage_a, offset_a, steps_a)
+                    if whole[1] and lb is second._layout:
+                        right = second._shaped
+                        if right is None:
+                            right = shaped(second)
+                    else:
+                        offset_b = lb.offset * storage_b.itemsize
+                        right = np.ndarray(shape_b, dtype_b, storage_b, offset_b, steps_b)
                     acc = np.empty(acc_shape, dtype=dtype_a)
                     np.matmul(left, right, out=acc)
                 except MemoryError:
@@ -1175,7 +1198,7 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
                     ERROR_STATE.reset(token)
                 dispatch_unchanged(first, version_a)
                 dispatch_unchanged(second, version_b)
-                return Tensor._adopt_layout(acc.reshape(-1), final)
+                return Tensor._adopt_layout(acc.reshape(-1), final, acc if keep else None)
     return _matmul_checked(a, b, dtype)
 
 
@@ -1212,7 +1235,14 @@ def _matmul_plan(a: Operand, b: Operand, result: Tensor) -> object:
     steps_a = tuple(s * itemsize for s in zero_unused_strides(left.shape, left.strides))
     steps_b = tuple(s * itemsize for s in zero_unused_strides(right.shape, right.strides))
     acc_shape = (*batch, left.shape[-2], right.shape[-1])
-    return (left.shape, steps_a, right.shape, steps_b, acc_shape, result.layout)
+    # An operand read with its own shape and no size-1 axis: its kept array (dispatch.shaped)
+    # has exactly the byte strides above.
+    whole = (
+        left.shape == a.shape and 1 not in a.shape,
+        right.shape == b.shape and 1 not in b.shape,
+    )
+    final, keep = result.layout, keeps_array(acc_shape, result.shape)
+    return (left.shape, steps_a, right.shape, steps_b, acc_shape, final, whole, keep)
 
 
 def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:

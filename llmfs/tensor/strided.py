@@ -236,7 +236,7 @@ def writable_view(storage: np.ndarray, layout: Layout) -> np.ndarray:
 
     For library code that writes a result straight into an output's memory (inside the owner's
     ``mutate()`` window). The layout must be validated against ``storage`` and must not reach one
-    offset from two coordinates (see :func:`llmfs.tensor.layout.is_one_to_one`).
+    offset from two coordinates (:meth:`~llmfs.tensor.layout.Layout.overlapping_coordinates`).
     """
     return _as_strided(storage, layout, writeable=True)
 

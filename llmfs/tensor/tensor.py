@@ -102,6 +102,7 @@ class Tensor(ViewMethods, LeafGrad):
         "_grad_fn",
         "_layout",
         "_requires_grad",
+        "_shaped",
         "_storage",
         "_version",
         "_window_open",
@@ -123,6 +124,11 @@ class Tensor(ViewMethods, LeafGrad):
     _requires_grad: bool
     _grad: Tensor | None
     _grad_fn: Node | None
+    #: The storage as an ndarray of ``shape`` (``storage.reshape(shape)``, never handed out),
+    #: kept for the ops' cached dispatch (:func:`llmfs.tensor.dispatch.shaped`) so a small op
+    #: does not reshape its operands on every call; ``None`` until first needed. The storage and
+    #: the shape of an owner never change, so it never goes out of date.
+    _shaped: np.ndarray | None
 
     def __init__(
         self,
@@ -149,11 +155,15 @@ class Tensor(ViewMethods, LeafGrad):
     def _init(self, storage: np.ndarray, shape: Shape, strides: Strides) -> None:
         self._init_layout(storage, Layout(shape, strides, 0))
 
-    def _init_layout(self, storage: np.ndarray, layout: Layout) -> None:
+    def _init_layout(
+        self, storage: np.ndarray, layout: Layout, shaped: np.ndarray | None = None
+    ) -> None:
         """Every field of a new owner (version 0, no write open), through a row-major
-        ``layout`` at offset 0 that matches ``storage.size``."""
+        ``layout`` at offset 0 that matches ``storage.size``; ``shaped``, when given, is
+        ``storage`` viewed with ``layout.shape`` (:attr:`_shaped`)."""
         self._storage = storage
         self._layout = layout
+        self._shaped = shaped
         self._version = 0
         self._window_open = False
         self._writer = 0
@@ -277,14 +287,17 @@ class Tensor(ViewMethods, LeafGrad):
         return tensor
 
     @classmethod
-    def _adopt_layout(cls, storage: np.ndarray, layout: Layout) -> Tensor:
+    def _adopt_layout(
+        cls, storage: np.ndarray, layout: Layout, shaped: np.ndarray | None = None
+    ) -> Tensor:
         """:meth:`_adopt` with the row-major ``layout`` already built: the ops' cached dispatch
         (:mod:`llmfs.tensor.dispatch`) shares one immutable ``Layout`` among the results of
         one shape, so a result costs no layout arithmetic. Same contract as :meth:`_adopt`:
         ``storage`` is the only reference to a fresh contiguous 1-D array of ``layout.size``
-        values and ``layout`` is row-major at offset 0."""
+        values and ``layout`` is row-major at offset 0; ``shaped`` (optional) is the same array
+        with ``layout.shape``, as the op computed it."""
         tensor = object.__new__(cls)
-        tensor._init_layout(storage, layout)
+        tensor._init_layout(storage, layout, shaped)
         return tensor
 
     # -- what ViewMethods reads --------------------------------------------------------------

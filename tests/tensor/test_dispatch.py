@@ -339,3 +339,69 @@ def test_while_suspended_every_repeated_call_reaches_its_rules(
     calls.clear()
     assert a.view().T.shape == (4, 3)
     assert calls == []  # the caches answer again after the block
+
+
+# -- the array an owner keeps for its planned ops ----------------------------------------------
+
+
+def kept_arrays_agree(tensors: list[Tensor]) -> None:
+    """Each owner's kept array (when it has one) is its storage with its shape: the same memory
+    from the same first byte, and NumPy's row-major strides, as ``storage.reshape(shape)``."""
+    for t in tensors:
+        array = t._shaped
+        if array is None:
+            continue
+        assert array.shape == t.shape and array.dtype == t.dtype
+        assert array.strides == t._storage.reshape(t.shape).strides
+        if t.size:
+            assert np.shares_memory(array, t._storage)
+            assert array.__array_interface__["data"][0] == t._storage.__array_interface__["data"][0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_chains_of_planned_ops_on_planned_results_are_the_full_paths(data: st.DataObject) -> None:
+    # Results keep the array they were computed in and the next op reads it: a chain of ops on
+    # results (size-1 axes included, where NumPy's strides and the backend's differ) must give
+    # the full path's bits, and every kept array must still be its owner's storage.
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        shape = data.draw(SHAPES)
+        dtype = data.draw(st.sampled_from(["float16", "float32", "float64"]))
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+        base = Tensor.from_numpy(rng.standard_normal(shape).astype(dtype))
+        square = Tensor.from_numpy(rng.standard_normal((*shape[-1:],) * 2).astype(dtype))
+
+        def chain() -> list[Tensor]:
+            out = [base]
+            x = base
+            for _ in range(3):
+                x = lt.add(lt.mul(x, 0.5), base)
+                out += [x, lt.exp(x), lt.sum(x, -1 if shape else None, keepdims=True)]
+                if shape:
+                    x = lt.matmul(x, square)
+                    out.append(x)
+                out.append(x.materialize())
+            return out
+
+        expected = full_path(chain, monkeypatch)
+        for _ in range(2):  # the first call makes the plans, the second uses them
+            got = chain()
+            for result, want in zip(got, expected):
+                same(result, want)
+            kept_arrays_agree(got)
+    finally:
+        monkeypatch.undo()
+
+
+def test_a_kept_array_sees_every_write_to_its_owner() -> None:
+    a = Tensor.from_numpy(np.ones((3, 4), dtype=np.float32))
+    total = lt.add(a, a)
+    lt.add(total, a), lt.add(total, a)  # total's kept array is read by a plan
+    assert total._shaped is not None
+    total.as_mut_slice()[0] = 10.0
+    with total.mutate() as buf:
+        buf[1] = 20.0
+    assert lt.add(total, a).tolist()[0][:3] == [11.0, 21.0, 3.0]
+    assert lt.sum(total, 1).tolist()[0] == 10.0 + 20.0 + 2.0 + 2.0
+    kept_arrays_agree([a, total])

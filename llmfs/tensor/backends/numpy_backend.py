@@ -50,15 +50,20 @@ def _ufunc(function: np.ufunc) -> Callable[[np.ndarray, np.ndarray, np.dtype], N
     return apply
 
 
+#: The unary ops that are one NumPy ufunc of their operand.
+UNARY_UFUNCS: dict[str, np.ufunc] = {
+    "neg": np.negative,
+    "abs": np.absolute,
+    "sqrt": np.sqrt,
+    "exp": np.exp,
+    "log": np.log,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tanh": np.tanh,
+}
+
 UNARY: dict[str, Callable[[np.ndarray, np.ndarray, np.dtype], None]] = {
-    "neg": _ufunc(np.negative),
-    "abs": _ufunc(np.absolute),
-    "sqrt": _ufunc(np.sqrt),
-    "exp": _ufunc(np.exp),
-    "log": _ufunc(np.log),
-    "sin": _ufunc(np.sin),
-    "cos": _ufunc(np.cos),
-    "tanh": _ufunc(np.tanh),
+    **{op: _ufunc(function) for op, function in UNARY_UFUNCS.items()},
     "sigmoid": _sigmoid,
     "relu": lambda x, out, compute: np.maximum(x, 0, out=out, dtype=compute),
     "reciprocal": lambda x, out, compute: np.divide(1.0, x, out=out, dtype=compute),
