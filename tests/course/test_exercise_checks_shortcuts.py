@@ -22,6 +22,7 @@ from llmfs.cli import main as llmfs_main
 from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
+from llmfs.course.exercise_checks import training as training_checks
 from llmfs.course.exercise_checks.attention import attention_numpy
 from llmfs.course.exercise_checks.shortcuts import (
     Shortcuts,
@@ -36,6 +37,7 @@ from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt import reference
 from llmfs.gpt import tensor_model as tm
+from llmfs.gpt import train as numpy_train
 from llmfs.tensor import Layout, Tensor, as_strided, einsum, layout
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
@@ -163,6 +165,16 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
     "ch08.block": (tm.block, "block"),
     "ch08.forward": (tm.forward, "forward"),
     "ch08.generate": (_forward_then_argmax, "tensor_model.forward"),
+    "ch10.cross_entropy": (
+        lambda logits, targets, weights: lt.sum(lt.log(tm.softmax(logits))),
+        "tensor_model.softmax",
+    ),
+    "ch10.learning_rate": (numpy_train.learning_rate, "train.learning_rate"),
+    "ch10.adamw_step": (lambda *args: training_checks.adamw_reference(*args), "adamw_reference"),
+    "ch10.train": (
+        lambda config, cfg, data, on_step=None: training_checks.train_reference(config, cfg, data),
+        "train_reference",
+    ),
 }
 
 GUARDED = sorted(e for e, spec in SPECS.items() if spec.shortcuts is not None)
@@ -283,6 +295,18 @@ OTHER_DOORS: list[tuple[str, Any]] = [
     ("ch06.naive_einsum", lambda e, x, y: lt.EinsumPlan(e, _operand(x), _operand(y))),
     ("ch08.forward", lambda w, config, tokens: tm.block(tm.embed(tokens, w, config), w, 0, config)),
     ("ch08.generate", lambda w, config, tokens, new: tm.generate(w, config, tokens, new)),
+    (
+        "ch10.cross_entropy",
+        lambda logits, targets, weights: lt.sum(
+            lt.log(lt.Tensor.from_numpy(reference.softmax(logits.to_numpy())))
+        ),
+    ),
+    (
+        "ch10.train",
+        lambda config, cfg, data, on_step=None: (lambda r: (r.params, r.losses))(
+            numpy_train.train(config, cfg, data[:, :2] % 10, data[:1, :2] % 10)
+        ),
+    ),
 ]
 
 

@@ -12,7 +12,7 @@ table).
 One module per chapter holds that chapter's case generators, answers and checks, and registers
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
-:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`. Importing this package
+:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 10 :mod:`.training`. Importing this package
 imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The machinery lives beside
 them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`, :mod:`.report`,
 :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -80,6 +80,12 @@ from llmfs.course.exercise_checks.strides import (  # chapter 1
     check_flat_index,
     check_is_contiguous,
 )
+from llmfs.course.exercise_checks.training import (  # chapter 10
+    check_adamw_step,
+    check_cross_entropy,
+    check_learning_rate,
+    check_train,
+)
 from llmfs.course.exercise_checks.views import (  # chapter 2
     check_copying_transpose,
     check_logical_offsets,
@@ -110,6 +116,7 @@ __all__ = [
     "ImplementSpec",
     "Shortcuts",
     "check_add_kernel",
+    "check_adamw_step",
     "check_block",
     "check_broadcast_shape",
     "check_broadcast_strides",
@@ -117,6 +124,7 @@ __all__ = [
     "check_causal_self_attention",
     "check_compute_strides",
     "check_copying_transpose",
+    "check_cross_entropy",
     "check_flat_index",
     "check_for",
     "check_gelu",
@@ -125,6 +133,7 @@ __all__ = [
     "check_gpt_forward",
     "check_is_contiguous",
     "check_layer_norm",
+    "check_learning_rate",
     "check_logical_offsets",
     "check_materialize",
     "check_merge_heads",
@@ -138,6 +147,7 @@ __all__ = [
     "check_slice_layout",
     "check_softmax_rows",
     "check_split_heads",
+    "check_train",
     "check_values",
     "check_view_offset",
     "counting_copies",
