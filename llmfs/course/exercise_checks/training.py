@@ -52,6 +52,11 @@ AGREES = f"< {TOLERANCE:g}"
 ERROR_KEY = "max |difference| from NumPy"
 
 
+def _short(value: float) -> float:
+    """``value`` to 3 significant digits: a case reads as settings a person would choose."""
+    return float(f"{value:.3g}")
+
+
 def _difference(got: Any, want: np.ndarray) -> str:
     """``AGREES`` or the largest relative difference, for one array."""
     got = np.asarray(got, dtype=np.float64)
@@ -100,9 +105,7 @@ def _ce_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
         cases.append(
             (
                 {
-                    "batch": rng.randint(1, 3),
-                    "positions": rng.randint(1, 4),
-                    "vocab": rng.randint(2, 12),
+                    "shape": [rng.randint(1, 3), rng.randint(1, 4), rng.randint(2, 12)],
                     "offset": rng.choice((-1000.0, 800.0, 1000.0)) if hostile else 0.0,
                     "spread": rng.choice((60.0, 200.0)) if hostile else rng.choice((0.5, 2.0)),
                     "weights": rng.choice(("ones", "mask", "mask", "fractional")),
@@ -115,9 +118,10 @@ def _ce_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
 
 def _ce_arrays(case: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(case["seed"])
-    shape = (case["batch"], case["positions"])
-    logits = case["offset"] + case["spread"] * rng.normal(size=(*shape, case["vocab"]))
-    targets = rng.integers(0, case["vocab"], size=shape)
+    batch, positions, vocab = case["shape"]
+    shape = (batch, positions)
+    logits = case["offset"] + case["spread"] * rng.normal(size=(batch, positions, vocab))
+    targets = rng.integers(0, vocab, size=shape)
     if case["weights"] == "ones":
         weights = np.ones(shape)
     elif case["weights"] == "mask":  # positions that do not count, as the prompt's
@@ -157,7 +161,7 @@ def _ce_summary(result: Any, call_args: tuple[Any, ...]) -> Any:
 
 
 def _ce_size(case: dict[str, Any]) -> tuple[int, ...]:
-    return (case["batch"] * case["positions"] * case["vocab"], 3)
+    return (int(np.prod(case["shape"])), 3)
 
 
 # -- learning_rate(step, cfg) ------------------------------------------------------------------
@@ -171,10 +175,10 @@ def _lr_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
         step = rng.choice((0, warmup, max(0, warmup - 1), steps, rng.randint(0, steps + 10)))
         case = {
             "step": step,
-            "learning_rate": rng.choice((3e-3, 1e-2, rng.uniform(1e-4, 0.1))),
+            "learning_rate": rng.choice((3e-3, 1e-2, _short(rng.uniform(1e-4, 0.1)))),
             "warmup_steps": warmup,
             "steps": steps,
-            "min_lr_ratio": rng.choice((0.0, 0.05, 1.0, rng.random())),
+            "min_lr_ratio": rng.choice((0.0, 0.05, 1.0, _short(rng.random()))),
         }
         cases.append((case,))
     return cases
@@ -244,11 +248,11 @@ def _adamw_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
         case = {
             "shape": shape,
             "step": rng.choice((0, 0, 1, rng.randint(2, 30), 1000)),
-            "lr": rng.choice((3e-3, rng.uniform(1e-4, 0.1))),
-            "beta1": rng.choice((0.9, rng.uniform(0.5, 0.99))),
-            "beta2": rng.choice((0.98, 0.999, rng.uniform(0.9, 0.9999))),
+            "lr": rng.choice((3e-3, _short(rng.uniform(1e-4, 0.1)))),
+            "beta1": rng.choice((0.9, _short(rng.uniform(0.5, 0.99)))),
+            "beta2": rng.choice((0.98, 0.999, _short(rng.uniform(0.9, 0.9999)))),
             "eps": rng.choice((1e-8, 1e-6)),
-            "weight_decay": rng.choice((0.01, 0.1, rng.uniform(0.0, 0.5))),
+            "weight_decay": rng.choice((0.01, 0.1, _short(rng.uniform(0.0, 0.5)))),
             "decay": rng.random() < 0.6,
             "grad_scale": rng.choice((1.0, 1.0, 1e-3, 1e-12, 1e100)),
             "seed": rng.randrange(10**6),
