@@ -22,13 +22,13 @@ pytestmark = pytest.mark.notebooks
 
 CHAPTER = kit.MANIFEST.chapter("ch10")
 NAME = Path(CHAPTER.notebook).name
-NAIVE = '''def cross_entropy(logits, targets, weights):
+NAIVE = """def cross_entropy(logits, targets, weights):
     e = lt.exp(logits)
     probs = e / lt.sum(e, axis=-1, keepdims=True)
     onehot = lt.Tensor.from_numpy(np.eye(logits.shape[-1])[targets])
     w = lt.Tensor.from_numpy(np.asarray(weights, dtype=np.float64))
     return -lt.sum(lt.log(lt.sum(probs * onehot, axis=-1)) * w) / float(np.sum(weights))
-'''
+"""
 LIMITS = ["--cell-timeout", "120", "--timeout", "600", "--memory-mb", "2048", "--cases", "20"]
 if shutil.which("bwrap") is None:
     LIMITS.append("--no-sandbox")
