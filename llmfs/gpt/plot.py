@@ -160,8 +160,9 @@ class LiveTrainingPlot:
                 marker="o",
                 lw=1.5,
             )
-            right.set_xlim(0, self.steps)
-            right.set_ylim(0, 101)
+            # A margin past the last step, so its marker is not cut in half by the frame.
+            right.set_xlim(0, self.steps * 1.04)
+            right.set_ylim(-2, 101)
             right.set_xlabel("training step")
             right.set_ylabel("held-out answers right (%)")
             right.set_title("held-out problems, never trained on")

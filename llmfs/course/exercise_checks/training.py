@@ -65,7 +65,7 @@ def _difference(got: Any, want: np.ndarray) -> str:
     if got.size == 0:
         return AGREES
     if not np.all(np.isfinite(got)) and np.all(np.isfinite(want)):
-        return "not finite (inf or nan)"
+        return "inf or nan"
     scale = max(1.0, float(np.abs(want).max()))
     error = float(np.abs(got - want).max()) / scale
     return AGREES if error <= TOLERANCE else f"{error:.3g}"
