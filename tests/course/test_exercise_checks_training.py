@@ -281,6 +281,9 @@ def test_cases_include_the_edges_each_exercise_is_about() -> None:
     assert any(0 in c["shape"] for c in adam)
     assert {1e-12, 1e100} <= {c["grad_scale"] for c in adam}
     assert any(c["step"] == 0 for c in adam) and {True, False} == {c["decay"] for c in adam}
+    for seed in range(20):  # no beta reads 1 (the bias correction's 1 - beta ** t would be 0)
+        drawn = [c[0] for c in draw_cases(SPECS["ch10.adamw_step"], seed=seed)]
+        assert all(c["beta1"] < 1 and c["beta2"] < 1 for c in drawn)
     lr = [c[0] for c in draw_cases(SPECS["ch10.learning_rate"])]
     assert any(c["warmup_steps"] == 0 for c in lr)
     assert any(c["step"] > c["steps"] for c in lr)
