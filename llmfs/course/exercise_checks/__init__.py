@@ -12,10 +12,10 @@ table).
 One module per chapter holds that chapter's case generators, answers and checks, and registers
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
-:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 10 :mod:`.training`. Importing this package
-imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The machinery lives beside
-them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`, :mod:`.report`,
-:mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
+:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 10 :mod:`.training`.
+Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
+machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
+:mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
 
 A learner's function that still raises :class:`NotImplementedError`, or returns the stub's
 ``None``, makes the whole report "not implemented yet" (never a traceback), so a student notebook
@@ -115,8 +115,8 @@ __all__ = [
     "CheckReport",
     "ImplementSpec",
     "Shortcuts",
-    "check_add_kernel",
     "check_adamw_step",
+    "check_add_kernel",
     "check_block",
     "check_broadcast_shape",
     "check_broadcast_strides",
