@@ -81,3 +81,116 @@ def write_loss_figure(record: dict[str, Any], folder: Path) -> list[Path]:
     save(figure, paths[1])
     paths[2].write_text(text + "\n", encoding="utf-8")
     return paths
+
+
+class LiveTrainingPlot:
+    """The training loss and the held-out accuracy, redrawn in ONE notebook output while a model
+    trains (chapter 10).
+
+    Pass it as a training loop's ``on_step(step, loss, params)`` (``step`` counts from 0): it
+    keeps every step's loss; at every ``eval_every``-th step and at the last one (``steps - 1``)
+    it measures ``evaluate(params)``, the fraction of held-out problems answered right; at those
+    steps, and every ``draw_every`` steps, it redraws the figure: a PNG shown with a display id
+    (:meth:`show` first), updated in place. Without a notebook (``display`` returns no handle)
+    it keeps the numbers and draws nothing.
+
+    The figure is 900 pixels wide on white (so it reads the same in a light and a dark theme):
+    the loss per step, and the held-out accuracy in percent. :meth:`summary` is
+    the run as text, numbers only (no times), so that a notebook's stored output of a seeded run
+    is the same on every run. Raises :class:`ValueError` for fewer than 1 step or a period below 1.
+    """
+
+    def __init__(
+        self,
+        steps: int,
+        evaluate: Any,
+        *,
+        eval_every: int = 10,
+        draw_every: int = 10,
+        title: str = "training",
+    ) -> None:
+        if steps < 1 or eval_every < 1 or draw_every < 1:
+            raise ValueError(
+                f"steps, eval_every and draw_every must be at least 1, got {steps}, "
+                f"{eval_every} and {draw_every}"
+            )
+        self.steps, self.evaluate = steps, evaluate
+        self.eval_every, self.draw_every, self.title = eval_every, draw_every, title
+        self.losses: list[float] = []
+        self.accuracy: list[tuple[int, float]] = []
+        self._handle: Any = None
+
+    def show(self) -> None:
+        """Displays the (empty) figure; later draws replace it in place."""
+        from IPython.display import display
+
+        self._handle = display(self._image(), display_id=True)
+
+    def __call__(self, step: int, loss: float, params: Any) -> None:
+        self.losses.append(float(loss))
+        last = step + 1 == self.steps
+        evaluated = (step + 1) % self.eval_every == 0 or last
+        if evaluated:
+            self.accuracy.append((step + 1, float(self.evaluate(params))))
+        if self._handle is not None and (evaluated or (step + 1) % self.draw_every == 0):
+            self._handle.update(self._image())
+
+    def figure(self) -> Figure:
+        """The figure of the steps so far."""
+        from llmfs.widgets.plot import figure_style, new_figure
+
+        with figure_style():
+            figure = new_figure(9.0, 3.2)
+            figure.patch.set_facecolor("white")
+            left, right = figure.subplots(1, 2)
+            steps = list(range(1, len(self.losses) + 1))
+            if steps:
+                left.plot(steps, self.losses, color="#1f4e79", lw=1.2)
+            left.set_xlim(0, self.steps)
+            left.set_ylim(bottom=0)
+            left.set_xlabel("training step")
+            left.set_ylabel("cross-entropy of the answer digits")
+            done = f"step {len(self.losses)} of {self.steps}"
+            left.set_title(f"{self.title}: loss ({done})")
+            left.grid(True, color="#dddddd", lw=0.5)
+            right.plot(
+                [s for s, _ in self.accuracy],
+                [100.0 * a for _, a in self.accuracy],
+                color="#7a3b00",
+                marker="o",
+                lw=1.5,
+            )
+            # A margin past the last step, so its marker is not cut in half by the frame.
+            right.set_xlim(0, self.steps * 1.04)
+            right.set_ylim(-2, 101)
+            right.set_xlabel("training step")
+            right.set_ylabel("held-out answers right (%)")
+            right.set_title("held-out problems, never trained on")
+            right.grid(True, color="#dddddd", lw=0.5)
+            figure.tight_layout()
+        return figure
+
+    def _image(self) -> Any:
+        import io
+
+        from IPython.display import Image
+
+        from llmfs.widgets.plot import figure_style
+
+        buffer = io.BytesIO()
+        with figure_style():
+            self.figure().savefig(buffer, format="png", metadata={"Software": None})
+        return Image(data=buffer.getvalue(), format="png")
+
+    def summary(self, every: int | None = None) -> str:
+        """The run as text: the mean loss of each window of ``every`` steps (default
+        ``eval_every``) and each held-out accuracy measured."""
+        every = every or self.eval_every
+        lines = ["steps      mean loss   held-out right"]
+        measured = dict(self.accuracy)
+        for start in range(0, len(self.losses), every):
+            window = self.losses[start : start + every]
+            end = start + len(window)
+            right = f"{100.0 * measured[end]:6.1f}%" if end in measured else ""
+            lines.append(f"{start + 1:4d}-{end:<4d}  {sum(window) / len(window):9.4f}   {right}")
+        return "\n".join(lines)

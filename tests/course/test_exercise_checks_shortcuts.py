@@ -22,6 +22,7 @@ from llmfs.cli import main as llmfs_main
 from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
+from llmfs.course.exercise_checks import training as training_checks
 from llmfs.course.exercise_checks.attention import attention_numpy
 from llmfs.course.exercise_checks.shortcuts import (
     Shortcuts,
@@ -36,6 +37,7 @@ from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt import reference
 from llmfs.gpt import tensor_model as tm
+from llmfs.gpt import train as numpy_train
 from llmfs.tensor import Layout, Tensor, as_strided, autograd, einsum, layout
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
@@ -178,6 +180,16 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
         "autograd.backward",
     ),
     "ch09.gradcheck": (lambda fn, x, eps, atol: lt.gradcheck(fn, [x], eps, atol), "gradcheck"),
+    "ch10.cross_entropy": (
+        lambda logits, targets, weights: lt.sum(lt.log(tm.softmax(logits))),
+        "tensor_model.softmax",
+    ),
+    "ch10.learning_rate": (numpy_train.learning_rate, "train.learning_rate"),
+    "ch10.adamw_step": (lambda *args: training_checks.adamw_reference(*args), "adamw_reference"),
+    "ch10.train": (
+        lambda config, cfg, data, on_step=None: training_checks.train_reference(config, cfg, data),
+        "train_reference",
+    ),
 }
 
 
@@ -328,6 +340,16 @@ OTHER_DOORS: list[tuple[str, Any]] = [
     (
         "ch09.gradcheck",
         lambda fn, x, eps, atol: autograd._central_difference(fn, [x], x, 0, eps) is not None,
+        "ch10.cross_entropy",
+        lambda logits, targets, weights: lt.sum(
+            lt.log(lt.Tensor.from_numpy(reference.softmax(logits.to_numpy())))
+        ),
+    ),
+    (
+        "ch10.train",
+        lambda config, cfg, data, on_step=None: (lambda r: (r.params, r.losses))(
+            numpy_train.train(config, cfg, data[:, :2] % 10, data[:1, :2] % 10)
+        ),
     ),
 ]
 

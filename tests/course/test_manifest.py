@@ -26,6 +26,7 @@ def test_repository_manifest_lists_the_chapters_in_order() -> None:
     assert ("ch07", "Attention heads over shared storage") in chapters
     assert chapters == sorted(chapters)
     assert ("ch08", "A tiny GPT that works") in chapters
+    assert ("ch10", "Train the adder") in chapters
     assert ("ch05", "Elementwise ops and Metal kernels") in chapters
     assert manifest.root == REPO
     assert all(chapter.objectives for chapter in manifest.chapters)

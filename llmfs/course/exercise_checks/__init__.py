@@ -12,7 +12,8 @@ table).
 One module per chapter holds that chapter's case generators, answers and checks, and registers
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
-:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`.
+:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`,
+10 :mod:`.training`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
 :mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -87,6 +88,12 @@ from llmfs.course.exercise_checks.strides import (  # chapter 1
     check_flat_index,
     check_is_contiguous,
 )
+from llmfs.course.exercise_checks.training import (  # chapter 10
+    check_adamw_step,
+    check_cross_entropy,
+    check_learning_rate,
+    check_train,
+)
 from llmfs.course.exercise_checks.views import (  # chapter 2
     check_copying_transpose,
     check_logical_offsets,
@@ -116,6 +123,7 @@ __all__ = [
     "CheckReport",
     "ImplementSpec",
     "Shortcuts",
+    "check_adamw_step",
     "check_add_kernel",
     "check_block",
     "check_broadcast_shape",
@@ -124,6 +132,7 @@ __all__ = [
     "check_causal_self_attention",
     "check_compute_strides",
     "check_copying_transpose",
+    "check_cross_entropy",
     "check_expand_backward",
     "check_flat_index",
     "check_for",
@@ -135,6 +144,7 @@ __all__ = [
     "check_is_contiguous",
     "check_layer_norm",
     "check_layer_norm_backward",
+    "check_learning_rate",
     "check_logical_offsets",
     "check_materialize",
     "check_merge_heads",
@@ -149,6 +159,7 @@ __all__ = [
     "check_softmax_backward",
     "check_softmax_rows",
     "check_split_heads",
+    "check_train",
     "check_values",
     "check_view_backward",
     "check_view_offset",

@@ -124,6 +124,16 @@ wte = tensor_params(params)["wte.weight"]
 qkv = lt.Tensor.zeros([1, 6, 192])
 heads = lt.Tensor.zeros([1, 4, 6, 16])
 """,
+    "ch10": """
+import numpy as np
+from llmfs.course.exercise_checks.training import cross_entropy_reference
+from llmfs.gpt import task
+from llmfs.gpt.train import answer_weights
+batch = task.sequences(task.split().train)[:64]
+def equal_logits_loss():
+    logits = np.zeros((len(batch), batch.shape[1] - 1, 12))
+    return cross_entropy_reference(logits, batch[:, 1:], answer_weights(len(batch)))[0]
+""",
 }
 
 
@@ -204,6 +214,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("ch02.q3", "strides", [2, 0, 1], "the permutation's own numbers given as strides"),
     Probe("ch04.q8", "values", [[30, 32, 34]], "keepdims added"),
     Probe("ch06.q1", "shape", [2, 3], "a product keeps its first operand's shape"),
+    Probe("ch10.q1", "loss", 1.0, "one unit of loss per wrong guess"),
 )
 
 #: The share of probes that must get a named explanation.
