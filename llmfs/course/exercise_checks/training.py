@@ -171,7 +171,8 @@ def _lr_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     cases: list[tuple[Any, ...]] = []
     for _ in range(n):
         warmup = rng.choice((0, 0, 1, rng.randint(2, 20)))
-        steps = rng.choice((warmup, max(1, warmup), warmup + rng.randint(1, 50)))
+        # A schedule has at least one step (TrainConfig refuses 0); one as long as its warm-up.
+        steps = rng.choice((max(1, warmup), max(1, warmup), warmup + rng.randint(1, 50)))
         step = rng.choice((0, warmup, max(0, warmup - 1), steps, rng.randint(0, steps + 10)))
         case = {
             "step": step,
