@@ -446,14 +446,16 @@ def _train_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
 
 _HERE = "llmfs.course.exercise_checks.training"
 
-#: What each exercise may not call: the NumPy trainer's own function for it, and this module's
-#: references.
+#: What each exercise may not call: the NumPy trainer's and the tensor engine's own function for
+#: it, and this module's references.
 SHORTCUTS: dict[str, Shortcuts] = {
     "ch10.cross_entropy": Shortcuts(
         (
             "llmfs.gpt.train.loss_and_grads",
             "llmfs.gpt.reference.softmax",
             "llmfs.gpt.tensor_model.softmax",
+            "llmfs.gpt.tensor_train.cross_entropy",
+            "llmfs.gpt.tensor_train.log_softmax",
             f"{_HERE}.cross_entropy_reference",
         ),
         "lt.max, lt.exp, lt.log, lt.sum and arithmetic on the logits tensor",
@@ -463,13 +465,14 @@ SHORTCUTS: dict[str, Shortcuts] = {
         "math.cos and arithmetic",
     ),
     "ch10.adamw_step": Shortcuts(
-        ("llmfs.gpt.train.train", f"{_HERE}.adamw_reference"),
+        ("llmfs.gpt.train.train", "llmfs.gpt.tensor_train.AdamW.step", f"{_HERE}.adamw_reference"),
         "NumPy arithmetic and np.sqrt",
     ),
     "ch10.train": Shortcuts(
         (
             "llmfs.gpt.train.train",
             "llmfs.gpt.train.loss_and_grads",
+            "llmfs.gpt.tensor_train.train",
             f"{_HERE}.train_reference",
             f"{_HERE}.adamw_reference",
         ),
