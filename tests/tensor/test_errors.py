@@ -103,7 +103,8 @@ _SAMPLES = {"int": 3, "str": "words", "bool": False, "object": "thing", "int | N
 def _sample(cls: type[TensorError], field: str) -> object:
     annotation = str(inspect.get_annotations(cls).get(field) or _annotation(cls, field))
     if annotation.startswith("list[tuple"):
-        return [(4, "no doubles")]
+        members = annotation.removeprefix("list[tuple[").removesuffix("]]").split(", ")
+        return [tuple(4 if m == "int" else "no-double" for m in members)]
     if annotation.startswith("tuple[str"):
         return ("float32", "float64")
     if annotation.startswith("tuple["):
@@ -136,7 +137,10 @@ def test_every_error_builds_its_message_from_its_fields(cls: type[TensorError]) 
 def _values(annotation: str) -> st.SearchStrategy[object]:
     """Any value of a field's annotation (sequences as lists, so storing them as tuples counts)."""
     if annotation.startswith("list[tuple"):
-        return st.lists(st.tuples(st.integers(), st.text(max_size=8)), max_size=4)
+        # One value per member of the tuple: (int, str) pairs, (int, str, str) triples, ...
+        members = annotation.removeprefix("list[tuple[").removesuffix("]]").split(", ")
+        parts = [st.integers() if m == "int" else st.text(max_size=8) for m in members]
+        return st.lists(st.tuples(*parts), max_size=4)
     if annotation.startswith("tuple[str"):
         return st.lists(st.text(max_size=8), max_size=20)
     if annotation.startswith("tuple["):
