@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import doctest
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,24 @@ def test_readme_example_prints_what_it_shows(line: int, block: str) -> None:
     assert test.examples, f"README.md line {line}: no examples found"
     runner.run(test, out=failures.append)
     assert runner.failures == 0, "".join(failures)
+
+
+def _pytest_runs(script: str) -> list[list[str]]:
+    """The arguments of every ``<python> -m pytest`` command of a shell script."""
+    runs = []
+    for line in script.replace("\\\n", " ").splitlines():
+        words = shlex.split(line.split("#", 1)[0])
+        if len(words) >= 3 and words[0].endswith("python") and words[1:3] == ["-m", "pytest"]:
+            runs.append(words[3:])
+    return runs
+
+
+def test_the_mac_instructions_run_the_metal_tests_once_as_the_workflow_does() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("### Running the Metal tests on your Mac") :]
+    script = re.search(r"^```bash\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
+    assert script is not None, "the Mac section has no bash block"
+    workflow = (README.parent / ".github" / "workflows" / "macos.yml").read_text(encoding="utf-8")
+    ours, theirs = _pytest_runs(script.group(1)), _pytest_runs(workflow)
+    assert len(ours) == 1, f"the Mac section runs pytest {len(ours)} times: {ours}"
+    assert ours == theirs and "-m" not in ours[0]  # every Metal test, once

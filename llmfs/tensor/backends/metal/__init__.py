@@ -118,7 +118,8 @@ def run_kernel(
     default 30) stops an isolated launch that runs longer (an endless loop).
     ``threadgroup_memory`` gives each ``[[threadgroup(n)]]`` argument its length in bytes
     (``{n: bytes}``, multiples of 16, at most 32 KiB per threadgroup with the kernel's own
-    threadgroup variables); emulator only for now.
+    threadgroup variables; on a Mac, the device's ``maxThreadgroupMemoryLength``), on both
+    backends and checked the same way (``setThreadgroupMemoryLength:atIndex:`` on a Mac).
 
     The emulator also refuses to hide what a GPU does not promise: threadgroup memory starts
     out as junk (NaN floats) in every launch, ``shuffle=<seed>`` runs the threads in a shuffled
@@ -165,12 +166,9 @@ def run_kernel(
                 "sanitize=True and shuffle need the emulator (backend='metal-emulator'); on a "
                 "Mac, Xcode's Metal validation layer plays that role"
             )
-        if threadgroup_memory:
-            raise KernelArgumentError(
-                "threadgroup_memory ([[threadgroup(n)]] arguments) runs on the emulator only "
-                "for now (backend='metal-emulator')"
-            )
-        device.default_device().run_kernel(source, name, buffers, grid, threadgroup)
+        device.default_device().run_kernel(
+            source, name, buffers, grid, threadgroup, threadgroup_memory=threadgroup_memory
+        )
         return
     raise MetalError(f"unknown backend {chosen!r} for run_kernel; choose one of {EXECUTORS}")
 

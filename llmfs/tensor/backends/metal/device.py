@@ -54,9 +54,13 @@ non-uniform threadgroups (Apple4 and later, Mac2); a pipeline may allow fewer th
 threads per group (registers, threadgroup memory), so its own limit bounds the default group and
 refuses a larger explicit one before Metal sees it. Otherwise ``dispatchThreadgroups`` over the
 grid rounded up to whole threadgroups, which the library's kernels allow for with their
-``gid >= count`` guards. Every launch commits its command buffer and waits for it
-(``waitUntilCompleted``) before returning, so the CPU never reads a buffer the GPU is still
-writing; a failed command buffer raises with Metal's error text.
+``gid >= count`` guards. ``[[threadgroup(n)]]`` arguments get their lengths with
+``setThreadgroupMemoryLength:atIndex:`` after the emulator's own check (multiples of 16; with
+the pipeline's ``staticThreadgroupMemoryLength`` within ``maxThreadgroupMemoryLength``, 32 KiB
+on Apple GPUs), so both refuse the same launches before the GPU sees them. Every launch
+commits its command buffer and waits for it (``waitUntilCompleted``) before returning, so the
+CPU never reads a buffer the GPU is still writing; a failed command buffer raises with Metal's
+error text.
 
 Math. Kernels are compiled with fast math off and, where the SDK has the setting (macOS 15 and
 later), ``mathFloatingPointFunctions`` set to precise: on macOS 15 ``MTLMathModeSafe`` alone
@@ -79,6 +83,7 @@ from typing import Any
 import numpy as np
 
 from llmfs.tensor.backends.metal.emulator import (
+    MAX_THREADGROUP_BYTES,
     TYPE_SIZES,
     BufferArgs,
     as_grid,
@@ -86,6 +91,7 @@ from llmfs.tensor.backends.metal.emulator import (
     check_threadgroup,
     default_threadgroup,
     normalize_buffers,
+    threadgroup_lengths,
     writes,
 )
 from llmfs.tensor.backends.metal.errors import (
@@ -374,6 +380,12 @@ class MetalDevice:
             self.nonuniform_threadgroups = _supports_nonuniform_threadgroups(
                 self._metal, self.device
             )
+            #: Threadgroup memory per threadgroup (bytes): 32 KiB on Apple GPUs.
+            self.max_threadgroup_memory = (
+                int(self.device.maxThreadgroupMemoryLength())
+                if hasattr(self.device, "maxThreadgroupMemoryLength")
+                else MAX_THREADGROUP_BYTES
+            )
             self._options_tag = ""
             self._options = self._compile_options()
         self._libraries: dict[str, Any] = {}
@@ -548,15 +560,23 @@ class MetalDevice:
         buffers: BufferArgs | Mapping[int, np.ndarray],
         grid: object,
         threadgroup: object | None = None,
+        *,
+        threadgroup_memory: Mapping[int, int] | None = None,
     ) -> None:
         """Compiles (cached) and runs kernel ``name`` over ``grid`` threads, then waits.
 
         Same arguments and checks as the emulator's launch (buffers by ``[[buffer(n)]]`` index;
         for a kernel msl.py cannot describe, only that each buffer is a C-contiguous array).
         The threadgroup defaults to one sized from this pipeline's
-        ``maxTotalThreadsPerThreadgroup`` and must not exceed it. Arrays the kernel may write
-        and that had to be copied are copied back after completion. Raises
-        :class:`KernelLaunchError` with Metal's text when the command buffer fails.
+        ``maxTotalThreadsPerThreadgroup`` and must not exceed it. ``threadgroup_memory``
+        (``{n: bytes}``) sizes the ``[[threadgroup(n)]]`` arguments with
+        ``setThreadgroupMemoryLength:atIndex:``, checked by the emulator's own rule
+        (:func:`~llmfs.tensor.backends.metal.emulator.threadgroup_lengths`): multiples of 16,
+        and with the pipeline's ``staticThreadgroupMemoryLength`` (the kernel's threadgroup
+        variables) within the device's ``maxThreadgroupMemoryLength``. Arrays the kernel may
+        write and that had to be copied are copied back after completion. Raises
+        :class:`KernelArgumentError` for bad arguments and :class:`KernelLaunchError` with
+        Metal's text when the command buffer fails.
         """
         pipeline = self.pipeline(source, name)
         kernel = self._kernel(source, name)
@@ -568,6 +588,17 @@ class MetalDevice:
             else as_grid(threadgroup, "threadgroup")
         )
         check_threadgroup(group, max_threads)
+        # The kernel's own threadgroup variables count against the same limit; Metal knows
+        # their size once the pipeline exists (asked only when lengths are given: a launch
+        # without them has nothing to add to what the pipeline already fits in).
+        static = int(pipeline.staticThreadgroupMemoryLength()) if threadgroup_memory else 0
+        lengths = threadgroup_lengths(
+            kernel,
+            threadgroup_memory,
+            name=name,
+            static=static,
+            limit=self.max_threadgroup_memory,
+        )
         bound = normalize_buffers(buffers)
         if kernel is not None:
             check_buffers(kernel, bound)
@@ -583,7 +614,7 @@ class MetalDevice:
         # Command buffers and encoders are autoreleased objects, and so is what Metal makes
         # while freeing the launch's temporary buffers: drain them per launch.
         with _pool(self._objc):
-            self._dispatch(pipeline, kernel, name, bound, dims, group)
+            self._dispatch(pipeline, kernel, name, bound, dims, group, lengths)
 
     def _dispatch(
         self,
@@ -593,6 +624,7 @@ class MetalDevice:
         bound: Mapping[int, np.ndarray],
         dims: tuple[int, int, int],
         group: tuple[int, int, int],
+        lengths: Sequence[int] = (),
     ) -> None:
         command_buffer = self.queue.commandBuffer()
         encoder = command_buffer.computeCommandEncoder()
@@ -616,6 +648,9 @@ class MetalDevice:
                 encoder.setBuffer_offset_atIndex_(allocation.buffer, offset, index)
                 if copied and written:
                     copies.append((array, allocation))
+            for index, length in enumerate(lengths):
+                if length:
+                    encoder.setThreadgroupMemoryLength_atIndex_(length, index)
             size = self._metal.MTLSizeMake
             if self.nonuniform_threadgroups:
                 encoder.dispatchThreads_threadsPerThreadgroup_(size(*dims), size(*group))
@@ -647,8 +682,9 @@ class MetalDevice:
 
     def report(self) -> dict[str, object]:
         """What the device says about itself: name, the GPU families it supports, its largest
-        threadgroup, ``recommendedMaxWorkingSetSize``, non-uniform threadgroup support and the
-        compile options this module set."""
+        threadgroup, its threadgroup memory (``maxThreadgroupMemoryLength``),
+        ``recommendedMaxWorkingSetSize``, non-uniform threadgroup support and the compile
+        options this module set."""
         device = self.device
         families = [
             family
@@ -665,6 +701,7 @@ class MetalDevice:
                 int(largest.height),
                 int(largest.depth),
             ),
+            "max_threadgroup_memory_length": self.max_threadgroup_memory,
             "recommended_max_working_set_size": int(device.recommendedMaxWorkingSetSize()),
             "nonuniform_threadgroups": self.nonuniform_threadgroups,
             "compile_options": self._options_tag,

@@ -372,6 +372,8 @@ def with_threadgroup_memory(source: str, kernels: Sequence[Kernel]) -> str:
 MAX_THREADGROUP_VARIABLES = 64
 #: Metal's threadgroup memory per threadgroup (bytes): variables and [[threadgroup(n)]] together.
 MAX_THREADGROUP_BYTES = 32768
+#: The last index of Metal's threadgroup memory argument table (31 entries per encoder).
+MAX_THREADGROUP_ARGUMENT_INDEX = 30
 
 
 def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
@@ -908,45 +910,68 @@ def _launch_failure(name: str, rc: int, group: Grid) -> str:
     )
 
 
-def threadgroup_lengths(kernel: Kernel, lengths: Mapping[int, int] | None) -> list[int]:
+def threadgroup_lengths(
+    kernel: Kernel | None,
+    lengths: Mapping[int, int] | None,
+    *,
+    name: str | None = None,
+    static: int = 0,
+    limit: int = MAX_THREADGROUP_BYTES,
+) -> list[int]:
     """The 32 lengths (bytes) the launcher gives the ``[[threadgroup(n)]]`` arguments.
 
     Every argument the kernel declares needs a length; each is a multiple of 16 (Metal's
-    rule for ``setThreadgroupMemoryLength``) and together at most
-    :data:`MAX_THREADGROUP_BYTES`; an index the kernel does not declare is refused. Raises
-    :class:`KernelArgumentError` naming the argument.
+    rule for ``setThreadgroupMemoryLength``) and together with ``static`` (the kernel's own
+    threadgroup variables, where the caller knows them before the launch, as Metal's
+    ``staticThreadgroupMemoryLength``) at most ``limit`` (:data:`MAX_THREADGROUP_BYTES`, or the
+    device's ``maxThreadgroupMemoryLength``); an index the kernel does not declare is refused.
+    ``kernel=None`` (a kernel Metal compiled that msl.py cannot describe, called ``name``)
+    checks the lengths and indices (0..30, Metal's threadgroup argument table) only. Raises
+    :class:`KernelArgumentError` naming the argument. The Metal path and the emulator share
+    this check, so a launch is refused the same way on both.
     """
     given = dict(lengths or {})
-    declared = kernel.threadgroup_arguments
+    label = kernel.name if kernel is not None else name
+    declared = kernel.threadgroup_arguments if kernel is not None else None
     out = [0] * 32
     for index, value in given.items():
-        if index not in declared:
+        if declared is None:
+            if (
+                isinstance(index, bool)
+                or not isinstance(index, int | np.integer)
+                or not (0 <= index <= MAX_THREADGROUP_ARGUMENT_INDEX)
+            ):
+                raise KernelArgumentError(
+                    f"kernel {label}: threadgroup_memory index {index!r} must be an int from 0 "
+                    f"to {MAX_THREADGROUP_ARGUMENT_INDEX} (Metal's threadgroup argument table)"
+                )
+        elif index not in declared:
             raise KernelArgumentError(
-                f"kernel {kernel.name}: threadgroup_memory gives index {index!r} a length but "
+                f"kernel {label}: threadgroup_memory gives index {index!r} a length but "
                 f"the kernel declares no [[threadgroup({index})]] argument (declared: "
                 f"{sorted(declared) or 'none'})"
             )
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             raise KernelArgumentError(
-                f"kernel {kernel.name}: threadgroup_memory[{index}] must be a byte count, got "
-                f"{value!r}"
+                f"kernel {label}: threadgroup_memory[{index}] must be a byte count, got {value!r}"
             )
         if value <= 0 or value % 16:
             raise KernelArgumentError(
-                f"kernel {kernel.name}: threadgroup_memory[{index}] = {value} bytes; Metal needs "
+                f"kernel {label}: threadgroup_memory[{index}] = {value} bytes; Metal needs "
                 f"a positive multiple of 16"
             )
-        out[index] = int(value)
-    for index, param in sorted(declared.items()):
+        out[int(index)] = int(value)
+    for index, param in sorted((declared or {}).items()):
         if index not in given:
             raise KernelArgumentError(
-                f"kernel {kernel.name}: [[threadgroup({index})]] argument {param.name!r} has no "
+                f"kernel {label}: [[threadgroup({index})]] argument {param.name!r} has no "
                 f"length; pass threadgroup_memory={{{index}: bytes}}"
             )
-    if sum(out) > MAX_THREADGROUP_BYTES:
+    if sum(out) + static > limit:
+        variables = f" and its threadgroup variables {static} more" if static else ""
         raise KernelArgumentError(
-            f"kernel {kernel.name} [threadgroup-memory-limit]: threadgroup_memory asks for "
-            f"{sum(out)} bytes; Metal allows {MAX_THREADGROUP_BYTES} per threadgroup"
+            f"kernel {label} [threadgroup-memory-limit]: threadgroup_memory asks for "
+            f"{sum(out)} bytes{variables}; Metal allows {limit} per threadgroup"
         )
     return out
 
@@ -1084,6 +1109,7 @@ def is_available() -> bool:
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ELEMENT_DTYPES",
+    "MAX_THREADGROUP_ARGUMENT_INDEX",
     "MAX_THREADGROUP_BYTES",
     "MAX_THREADGROUP_VARIABLES",
     "MAX_THREADS_PER_THREADGROUP",
