@@ -628,28 +628,6 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
     return not items or Layout(*items[0]).can_view_as_contiguous()
 
 
-def permute_layout(
-    shape: Sequence[int], strides: Sequence[int], axes: object
-) -> tuple[Shape, Strides]:
-    """:meth:`Layout.permute` over tuples: output axis ``k`` is source axis ``axes[k]``."""
-    permuted = Layout(tuple(shape), tuple(strides)).permute(axes)
-    return permuted.shape, permuted.strides
-
-
-def slice_layout(
-    shape: Sequence[int],
-    strides: Sequence[int],
-    base_offset: int,
-    axis: int,
-    start: object,
-    stop: object,
-    step: object = 1,
-) -> tuple[Shape, Strides, int]:
-    """:meth:`Layout.slice` over tuples: returns ``(shape, strides, base_offset)``."""
-    sliced = Layout(tuple(shape), tuple(strides), base_offset).slice(axis, start, stop, step)
-    return sliced.shape, sliced.strides, sliced.offset
-
-
 def plan_reshape(
     shape: Sequence[int], strides: Sequence[int], requested: object
 ) -> tuple[Shape, Strides]:
@@ -773,11 +751,9 @@ __all__ = [
     "normalize_axes",
     "normalize_axis",
     "offset_bounds",
-    "permute_layout",
     "plan_reshape",
     "reduced_shape",
     "row_major_strides",
-    "slice_layout",
     "storage_offset",
     "validate",
     "zero_unused_strides",

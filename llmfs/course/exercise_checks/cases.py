@@ -65,16 +65,14 @@ def view_layout(
         if choice < 0.35:
             axes = list(range(len(sizes)))
             rng.shuffle(axes)
-            shape_t, strides_t = layout.permute_layout(sizes, strides, axes)
-            sizes, strides = list(shape_t), list(strides_t)
+            permuted = layout.Layout(tuple(sizes), tuple(strides), base).permute(axes)
+            sizes, strides = list(permuted.shape), list(permuted.strides)
         elif choice < 0.8 and sizes[axis] > 1:
             start = rng.randrange(sizes[axis])
             stop = rng.randint(start + 1, sizes[axis])
             step = rng.choice((1, 1, 2))
-            shape_t, strides_t, base = layout.slice_layout(
-                sizes, strides, base, axis, start, stop, step
-            )
-            sizes, strides = list(shape_t), list(strides_t)
+            sliced = layout.Layout(tuple(sizes), tuple(strides), base).slice(axis, start, stop, step)
+            sizes, strides, base = list(sliced.shape), list(sliced.strides), sliced.offset
         elif negative:
             flipped = layout.Layout(tuple(sizes), tuple(strides), base).flip(axis)
             strides, base = list(flipped.strides), flipped.offset
@@ -82,8 +80,8 @@ def view_layout(
         # An empty slice that starts at a value of the axis: the base offset stays in storage.
         axis = rng.randrange(len(sizes))
         start = rng.randrange(sizes[axis])
-        shape_t, strides_t, base = layout.slice_layout(sizes, strides, base, axis, start, start)
-        sizes, strides = list(shape_t), list(strides_t)
+        sliced = layout.Layout(tuple(sizes), tuple(strides), base).slice(axis, start, start)
+        sizes, strides, base = list(sliced.shape), list(sliced.strides), sliced.offset
     return sizes, strides, base, owner_len
 
 
