@@ -107,9 +107,9 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
         "StridedOffsets",
     ),
     "ch02.slice_layout": (
-        lambda shape, strides, base, axis, start, stop: (
-            Layout(tuple(shape), tuple(strides), base).slice(axis, start, stop)
-        ),
+        lambda shape, strides, base, axis, start, stop: Layout(
+            tuple(shape), tuple(strides), base
+        ).slice(axis, start, stop),
         "slice_layout",
     ),
     "ch02.materialize": (
