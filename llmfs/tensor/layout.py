@@ -154,8 +154,8 @@ class Layout:
 
     def storage_offset(self, coordinate: object) -> int:
         """Storage offset of ``coordinate``. Raises :class:`RankMismatchError` for a wrong length
-        and :class:`IndexOutOfBoundsError` for a component outside ``[0, size)`` (negatives
-        included: a coordinate counts from 0)."""
+        and :class:`IndexOutOfBoundsError` for a component outside ``[0, size)``, a negative one
+        too (a coordinate counts from 0; only ``view[...]`` counts from the end)."""
         coord = as_int_tuple(coordinate, "index")
         if len(coord) != self.rank:
             what = "coordinate length (the view's rank)"
