@@ -1,28 +1,20 @@
-"""The layout algebra: the ``Layout`` value (shape, strides, offset) and the rules that make one
-layout from another without moving a value.
+"""The layout algebra: the :class:`Layout` value (shape, strides, offset) and the rules that make
+one layout from another without moving a value.
 
-This module is the single home of the library's index maths. A :class:`Layout` is a value, and
-its methods ARE the algebra: ``layout.permute(axes)``, ``layout.slice(...)``,
-``layout.reshape(shape)`` each state one rule, once, and every view, backend, widget and test
-uses that rule. The functions after the class are the same rules over plain tuples, in the form
-the chapters ask learners to write them (``permute_layout(shape, strides, axes)``), plus the
-shape rules that have no layout (``broadcast_shapes``, ``reduced_shape``). Turning user objects
-into checked tuples, the 64-bit limits and the checks of explicit layouts live in
-:mod:`llmfs.tensor.checks`.
+Each rule is one method of ``Layout``, which every view, backend, widget and test uses; the
+functions after the class are its plain-tuple forms (``plan_reshape``, ``is_contiguous``) and the
+shape rules that have no layout (``broadcast_shapes``, ``reduced_shape``). Input coercion, the
+64-bit limits and the checks of explicit layouts live in :mod:`llmfs.tensor.checks`.
 
-Conventions
------------
-* A *shape* is a tuple of non-negative sizes; ``()`` is a scalar with one value.
-* *Strides* are signed and counted in elements (not bytes). A zero stride repeats values
-  (broadcasting); a negative stride walks backwards (a flip).
-* The *storage offset* of coordinate ``c`` is ``offset + sum(c[k] * strides[k])``.
-* Row-major ("C order") strides count a size-0 axis as size 1, as NumPy and PyTorch do, so the
-  strides of ``(2, 0, 3)`` are ``(3, 3, 1)``.
-* Every size product (a 0 counted as 1), every stride and every reachable offset fits in a
-  signed 64-bit integer, and a layout has at most :data:`MAX_RANK` (64) axes: checked where a
-  layout is made (:mod:`llmfs.tensor.checks`) and by every public predicate.
-* Every method that derives a layout reaches a subset of the offsets this one reaches, so a
-  layout that was valid for a storage stays valid.
+* A *shape* is a tuple of sizes >= 0; ``()`` is a scalar with one value.
+* *Strides* are signed and counted in elements: 0 repeats a value (broadcasting), a negative
+  stride walks backwards (a flip). Coordinate ``c`` is at ``offset + sum(c[k] * strides[k])``.
+* Row-major strides count a size-0 axis as 1, as NumPy and PyTorch do: ``(2, 0, 3)`` has
+  ``(3, 3, 1)``.
+* Every size product (0 as 1), stride and reachable offset fits in a signed 64-bit integer, and
+  a layout has at most :data:`MAX_RANK` (64) axes: checked where a layout is made and by every
+  public predicate. A derived layout reaches a subset of its source's offsets, so it stays valid
+  for the same storage.
 """
 
 from __future__ import annotations
@@ -75,12 +67,10 @@ from llmfs.tensor.errors import (
 
 @dataclass(frozen=True)
 class Layout:
-    """A (shape, strides, offset) triple as one immutable value.
+    """(shape, strides, offset) as one immutable value; ``offset`` is where coordinate 0 lives.
 
-    ``offset`` is the storage offset of the first logical value (coordinate all zeros). Building
-    a ``Layout`` directly trusts its fields; :meth:`row_major` checks a shape and
-    :meth:`checked` checks explicit metadata against a storage (:func:`validate`). Arguments to
-    the methods (axes, bounds, shapes) are checked, each method naming its errors.
+    The constructor trusts its fields (lists become tuples); :meth:`row_major` and :meth:`checked`
+    check theirs, and every method checks its own arguments, naming its errors.
     """
 
     shape: Shape
@@ -98,17 +88,15 @@ class Layout:
 
     @classmethod
     def row_major(cls, shape: object) -> Layout:
-        """The contiguous layout of ``shape`` at offset 0. Raises :class:`InvalidShapeError` or
-        :class:`ShapeOverflowError` (:func:`~llmfs.tensor.checks.check_shape`)."""
+        """The contiguous layout of ``shape`` at offset 0. Raises :class:`InvalidShapeError` (a size
+        not an integer >= 0) or :class:`ShapeOverflowError` (past 64 bits)."""
         dims = check_shape(shape)
         return cls(dims, row_major_strides(dims), 0)
 
     @classmethod
     def checked(cls, shape: object, strides: object, offset: object, storage_len: int) -> Layout:
-        """Explicit metadata after :func:`validate` against a storage of ``storage_len`` values.
-
-        Raises :class:`InvalidLayoutError` naming the broken rule (integer metadata included).
-        """
+        """Explicit metadata checked against ``storage_len`` values (:func:`validate`); raises
+        :class:`InvalidLayoutError` naming the broken rule (integer metadata included)."""
         return cls(*validated(shape, strides, offset, storage_len))
 
     def validate(self, storage_len: int) -> None:
@@ -126,20 +114,17 @@ class Layout:
 
     @property
     def size(self) -> int:
-        """Number of logical values (:func:`element_count`)."""
+        """Number of logical values."""
         return element_count(self.shape)
 
     @property
     def is_empty(self) -> bool:
-        """True when some size is 0: the layout reaches no storage at all."""
+        """True when a size is 0: the layout reaches no storage."""
         return 0 in self.shape
 
     def is_contiguous(self) -> bool:
-        """True when the layout walks its storage in row-major order with no gaps.
-
-        Size-1 axes may carry any stride (they never advance); scalars and empty layouts are
-        contiguous. The offset does not matter.
-        """
+        """Row-major with no gaps. Size-1 axes may carry any stride (they never advance); scalars
+        and empty layouts are contiguous; the offset does not matter."""
         if self.is_empty:
             return True
         expected = 1
@@ -150,14 +135,9 @@ class Layout:
         return True
 
     def can_view_as_contiguous(self) -> bool:
-        """The "transpose-contiguous" test: the values fill one gap-free block of storage.
-
-        True when the layout is contiguous; otherwise false if any axis of size != 1 has stride
-        0 (broadcast) or a negative stride (a flip); otherwise size-1 axes are dropped, the
-        remaining (stride, size) pairs are sorted by stride, descending, and the result must be
-        contiguous. So ``(5, 4, 6, 7)`` with strides ``(42, 210, 7, 1)`` (a transposed
-        ``(4, 5, 6, 7)``) is true.
-        """
+        """Contiguous in some axis order ("transpose-contiguous"): contiguous, or the axes of size
+        != 1, none with a stride <= 0, sorted by stride (descending) are. So ``(5, 4, 6, 7)`` with
+        strides ``(42, 210, 7, 1)`` (a transposed ``(4, 5, 6, 7)``) is true."""
         if self.is_contiguous():
             return True
         pairs = sorted(
@@ -169,17 +149,13 @@ class Layout:
         return Layout(tuple(p[1] for p in pairs), tuple(p[0] for p in pairs)).is_contiguous()
 
     def offset_bounds(self) -> tuple[int, int] | None:
-        """The smallest and largest reachable offsets, ``None`` if empty
-        (:func:`~llmfs.tensor.checks.offset_bounds`)."""
+        """The smallest and largest reachable offsets, ``None`` if empty."""
         return offset_bounds(self.shape, self.strides, self.offset)
 
     def storage_offset(self, coordinate: object) -> int:
-        """Storage offset of one caller-supplied coordinate, checking every component.
-
-        Raises :class:`RankMismatchError` if the coordinate has the wrong length and
-        :class:`IndexOutOfBoundsError` if a component is outside ``[0, size)`` (negative
-        components are refused: a coordinate counts positions from 0, like an unsigned index).
-        """
+        """Storage offset of ``coordinate``. Raises :class:`RankMismatchError` for a wrong length
+        and :class:`IndexOutOfBoundsError` for a component outside ``[0, size)``, a negative one
+        too (a coordinate counts from 0; only ``view[...]`` counts from the end)."""
         coord = as_int_tuple(coordinate, "index")
         if len(coord) != self.rank:
             what = "coordinate length (the view's rank)"
@@ -192,18 +168,15 @@ class Layout:
         return offset
 
     def overlapping_coordinates(self) -> tuple[Shape, Shape] | None:
-        """Two different coordinates that reach the same storage offset, or ``None`` when every
-        coordinate has a storage cell of its own: the one test of whether a layout may be
-        written through (``copyto``, ``execute_into``). Never raises.
+        """Two coordinates that reach one storage offset, or ``None`` when each has a cell of its
+        own: the one test of whether a layout may be written through (``copyto``, ``execute_into``).
+        Never raises.
 
-        A zero stride on an axis of size >= 2 (broadcasting) is found at once: the coordinates
-        differ only on that axis, 0 and 1. Otherwise, with the axes of size >= 2 sorted by
-        ``|stride|``, no two coordinates meet when each stride exceeds the reach of the smaller
-        ones (the sum of ``(size - 1) * |stride|`` over them), which holds for every layout the
-        view methods make from an owner. An explicit layout that breaks that rule may still be
-        one-to-one (shape ``(3, 3)`` with strides ``(3, 2)`` reaches 0, 2, 4, 3, 5, 7, 6, 8, 10),
-        so it is walked in full, row-major, and the first repeated offset answers.
-        """
+        A zero stride on an axis of size >= 2 answers at once. Otherwise, with the axes of size >= 2
+        sorted by ``|stride|``, no two coordinates meet when each stride exceeds the reach
+        ``sum((size - 1) * |stride|)`` of the smaller ones (true of every view of an owner). A
+        layout that breaks this may still be one-to-one (``(3, 3)`` with strides ``(3, 2)``), so it
+        is walked row-major and the first repeated offset answers."""
         dims, steps = self.shape, self.strides
         if self.is_empty:
             return None
@@ -228,11 +201,9 @@ class Layout:
     def coalesce(self) -> Layout:
         """Fewest axes that visit the same offsets in the same order.
 
-        Size-1 axes are dropped and neighbours with ``stride[k] == size[k+1] * stride[k+1]`` are
-        merged (candle's contiguous-block idea), so a contiguous layout becomes one axis and a
-        transposed matrix stays two. Empty layouts are returned unchanged. Used by fast copies
-        and kernels to walk whole runs instead of single values.
-        """
+        Size-1 axes are dropped and neighbours with ``stride[k] == size[k+1] * stride[k+1]`` merged,
+        so a contiguous layout becomes one axis and a transposed matrix stays two; empty layouts are
+        returned unchanged. Copies and kernels walk whole runs with it."""
         if self.is_empty:
             return self
         shape: list[int] = []
@@ -251,17 +222,15 @@ class Layout:
     # -- axes in another order ----------------------------------------------------------------
 
     def permute(self, axes: object) -> Layout:
-        """Output axis ``k`` takes the size and stride of source axis ``axes[k]``.
-
-        Raises :class:`PermutationLengthMismatchError`, :class:`AxisOutOfRangeError` or
-        :class:`DuplicateAxisError` (:func:`~llmfs.tensor.checks.check_permutation`).
-        """
+        """Output axis ``k`` takes the size and stride of source axis ``axes[k]``. Raises
+        :class:`PermutationLengthMismatchError`, :class:`AxisOutOfRangeError` or
+        :class:`DuplicateAxisError` unless ``axes`` names each axis once."""
         order = check_permutation(axes, self.rank)
         shape = tuple(self.shape[a] for a in order)
         return Layout(shape, tuple(self.strides[a] for a in order), self.offset)
 
     def swap_axes(self, first: object, second: object) -> Layout:
-        """Exchanges two axes (negative axes count from the end)."""
+        """Exchanges two axes (negatives from the end); raises :class:`AxisOutOfRangeError`."""
         order = list(range(self.rank))
         a, b = normalize_axis(first, self.rank), normalize_axis(second, self.rank)
         order[a], order[b] = order[b], order[a]
@@ -274,15 +243,14 @@ class Layout:
     # -- slices, flips, indices ---------------------------------------------------------------
 
     def slice(self, axis: object, start: object, stop: object, step: object = 1) -> Layout:
-        """The strict slice ``start..stop`` (half-open, every ``step``-th index) of one axis.
+        """The strict slice ``start:stop:step`` of one axis: no clamping, no negative bounds.
 
-        No clamping and no negative bounds. The size becomes ``ceil((stop - start) / step)``, the
-        stride is multiplied by ``step`` and the offset moves by ``start * stride[axis]``.
-        Raises :class:`AxisOutOfRangeError`, :class:`InvalidArgumentError` (not an integer),
-        :class:`NegativeSliceBoundError`, :class:`SliceStartAfterEndError`,
-        :class:`SliceEndOutOfBoundsError`, :class:`InvalidStepError`, and
-        :class:`ShapeOverflowError` when the stepped stride leaves 64 bits.
-        """
+        The size becomes ``ceil((stop - start) / step)``, the stride ``stride * step``, and the
+        offset moves by ``start * stride``. Raises :class:`AxisOutOfRangeError`,
+        :class:`InvalidArgumentError` (not an integer), :class:`NegativeSliceBoundError`,
+        :class:`SliceStartAfterEndError` (start > stop), :class:`SliceEndOutOfBoundsError` (stop >
+        size), :class:`InvalidStepError` (step < 1) and :class:`ShapeOverflowError` (the stepped
+        stride past 64 bits)."""
         ax = normalize_axis(axis, self.rank)
         first = as_int(start, "slice start")
         last = as_int(stop, "slice stop")
@@ -298,15 +266,15 @@ class Layout:
             raise SliceEndOutOfBoundsError(ax, last, size)
         if every < 1:
             raise InvalidStepError(every)
-        stride = self._stepped_stride(ax, every)
+        strides = _replaced(self.strides, ax, self._stepped_stride(ax, every))
         shape = _replaced(self.shape, ax, -(-(last - first) // every))  # ceil division
         offset = self.offset + first * self.strides[ax]
-        check_offsets_fit(shape, _replaced(self.strides, ax, stride), offset)
-        return Layout(shape, _replaced(self.strides, ax, stride), offset)
+        check_offsets_fit(shape, strides, offset)
+        return Layout(shape, strides, offset)
 
     def _stepped_stride(self, axis: int, step: int) -> int:
-        """``strides[axis] * step``, which must fit in 64 bits, as an explicit stride must in
-        :func:`validate`, even where the new size is 1 and the stride is never applied."""
+        """``strides[axis] * step``, or a :class:`ShapeOverflowError` past 64 bits (even where the
+        new size is 1, as :func:`validate` refuses such a stride)."""
         stride = self.strides[axis]
         if not fits_int64(stride * step):
             raise ShapeOverflowError(
@@ -317,24 +285,22 @@ class Layout:
         return stride * step
 
     def flip(self, axis: object) -> Layout:
-        """Reverses one axis: its stride is negated and the offset moves to the axis's last
-        element (an empty axis leaves the offset alone). Raises :class:`AxisOutOfRangeError`."""
+        """Reverses one axis: its stride is negated and the offset moves to the axis's last value
+        (an empty axis leaves it). Raises :class:`AxisOutOfRangeError`."""
         ax = normalize_axis(axis, self.rank)
         size, stride = self.shape[ax], self.strides[ax]
         offset = self.offset + (size - 1) * stride if size > 0 else self.offset
         return Layout(self.shape, _replaced(self.strides, ax, -stride), offset)
 
     def index(self, key: object) -> Layout:
-        """NumPy basic indexing as a layout: ``view[key]`` without copying.
+        """NumPy basic indexing (``view[key]``) as a layout.
 
-        Ints select one position and drop the axis (negative ints count from the end); Python
-        slices clamp and accept negative bounds and steps (a negative step is a negative stride);
-        ``...`` stands for the axes not named; ``None`` inserts a size-1 axis. Raises
-        :class:`IndexOutOfBoundsError` for an int outside its axis, :class:`InvalidStepError` for
-        a zero step, :class:`InvalidIndexError` for too many indices or an unsupported item,
-        :class:`ShapeOverflowError` for a step whose stride leaves 64 bits and
-        :class:`InvalidShapeError` for a result above :data:`MAX_RANK` axes.
-        """
+        Ints select one position and drop the axis (negatives count from the end); slices clamp and
+        take negative bounds and steps (a negative stride); ``...`` stands for the axes not named;
+        ``None`` inserts a size-1 axis. Raises :class:`IndexOutOfBoundsError` (an int outside its
+        axis), :class:`InvalidStepError` (step 0), :class:`InvalidIndexError` (too many indices, two
+        ``...``, a bool or another item), :class:`ShapeOverflowError` (a stepped stride past 64
+        bits) and :class:`InvalidShapeError` (above :data:`MAX_RANK` axes)."""
         shape, strides = self.shape, self.strides
         items = list(key) if isinstance(key, tuple) else [key]
         if sum(1 for item in items if item is Ellipsis) > 1:
@@ -383,14 +349,9 @@ class Layout:
         return Layout(tuple(out_shape), tuple(out_strides), offset)
 
     def diagonal(self, groups: Sequence[Sequence[int]]) -> Layout:
-        """Takes diagonals as a view: each group of axes (equal sizes, checked by the caller)
-        becomes ONE axis whose stride is the sum of the group's strides, placed where the group's
-        first axis was. Axes in no group keep their place.
-
-        Stepping the merged axis by one steps every axis of the group by one at once, which is
-        the diagonal: shape ``(3, 3)`` with strides ``(3, 1)`` and group ``(0, 1)`` gives
-        ``(3,)`` with stride ``(4,)`` (offsets 0, 4, 8).
-        """
+        """Each group of axes (equal sizes, checked by the caller) becomes one axis, where its first
+        axis was, whose stride sums the group's: a step of it steps the whole group, the diagonal.
+        ``(3, 3)`` with strides ``(3, 1)`` and group ``(0, 1)`` gives ``(3,)``, stride ``(4,)``."""
         first_of = {group[0]: group for group in groups}
         absorbed = {axis for group in groups for axis in group[1:]}
         kept = [axis for axis in range(self.rank) if axis not in absorbed]
@@ -403,19 +364,14 @@ class Layout:
     # -- reshapes: merges and splits ----------------------------------------------------------
 
     def reshape(self, shape: object) -> Layout:
-        """The same offsets in the same logical order under a new shape, without copying.
+        """The same offsets in the same logical order under a new shape, never copying.
 
-        Reshape is a sequence of merges and splits of axes. Splitting an axis never needs a copy.
-        A group of old axes can be merged into one only when, ignoring size-1 axes, each stride
-        equals the next axis's size times its stride: ``stride[k] == size[k+1] * stride[k+1]``.
-        This is the rule of NumPy's no-copy reshape and PyTorch's ``view``, and the resulting
-        strides agree with theirs (strides of size-1 axes are arbitrary; an empty or contiguous
-        layout gets row-major strides). One size may be ``-1`` (:func:`infer_shape`).
-
-        Raises :class:`InvalidShapeError` for negative or ambiguous sizes,
-        :class:`ReshapeElementCountMismatchError` when the counts differ, and
-        :class:`NonContiguousReshapeError` naming the old axes that cannot be merged.
-        """
+        A reshape splits and merges axes. A split never needs a copy; old axes merge only when,
+        size-1 axes ignored, ``stride[k] == size[k+1] * stride[k+1]``: NumPy's no-copy reshape and
+        PyTorch's ``view``, with their strides (a contiguous or empty layout gets row-major ones).
+        One size may be ``-1``. Raises :class:`InvalidShapeError` (negative or ambiguous sizes),
+        :class:`ReshapeElementCountMismatchError` (the counts differ) and
+        :class:`NonContiguousReshapeError` naming the axes that cannot merge."""
         new_shape = infer_shape(shape, self.size)
         if element_count(new_shape) != self.size:
             raise ReshapeElementCountMismatchError(self.size, element_count(new_shape), new_shape)
@@ -458,8 +414,9 @@ class Layout:
         return Layout(new_shape, tuple(new_strides), self.offset)
 
     def merge(self, start: object, end: object) -> Layout:
-        """Fuses axes ``start..=end`` into one (a reshape that must not copy); raises
-        :class:`InvalidAxisRangeError` when ``start > end`` after normalising."""
+        """Fuses axes ``start..=end`` into one (a reshape, never a copy); raises
+        :class:`InvalidAxisRangeError` when ``start > end`` after normalising, and the reshape's
+        errors."""
         a, b = normalize_axis(start, self.rank), normalize_axis(end, self.rank)
         if a > b:
             raise InvalidAxisRangeError(a, b)
@@ -468,12 +425,9 @@ class Layout:
         )
 
     def split(self, axis: object, sizes: object) -> Layout:
-        """Splits one axis into several (one size may be ``-1``); never needs a copy.
-
-        The product of ``sizes`` must equal the axis size, else
-        :class:`ReshapeElementCountMismatchError`; more than :data:`MAX_RANK` axes in all is an
-        :class:`InvalidShapeError`.
-        """
+        """Splits one axis into ``sizes`` (one may be ``-1``), never copying. Raises
+        :class:`ReshapeElementCountMismatchError` unless their product is the axis size, and
+        :class:`InvalidShapeError` above :data:`MAX_RANK` axes."""
         ax = normalize_axis(axis, self.rank)
         parts = infer_shape(sizes, self.shape[ax])
         if element_count(parts) != self.shape[ax]:
@@ -488,10 +442,9 @@ class Layout:
     def expand(self, shape: object) -> Layout:
         """Expands to ``shape`` with zero strides (``expand``/``broadcast_to``).
 
-        New leading axes get stride 0; an existing axis keeps its stride when the sizes are equal
-        or the target size is ``-1``; a size-1 axis may expand to any size (0 included) with
-        stride 0. Anything else is a :class:`BroadcastError` naming the axis and both sizes.
-        """
+        New leading axes get stride 0; an axis keeps its stride when the sizes are equal or the
+        target is ``-1``; a size-1 axis expands to any size (0 included) with stride 0. Anything
+        else is a :class:`BroadcastError` naming the axis and both sizes."""
         dims = as_int_tuple(shape, "size")
         if len(dims) < self.rank:
             detail = f"the target has rank {len(dims)}, below the source rank {self.rank}"
@@ -519,12 +472,9 @@ class Layout:
         return Layout(check_shape(tuple(out_shape)), tuple(out_strides), self.offset)
 
     def unsqueeze(self, axis: object) -> Layout:
-        """Inserts a size-1 axis at ``axis`` (in ``[-rank-1, rank]``, negatives from the end).
-
-        Its stride never matters (it never advances); the row-major-consistent value is used so
-        that a contiguous layout stays visibly contiguous. Raises :class:`AxisOutOfRangeError`,
-        and :class:`InvalidShapeError` above :data:`MAX_RANK` axes.
-        """
+        """Inserts a size-1 axis at ``axis`` (in ``[-rank-1, rank]``) with the row-major-consistent
+        stride, so a contiguous layout stays visibly so. Raises :class:`AxisOutOfRangeError`, and
+        :class:`InvalidShapeError` above :data:`MAX_RANK` axes."""
         index = as_int(axis, "axis")
         if not -self.rank - 1 <= index <= self.rank:
             raise AxisOutOfRangeError(index, self.rank, insertion=True)
@@ -560,19 +510,14 @@ def _replaced(values: tuple[int, ...], axis: int, value: int) -> tuple[int, ...]
     return (*values[:axis], value, *values[axis + 1 :])
 
 
-# --------------------------------------------------------------------------------------------
-# The rules over plain tuples: the forms the chapters write (each one call of a Layout method)
-# --------------------------------------------------------------------------------------------
+# -- the rules over plain tuples (the forms the chapters and backends call) --------------------
 
 
 def row_major_strides(shape: Sequence[int]) -> Strides:
-    """Row-major strides of ``shape``: the last axis has stride 1, each earlier axis the product
-    of the sizes after it, a size-0 axis counted as 1.
-
-    ``row_major_strides((2, 3, 4)) == (12, 4, 1)``.
-    Raises :class:`InvalidShapeError` for a size that is not an integer ``>= 0`` and
-    :class:`ShapeOverflowError` when the size product (0 as 1) exceeds :data:`INDEX_MAX`.
-    """
+    """Row-major strides: 1 for the last axis, each earlier one the product of the sizes after it (a
+    size-0 axis counted as 1): ``row_major_strides((2, 3, 4)) == (12, 4, 1)``. Raises
+    :class:`InvalidShapeError` (a size not an integer >= 0) and :class:`ShapeOverflowError` (the
+    product past :data:`INDEX_MAX`)."""
     strides = []
     running = 1
     for size in reversed(check_shape(shape)):
@@ -609,14 +554,10 @@ def can_view_as_contiguous(shape: Sequence[int], strides: Sequence[int]) -> bool
 
 
 def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
-    """List form of :func:`can_view_as_contiguous` (one answer for several layouts).
-
-    Each item is a view (anything with ``shape`` and ``strides``) or a ``(shape, strides)`` pair.
-    True for an empty list; otherwise every item must share the first one's shape and strides,
-    and that shared layout must pass the single test. Raises :class:`TensorError` when
-    ``layouts`` is not a list (or other iterable) or an item is neither (a NumPy array is refused:
-    its strides count bytes), and the single test's errors for an item.
-    """
+    """One :func:`can_view_as_contiguous` answer for a list of views or ``(shape, strides)`` pairs:
+    true for an empty list, else every item must share the first one's layout, which must pass.
+    Raises :class:`TensorError` when ``layouts`` is not an iterable or an item is neither (a NumPy
+    array is refused: its strides count bytes), and the single test's errors for an item."""
     if isinstance(layouts, (str, bytes, Mapping)) or not isinstance(layouts, Iterable):
         raise TensorError(
             f"can_view_as_contiguous_all takes a list of views or (shape, strides) pairs, got "
@@ -626,28 +567,6 @@ def can_view_as_contiguous_all(layouts: Iterable[object]) -> bool:
     if any(item != items[0] for item in items[1:]):
         return False
     return not items or Layout(*items[0]).can_view_as_contiguous()
-
-
-def permute_layout(
-    shape: Sequence[int], strides: Sequence[int], axes: object
-) -> tuple[Shape, Strides]:
-    """:meth:`Layout.permute` over tuples: output axis ``k`` is source axis ``axes[k]``."""
-    permuted = Layout(tuple(shape), tuple(strides)).permute(axes)
-    return permuted.shape, permuted.strides
-
-
-def slice_layout(
-    shape: Sequence[int],
-    strides: Sequence[int],
-    base_offset: int,
-    axis: int,
-    start: object,
-    stop: object,
-    step: object = 1,
-) -> tuple[Shape, Strides, int]:
-    """:meth:`Layout.slice` over tuples: returns ``(shape, strides, base_offset)``."""
-    sliced = Layout(tuple(shape), tuple(strides), base_offset).slice(axis, start, stop, step)
-    return sliced.shape, sliced.strides, sliced.offset
 
 
 def plan_reshape(
@@ -667,31 +586,22 @@ def broadcast_layout(
 
 
 def zero_unused_strides(shape: Sequence[int], strides: Sequence[int]) -> Strides:
-    """``strides`` with 0 for every axis whose stride is never applied; same offsets, same order.
-
-    A size-1 axis only ever takes index 0, so its stride may be any value (``as_strided`` accepts
-    ``2**31``); an empty layout reads nothing, so all of its strides are unused. Code that stores
-    strides in narrower integers (the Metal kernels' 32-bit ints) uses this so that a stride that
-    never moves cannot overflow. Never raises.
-    """
+    """``strides`` with 0 for every stride never applied (a size-1 axis; every axis of an empty
+    layout): same offsets, same order. Code that stores strides in narrower integers (the Metal
+    kernels' 32-bit ints) uses it, so a stride that never moves cannot overflow. Never raises."""
     if any(size == 0 for size in shape):
         return (0,) * len(shape)
     return tuple(0 if size == 1 else stride for size, stride in zip(shape, strides))
 
 
-# --------------------------------------------------------------------------------------------
-# Shape rules
-# --------------------------------------------------------------------------------------------
+# -- shape rules -------------------------------------------------------------------------------
 
 
 def infer_shape(requested: object, count: int) -> Shape:
-    """Resolves at most one ``-1`` in a requested shape for ``count`` values.
-
-    A ``-1`` is inferred as ``count // product(others)``; it is ambiguous (an error) when the
-    other sizes multiply to 0. Other negative sizes are :class:`InvalidShapeError`. The element
-    count itself is not compared here (see :meth:`Layout.reshape`), except that a ``-1`` that
-    cannot divide evenly is a :class:`ReshapeElementCountMismatchError`.
-    """
+    """Resolves at most one ``-1`` in a requested shape for ``count`` values (``count //`` the
+    others' product). Raises :class:`InvalidShapeError` for another negative size, two ``-1``, or a
+    ``-1`` among sizes that multiply to 0, and :class:`ReshapeElementCountMismatchError` when the
+    ``-1`` cannot divide evenly; other counts are compared by the caller."""
     dims = as_int_tuple(requested, "size")
     unknown = [axis for axis, size in enumerate(dims) if size == -1]
     for axis, size in enumerate(dims):
@@ -714,11 +624,9 @@ def infer_shape(requested: object, count: int) -> Shape:
 
 
 def broadcast_shapes(*shapes: Sequence[int]) -> Shape:
-    """NumPy's broadcasting rule: right-align the shapes; on each axis the sizes must be equal or 1.
-
-    Raises :class:`BroadcastError` naming both shapes and the (right-aligned output) axis, and
-    :class:`ShapeOverflowError` when a size product does not fit in 64 bits.
-    """
+    """NumPy's broadcasting rule: right-align the shapes; on each axis the sizes are equal or 1.
+    Raises :class:`BroadcastError` naming both shapes and the output axis, and
+    :class:`ShapeOverflowError` when a size product leaves 64 bits."""
     if len(shapes) > 1 and all(shape == shapes[0] for shape in shapes[1:]):
         return check_shape(shapes[0])  # the common case of an op on equal shapes: nothing to do
     shapes = tuple(check_shape(shape) for shape in shapes)
@@ -773,11 +681,9 @@ __all__ = [
     "normalize_axes",
     "normalize_axis",
     "offset_bounds",
-    "permute_layout",
     "plan_reshape",
     "reduced_shape",
     "row_major_strides",
-    "slice_layout",
     "storage_offset",
     "validate",
     "zero_unused_strides",

@@ -97,7 +97,7 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
         "copying_transpose",
     ),
     "ch02.permute_layout": (
-        lambda shape, strides, axes: layout.permute_layout(shape, strides, axes),
+        lambda shape, strides, axes: Layout(tuple(shape), tuple(strides)).permute(axes),
         "permute_layout",
     ),
     "ch02.logical_offsets": (
@@ -107,9 +107,9 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
         "StridedOffsets",
     ),
     "ch02.slice_layout": (
-        lambda *args: [
-            list(part) if isinstance(part, tuple) else part for part in layout.slice_layout(*args)
-        ],
+        lambda shape, strides, base, axis, start, stop: Layout(
+            tuple(shape), tuple(strides), base
+        ).slice(axis, start, stop),
         "slice_layout",
     ),
     "ch02.materialize": (

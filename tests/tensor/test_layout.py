@@ -166,9 +166,7 @@ def test_layout_methods_are_the_pure_functions() -> None:
     assert grid.permute([2, 0, 1]) == layout.Layout((4, 2, 3), (1, 12, 4), 5)
     assert grid.swap_axes(0, -1) == layout.Layout((4, 3, 2), (1, 4, 12), 5)
     assert grid.reversed_axes() == grid.swap_axes(0, 2)
-    assert grid.slice(1, 1, 3) == layout.Layout(
-        *layout.slice_layout(grid.shape, grid.strides, grid.offset, 1, 1, 3)
-    )
+    assert grid.slice(1, 1, 3) == layout.Layout((2, 2, 4), (12, 4, 1), 9)
     assert grid.flip(2) == layout.Layout((2, 3, 4), (12, 4, -1), 8)
     assert grid.merge(0, 1) == layout.Layout((6, 4), (4, 1), 5)
     assert grid.split(2, [2, -1]) == layout.Layout((2, 3, 2, 2), (12, 4, 2, 1), 5)

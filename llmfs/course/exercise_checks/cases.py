@@ -57,34 +57,26 @@ def view_layout(
     owner_len = layout.element_count(owner_shape)
     if rng.random() < scalar:
         return [], [], rng.randrange(owner_len), owner_len
-    sizes, strides = owner_shape, row_major(owner_shape)
-    base = 0
+    here = layout.Layout(tuple(owner_shape), tuple(row_major(owner_shape)), 0)
     for _ in range(rng.randint(0, 3)):
         choice = rng.random()
-        axis = rng.randrange(len(sizes))
+        axis = rng.randrange(here.rank)
         if choice < 0.35:
-            axes = list(range(len(sizes)))
+            axes = list(range(here.rank))
             rng.shuffle(axes)
-            shape_t, strides_t = layout.permute_layout(sizes, strides, axes)
-            sizes, strides = list(shape_t), list(strides_t)
-        elif choice < 0.8 and sizes[axis] > 1:
-            start = rng.randrange(sizes[axis])
-            stop = rng.randint(start + 1, sizes[axis])
-            step = rng.choice((1, 1, 2))
-            shape_t, strides_t, base = layout.slice_layout(
-                sizes, strides, base, axis, start, stop, step
-            )
-            sizes, strides = list(shape_t), list(strides_t)
+            here = here.permute(axes)
+        elif choice < 0.8 and here.shape[axis] > 1:
+            start = rng.randrange(here.shape[axis])
+            stop = rng.randint(start + 1, here.shape[axis])
+            here = here.slice(axis, start, stop, rng.choice((1, 1, 2)))
         elif negative:
-            flipped = layout.Layout(tuple(sizes), tuple(strides), base).flip(axis)
-            strides, base = list(flipped.strides), flipped.offset
-    if sizes and rng.random() < empty:
+            here = here.flip(axis)
+    if here.rank and rng.random() < empty:
         # An empty slice that starts at a value of the axis: the base offset stays in storage.
-        axis = rng.randrange(len(sizes))
-        start = rng.randrange(sizes[axis])
-        shape_t, strides_t, base = layout.slice_layout(sizes, strides, base, axis, start, start)
-        sizes, strides = list(shape_t), list(strides_t)
-    return sizes, strides, base, owner_len
+        axis = rng.randrange(here.rank)
+        start = rng.randrange(here.shape[axis])
+        here = here.slice(axis, start, start)
+    return list(here.shape), list(here.strides), here.offset, owner_len
 
 
 def storage(rng: random.Random, count: int) -> list[int]:
