@@ -216,16 +216,39 @@ def load_manifest(path: Path | str | None = None) -> Manifest:
 
     The course root is the parent of the manifest's ``course/`` folder. Raises
     :class:`CourseError` naming the file and the offending entry when the file is missing, is
-    not valid TOML, has an unknown key, or breaks an invariant of :class:`Manifest`.
+    not valid TOML, has an unknown key, or breaks an invariant of :class:`Manifest`. A file whose
+    text is unchanged since the last call for the same path gives the same (frozen) manifest.
     """
     manifest_path = Path(path) if path is not None else default_manifest_path()
     try:
-        data = tomllib.loads(manifest_path.read_text(encoding="utf-8"))
+        text = manifest_path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise CourseError(f"{manifest_path}: the course manifest does not exist") from None
+    # Every check, hint and recorded attempt in a notebook looks its exercise up here, and
+    # parsing the whole course's TOML costs a tenth of a second each time: the file is read
+    # every call (cheap), and only parsed again when its text differs from the last parse of
+    # this path, so an edited manifest is never served stale.
+    # The manifest keeps the path as given and the root it resolves to (the working folder
+    # matters for a relative path): both name the entry.
+    key = (str(manifest_path), str(manifest_path.resolve()))
+    cached = _PARSED.get(key)
+    if cached is not None and cached[0] == text:
+        return cached[1]
+    try:
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise CourseError(f"{manifest_path}: not valid TOML ({error})") from None
-    return parse_manifest(data, manifest_path)
+    manifest = parse_manifest(data, manifest_path)
+    if len(_PARSED) >= _PARSED_PATHS:
+        _PARSED.pop(next(iter(_PARSED)), None)  # the oldest path goes first
+    _PARSED[key] = (text, manifest)
+    return manifest
+
+
+#: The last parse of each manifest path (as given, resolved): its text and the (immutable)
+#: manifest it gave.
+_PARSED: dict[tuple[str, str], tuple[str, Manifest]] = {}
+_PARSED_PATHS = 8
 
 
 def parse_manifest(data: Mapping[str, Any], path: Path) -> Manifest:

@@ -57,6 +57,44 @@ def test_exercises_are_found_by_id_and_carry_their_cell_tag(tmp_path: Path) -> N
         manifest.chapter("ch07")
 
 
+def test_an_unchanged_manifest_is_parsed_once_and_any_edit_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_manifest(tmp_path, chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict")]))
+    first = load_manifest(path)
+    assert load_manifest(path) is first  # same text, same path: no second parse
+    assert load_manifest(str(path)) is first
+    # An edit of the same length (a same-sized file, perhaps the same mtime) is still seen.
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("ch01.q1", "ch01.q7"), encoding="utf-8")
+    assert [e.id for e in load_manifest(path).exercises()] == ["ch01.q7"]
+    # An edit that breaks the file is an error, never the last good parse.
+    path.write_text(text.replace('kind = "predict"', 'kind = "guess"'), encoding="utf-8")
+    with pytest.raises(CourseError):
+        load_manifest(path)
+    path.write_text("[[chapters\n", encoding="utf-8")
+    with pytest.raises(CourseError, match="not valid TOML"):
+        load_manifest(path)
+    path.write_text(text, encoding="utf-8")
+    assert [e.id for e in load_manifest(path).exercises()] == ["ch01.q1"]
+    # One relative path read from two working folders gives each its own root.
+    for name in ("a", "b"):
+        write_manifest(tmp_path / name, chapter_toml("ch01", "ch01_a", [("ch01.q1", "predict")]))
+    roots = []
+    for name in ("a", "b"):
+        monkeypatch.chdir(tmp_path / name)
+        roots.append(load_manifest(Path("course") / "manifest.toml").root)
+    assert roots == [(tmp_path / "a").resolve(), (tmp_path / "b").resolve()]
+    # Many courses in turn: each still reads as its own file.
+    for number in range(20):
+        other = write_manifest(
+            tmp_path / f"course{number}",
+            chapter_toml("ch01", "ch01_a", [(f"ch01.q{number}", "predict")]),
+        )
+        assert [e.id for e in load_manifest(other).exercises()] == [f"ch01.q{number}"]
+    assert [e.id for e in load_manifest(path).exercises()] == ["ch01.q1"]
+
+
 BAD_MANIFESTS = {
     "unknown top key": ("format = 1\ncolour = 1\n", r"unknown key\(s\) \['colour'\]"),
     "missing format": ("[[chapters]]\n", "format must be 1"),

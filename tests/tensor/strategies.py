@@ -53,14 +53,18 @@ def _factorizations(n: int) -> list[tuple[int, ...]]:
 
 
 @st.composite
-def view_op(draw: st.DrawFn, shape: tuple[int, ...]) -> Op:
-    """One operation valid for ``shape`` (reshapes may need a copy, and then fail)."""
+def view_op(draw: st.DrawFn, shape: tuple[int, ...], only: tuple[str, ...] | None = None) -> Op:
+    """One operation valid for ``shape`` (reshapes may need a copy, and then fail); ``only``
+    keeps the kinds it names (the same draw as filtering the result by kind, without drawing
+    and throwing away whole examples: "reshape" is valid for every shape)."""
     rank = len(shape)
     kinds = ["reshape", "expand", "unsqueeze"]
     if rank >= 1:
         kinds += ["slice", "flip", "pyslice", "squeeze"]
     if rank >= 2:
         kinds += ["transpose", "permute", "merge"]
+    if only is not None:
+        kinds = [kind for kind in kinds if kind in only]
     kind = draw(st.sampled_from(kinds))
     if kind == "transpose":
         a, b = draw(st.integers(0, rank - 1)), draw(st.integers(0, rank - 1))
