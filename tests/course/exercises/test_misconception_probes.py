@@ -124,6 +124,23 @@ wte = tensor_params(params)["wte.weight"]
 qkv = lt.Tensor.zeros([1, 6, 192])
 heads = lt.Tensor.zeros([1, 4, 6, 16])
 """,
+    "ch09": """
+import numpy as np
+import llmfs.tensor as lt
+def gradient_of(owner, loss_fn):
+    owner.grad = None
+    loss_fn().backward()
+    grad = owner.grad.to_numpy()
+    cells = [int(k) for k in np.flatnonzero(grad.reshape(-1))]
+    return {"grad_shape": list(grad.shape), "grad": grad.tolist(), "cells": cells}
+row = lt.Tensor.from_numpy(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+grid = lt.Tensor.from_numpy(np.arange(12.0).reshape(4, 3))
+x = lt.Tensor.from_numpy(np.arange(10.0), requires_grad=True)
+w3 = lt.Tensor.from_numpy(np.array([10.0, 20.0, 30.0]))
+m = lt.Tensor.from_numpy(np.arange(6.0).reshape(2, 3), requires_grad=True)
+u = lt.Tensor.from_numpy(np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]))
+x4 = lt.Tensor.from_numpy(np.array([1.0, 2.0, 3.0, 4.0]), requires_grad=True)
+""",
     "ch10": """
 import numpy as np
 from llmfs.course.exercise_checks.training import cross_entropy_reference
@@ -214,6 +231,14 @@ PROBES: tuple[Probe, ...] = (
     Probe("ch02.q3", "strides", [2, 0, 1], "the permutation's own numbers given as strides"),
     Probe("ch04.q8", "values", [[30, 32, 34]], "keepdims added"),
     Probe("ch06.q1", "shape", [2, 3], "a product keeps its first operand's shape"),
+    Probe(
+        "ch09.q1",
+        "grad",
+        [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11]],
+        "a broadcast's gradient left in the view's shape",
+    ),
+    Probe("ch09.q2", "cells", [1, 2, 3], "a slice reads consecutive cells"),
+    Probe("ch09.q3", "grad_shape", [2, 2], "the gradient takes the other operand's shape"),
     Probe("ch10.q1", "loss", 1.0, "one unit of loss per wrong guess"),
 )
 
