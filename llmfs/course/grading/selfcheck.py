@@ -319,12 +319,14 @@ def _progress(
 def render(chapters: list[ChapterProgress]) -> str:
     """The plain-text report: one table per chapter, then a hint per wrong answer."""
     lines = []
+    # One id column for the whole report, wide enough for its longest id and two spaces.
+    width = max([24, *(len(e.id) + 2 for chapter in chapters for e in chapter.exercises)])
     for chapter in chapters:
         totals = chapter.totals
         lines.append(f"{chapter.chapter}: {chapter.title}")
         lines.append(f"  notebook {chapter.notebook}; run: {chapter.run}")
         lines.append(
-            f"  {'exercise':<24}{'kind':<11}{'answered':<10}{'right':<8}{'points':<10}hints"
+            f"  {'exercise':<{width}}{'kind':<11}{'answered':<10}{'right':<8}{'points':<10}hints"
         )
         for e in chapter.exercises:
             right = (
@@ -335,7 +337,7 @@ def render(chapters: list[ChapterProgress]) -> str:
             points = f"{e.score:g}/{e.points:g}"
             answered = "yes" if e.answered else "no"
             lines.append(
-                f"  {e.id:<24}{e.kind:<11}{answered:<10}{right:<8}{points:<10}{e.hints_used}"
+                f"  {e.id:<{width}}{e.kind:<11}{answered:<10}{right:<8}{points:<10}{e.hints_used}"
             )
         lines.append(
             f"  answered {totals['answered']}/{totals['exercises']}, right {totals['right']}, "
