@@ -70,7 +70,7 @@ from llmfs.tensor.errors import (
     SavedTensorModifiedError,
     TensorError,
 )
-from llmfs.tensor.layout import Layout, normalize_axes, row_major_strides
+from llmfs.tensor.layout import Layout, normalize_axes
 from llmfs.tensor.strided import numpy_view, writable_view
 from llmfs.tensor.tape import Node, is_grad_enabled, no_grad
 from llmfs.tensor.tensor import Tensor
@@ -590,10 +590,11 @@ def _onto_diagonal(
     """A zero gradient of ``shape`` with ``grad`` written on the diagonal that the repeated keys
     read: the diagonal is a view (its strides sum the repeated axes' strides), so this is the
     view rule again, with one cell per coordinate."""
-    strides = row_major_strides(tuple(shape))
-    diagonal = [sum(s for k2, s in zip(keys, strides) if k2 == k) for k in unique]
+    # ``unique`` lists the keys in order of first appearance, the order in which Layout.diagonal
+    # keeps each group of repeated axes (where its first axis was): the gradient's axes.
+    groups = [[axis for axis, key in enumerate(keys) if key == k] for k in unique]
+    layout = Layout.row_major(tuple(shape)).diagonal(groups)
     buffer = np.zeros(math.prod(shape), dtype=dtype)
-    layout = Layout(tuple(grad.shape), tuple(diagonal), 0)
     if layout.size:
         writable_view(buffer, layout)[...] = _grad_array(grad)
     return Tensor._adopt(buffer, tuple(shape))

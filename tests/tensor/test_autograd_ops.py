@@ -322,3 +322,26 @@ def test_gradcheck_refuses_what_it_cannot_check() -> None:
         gradcheck(lt.exp, [Tensor.zeros([2])])
     with pytest.raises(DTypeError, match="float32"):
         gradcheck(lt.exp, [Tensor.zeros([2], dtype="float32", requires_grad=True)])
+
+
+@pytest.mark.parametrize(
+    ("equation", "shape"),
+    [
+        ("ii->i", (3, 3)),
+        ("jij->ij", (2, 3, 2)),
+        ("iji->j", (3, 2, 3)),
+        ("ijji->ij", (2, 3, 3, 2)),
+        ("kjkj->jk", (2, 3, 2, 3)),
+        ("jii->ji", (2, 3, 3)),
+        ("ii->", (4, 4)),
+        ("ii->i", (0, 0)),
+    ],
+)
+def test_a_repeated_label_sends_its_gradient_to_the_diagonal_in_any_axis_order(
+    equation: str, shape: tuple[int, ...]
+) -> None:
+    """einsum's diagonal reads are views: the gradient lands on the diagonal cells whatever the
+    order of the repeated labels, and nowhere else (finite differences)."""
+    rng = np.random.default_rng(len(equation))
+    x = lt.Tensor.from_numpy(rng.standard_normal(shape), requires_grad=True)
+    assert lt.gradcheck(lambda t: lt.einsum(equation, t), [x])
