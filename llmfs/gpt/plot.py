@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmfs.gpt.checkpoint import TINY_GPT_RECORD_PATH
+from llmfs.gpt.errors import ConfigError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -97,7 +98,8 @@ class LiveTrainingPlot:
     The figure is 900 pixels wide on white (so it reads the same in a light and a dark theme):
     the loss per step, and the held-out accuracy in percent. :meth:`summary` is
     the run as text, numbers only (no times), so that a notebook's stored output of a seeded run
-    is the same on every run. Raises :class:`ValueError` for fewer than 1 step or a period below 1.
+    is the same on every run. Raises :class:`~llmfs.gpt.errors.ConfigError` for fewer than 1
+    step or a period below 1.
     """
 
     def __init__(
@@ -110,7 +112,7 @@ class LiveTrainingPlot:
         title: str = "training",
     ) -> None:
         if steps < 1 or eval_every < 1 or draw_every < 1:
-            raise ValueError(
+            raise ConfigError(
                 f"steps, eval_every and draw_every must be at least 1, got {steps}, "
                 f"{eval_every} and {draw_every}"
             )

@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from llmfs.gpt.errors import ConfigError
 from llmfs.gpt.plot import LiveTrainingPlot
 
 
@@ -76,5 +77,5 @@ def test_the_figure_has_both_panels_with_the_steps_so_far() -> None:
 def test_sizes_below_one_are_refused(bad: dict[str, int]) -> None:
     arguments = {"steps": 5, **bad}
     steps = arguments.pop("steps")
-    with pytest.raises(ValueError, match="must be at least 1"):
+    with pytest.raises(ConfigError, match="must be at least 1"):
         LiveTrainingPlot(steps, lambda p: 0.0, **arguments)
