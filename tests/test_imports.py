@@ -85,6 +85,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.tensor.ops", 4, "ops"),
     ("llmfs.tensor.dispatch", 4, "ops"),  # the ops' cached dispatch decisions
     ("llmfs.tensor.writes", 4, "ops"),  # copyto casts with the ops' dtype rules
+    ("llmfs.tensor.functional", 4, "ops"),  # layers as single ops (gelu, layer_norm, softmax)
     # einsum's plans are built from the ops; autograd's backward rules run ops and einsums.
     ("llmfs.tensor.einsum", 5, "einsum"),
     ("llmfs.tensor.einsum.contraction", 5, "einsum"),

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import llmfs.tensor as lt
+from llmfs.tensor import functional as F
 from llmfs.gpt import reference, sampling, task
 from llmfs.gpt.errors import TaskError, WeightsError
 from llmfs.gpt.kv_cache import KVCache
@@ -150,23 +151,21 @@ def tensor_params(params: Params, dtype: object = np.float64) -> TensorParams:
 
 def layer_norm(x: Operand, weight: Operand, bias: Operand, eps: float) -> Tensor:
     """LayerNorm over the last axis, biased variance: ``(x - mean) / lt.sqrt(var + eps) * weight +
-    bias`` (the reference's order of operations)."""
-    m = lt.mean(x, axis=-1, keepdims=True)
-    centered = x - m
-    var = lt.mean(centered * centered, axis=-1, keepdims=True)
-    return centered / lt.sqrt(var + eps) * weight + bias
+    bias`` (the reference's order of operations), as ONE recorded op with its analytic gradient
+    (:func:`llmfs.tensor.functional.layer_norm`, PyTorch's ``layer_norm``)."""
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
 def gelu(x: Operand) -> Tensor:
-    """GELU, tanh form: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))``."""
-    return 0.5 * x * (1.0 + lt.tanh(GELU_C * (x + 0.044715 * (x * x * x))))
+    """GELU, tanh form: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))``, as one
+    recorded op (:func:`llmfs.tensor.functional.gelu`, PyTorch's ``gelu(approximate="tanh")``)."""
+    return F.gelu(x, "tanh")
 
 
 def softmax(x: Operand, axis: int = -1) -> Tensor:
     """Softmax over ``axis`` after subtracting the maximum (so ``exp`` never overflows; ``-inf``
-    entries become exactly 0)."""
-    e = lt.exp(x - lt.max(x, axis=axis, keepdims=True))
-    return e / lt.sum(e, axis=axis, keepdims=True)
+    entries become exactly 0), as one recorded op (:func:`llmfs.tensor.functional.softmax`)."""
+    return F.softmax(x, axis)
 
 
 def causal_mask(t: int, dtype: object = np.float64) -> Tensor:

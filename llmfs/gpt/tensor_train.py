@@ -27,7 +27,7 @@ One training step, as a learner writes it::
     logits = tensor_model.forward(w, config, inputs)        # recorded on the tape
     loss = cross_entropy(logits, targets, weights)
     loss.backward()                                         # w[name].grad for every parameter
-    optimizer.step(lr)                                      # AdamW, in place, under no_grad()
+    optimizer.step(lr)                                      # AdamW, in place, recording nothing
     optimizer.zero_grad()
 """
 
@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 import llmfs.tensor as lt
+from llmfs.tensor import functional as F
 from llmfs.gpt import reference, task, tensor_model
 from llmfs.gpt.errors import ConfigError, TaskError
 from llmfs.gpt.experiment import (
@@ -53,7 +54,8 @@ from llmfs.gpt.experiment import (
     training_data,
 )
 from llmfs.gpt.model import TINY_CONFIG, GPTConfig, Params, init_params
-from llmfs.tensor import Tensor, TensorView, copyto, no_grad, use_backend
+from llmfs.tensor import Tensor, TensorView, use_backend
+from llmfs.tensor.strided import numpy_view, writable_view
 
 Operand = Tensor | TensorView
 
@@ -66,12 +68,10 @@ def log_softmax(logits: Operand, axis: int = -1) -> Tensor:
     """``log(softmax(logits))`` along ``axis`` by the log-sum-exp trick: ``z - m - log(sum(exp(z -
     m)))`` with ``m`` the maximum along ``axis``. Subtracting ``m`` changes nothing
     mathematically (softmax is unchanged by a shift) but keeps every ``exp`` at most 1, so no
-    logit overflows it and the largest term of the sum is exactly 1 (its log never sees 0).
-    ``m`` is a constant for autograd (``detach``): the result does not depend on it, so it gets
-    no gradient, as PyTorch's ``log_softmax`` gives none."""
-    shift = lt.max(logits.detach(), axis=axis, keepdims=True)
-    shifted = logits - shift
-    return shifted - lt.log(lt.sum(lt.exp(shifted), axis=axis, keepdims=True))
+    logit overflows it and the largest term of the sum is exactly 1 (its log never sees 0). One
+    recorded op with its analytic gradient, ``g - softmax * sum(g)`` (the shift gets none), as
+    PyTorch's ``log_softmax``: :func:`llmfs.tensor.functional.log_softmax`."""
+    return F.log_softmax(logits, axis)
 
 
 def cross_entropy(logits: Operand, targets: np.ndarray, weights: np.ndarray) -> Tensor:
@@ -109,33 +109,12 @@ def cross_entropy(logits: Operand, targets: np.ndarray, weights: np.ndarray) -> 
     picked = np.zeros(shape)
     np.put_along_axis(picked, targets[..., None], 1.0, axis=-1)
     scale = Tensor.from_numpy(-picked * (weights / total)[..., None], dtype=logits.dtype)
-    return lt.sum(log_softmax(logits, axis=-1) * scale)
+    return lt.sum(F.log_softmax(logits, -1) * scale)
 
 
 # --------------------------------------------------------------------------------------------
 # The optimiser
 # --------------------------------------------------------------------------------------------
-
-
-def write_into(param: Tensor, value: Tensor) -> None:
-    """Writes ``value`` (a new owner of ``param``'s shape and dtype) into ``param``'s storage,
-    as PyTorch's ``param.copy_(value)``. A parameter is a whole row-major owner, so its storage
-    takes the values in one assignment inside a :meth:`~llmfs.tensor.Tensor.mutate` window;
-    anything else goes through :func:`~llmfs.tensor.copyto`, which writes through any layout one
-    offset at a time (correct for every view, and far slower for a whole tensor)."""
-    if (
-        isinstance(param, Tensor)
-        and isinstance(value, Tensor)
-        and value.shape == param.shape
-        and value.dtype == param.dtype
-        and param.layout.is_contiguous()
-        and param.layout.offset == 0
-        and param.size == len(param.as_mut_slice())
-    ):
-        with param.mutate() as storage:
-            storage[:] = value.numpy_view().reshape(-1)
-    else:
-        copyto(param, value)
 
 
 class AdamW:
@@ -152,12 +131,16 @@ class AdamW:
 
     Weight decay applies to the parameters for which ``decay(name)`` is true (default: all; the
     capstone decays only the blocks' matrices, :func:`llmfs.gpt.experiment.decays`), as PyTorch's
-    parameter groups with ``weight_decay=0`` exclude the others. The update runs under
-    :class:`~llmfs.tensor.no_grad` with llmfs ops (on the active backend) and is written into
-    each parameter's own storage (:func:`write_into`), so a model holding the same
-    tensors sees the new values; a parameter whose ``.grad`` is ``None`` is skipped, as in
-    PyTorch. The arithmetic is the NumPy engine's, operation for operation, so the same
-    gradients give the same parameters bit for bit.
+    parameter groups with ``weight_decay=0`` exclude the others. The update is not part of any
+    graph (nothing is recorded): it is written IN PLACE, with NumPy arithmetic, into each
+    parameter's own storage and into the moments (``exp_avg``, ``exp_avg_sq``: tensors of the
+    parameter's shape and dtype), inside their ``mutate()`` windows, as PyTorch's ``foreach``
+    kernels update in place; so a model holding the same tensors sees the new values, views of
+    a parameter taken before the step are stale after it, and the update costs a few NumPy
+    calls per parameter on any backend. A parameter whose ``.grad`` is ``None`` is skipped, as
+    in PyTorch. The arithmetic is the NumPy engine's (:func:`llmfs.gpt.train.adamw_update`),
+    operation for operation and in the parameter's dtype, so the same gradients give the same
+    parameters bit for bit.
 
     Raises :class:`ConfigError` for a learning rate, ``eps`` or weight decay below 0, a beta
     outside ``[0, 1)``, or a parameter that does not require grad.
@@ -209,24 +192,38 @@ class AdamW:
         beta1, beta2 = self.betas
         self.steps += 1
         t = self.steps
-        with no_grad():
-            for name, p in self.params.items():
-                g = p.grad
-                if g is None:
-                    continue
-                if name in self.exp_avg:
-                    m = beta1 * self.exp_avg[name] + (1 - beta1) * g
-                    v = beta2 * self.exp_avg_sq[name] + (1 - beta2) * g * g
-                else:  # the moments start at 0: beta * 0 adds nothing
-                    m = (1 - beta1) * g
-                    v = (1 - beta2) * g * g
-                self.exp_avg[name], self.exp_avg_sq[name] = m, v
-                m_hat = m / (1 - beta1**t)
-                v_hat = v / (1 - beta2**t)
-                value = p
+        # Python floats: weak scalars, so a float32 parameter is updated in float32.
+        keep = 1.0 - rate * self.weight_decay
+        first, second = 1 - beta1**t, 1 - beta2**t
+        for name, p in self.params.items():
+            g = p.grad
+            if g is None:
+                continue
+            grad = numpy_view(g._storage, g.layout)
+            if name not in self.exp_avg:  # the moments start at 0
+                self.exp_avg[name] = Tensor.zeros(p.shape, dtype=p.dtype)
+                self.exp_avg_sq[name] = Tensor.zeros(p.shape, dtype=p.dtype)
+            with self.exp_avg[name].mutate() as m_storage:
+                m = m_storage.writable_array().reshape(p.shape)
+                m *= beta1  # m = beta1 * m + (1 - beta1) * g
+                m += (1 - beta1) * grad
+                step = m / first  # m_hat, then lr * m_hat / (sqrt(v_hat) + eps)
+            with self.exp_avg_sq[name].mutate() as v_storage:
+                v = v_storage.writable_array().reshape(p.shape)
+                square = (1 - beta2) * grad
+                square *= grad
+                v *= beta2  # v = beta2 * v + (1 - beta2) * g * g
+                v += square
+                denominator = v / second  # v_hat
+            np.sqrt(denominator, out=denominator)
+            denominator += self.eps
+            step *= rate
+            step /= denominator
+            with p.mutate() as p_storage:
+                value = writable_view(p_storage.writable_array(), p.layout)
                 if self.weight_decay and (self.decay is None or self.decay(name)):
-                    value = p * (1.0 - rate * self.weight_decay)
-                write_into(p, value - rate * m_hat / (lt.sqrt(v_hat) + self.eps))
+                    value *= keep  # decoupled: not part of the gradient
+                value -= step
 
 
 # --------------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ from llmfs.tensor.backends import get_backend
 from llmfs.tensor.dtypes import is_number
 from llmfs.tensor.einsum.labels import bind
 from llmfs.tensor.einsum.parse import parse_expression
+from llmfs.tensor.functional import GELU_C, GELU_CUBIC, normalized_axes
 from llmfs.tensor.errors import (
     DTypeError,
     GradcheckError,
@@ -626,6 +627,71 @@ def _where(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# Rules: the fused layers of llmfs.tensor.functional (one op each, an analytic gradient)
+# --------------------------------------------------------------------------------------------
+
+
+def _gelu(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """``d gelu(x)/dx = 0.5 (1 + t) + 0.5 x (1 - t**2) c (1 + 3 * 0.044715 x**2)`` with
+    ``t = tanh(c x (1 + 0.044715 x**2))`` (the forward's tanh, recomputed from ``x``)."""
+    x = ctx.arg(0)
+    if not _needs(x):
+        return []
+    v = ctx.values(x, "its input")
+    x2 = ops.mul(v, v)
+    t = ops.tanh(ops.mul(ops.mul(GELU_C, v), ops.add(1.0, ops.mul(GELU_CUBIC, x2))))
+    curve = ops.mul(ops.mul(ops.mul(0.5, v), ops.sub(1.0, ops.mul(t, t))), GELU_C)
+    slope = ops.add(
+        ops.mul(0.5, ops.add(1.0, t)), ops.mul(curve, ops.add(1.0, ops.mul(3 * GELU_CUBIC, x2)))
+    )
+    return [(x, ops.mul(g, slope))]
+
+
+def _layer_norm(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """With ``xhat = (x - mean) * rstd``, ``rstd = 1 / sqrt(var + eps)`` over the normalized axes:
+    ``dbias = sum(g)`` and ``dweight = sum(g * xhat)`` over the leading axes, and
+    ``dx = rstd * (d - mean(d) - xhat * mean(d * xhat))`` with ``d = g * weight`` (the mean and
+    the variance both depend on every normalized value)."""
+    x, weight, bias = ctx.arg(0), ctx.arg(2, "weight"), ctx.arg(3, "bias")
+    axes = normalized_axes(x, ctx.arg(1, "normalized_shape"))
+    lead = tuple(range(axes[0]))
+    v = ctx.values(x, "its input")
+    centered = ops.sub(v, ops.mean(v, axis=axes, keepdims=True))
+    var = ops.mean(ops.mul(centered, centered), axis=axes, keepdims=True)
+    rstd = ops.div(1.0, ops.sqrt(ops.add(var, float(ctx.arg(4, "eps", 1e-5)))))
+    xhat = ops.mul(centered, rstd)
+    out: list[tuple[TensorView, Grad]] = []
+    if _needs(x):
+        d = g if weight is None else ops.mul(g, ctx.values(weight, "its weight"))
+        spread = ops.mul(xhat, ops.mean(ops.mul(d, xhat), axis=axes, keepdims=True))
+        out.append((x, ops.mul(rstd, ops.sub(ops.sub(d, ops.mean(d, axis=axes, keepdims=True)), spread))))
+    if _needs(weight):
+        out.append((weight, ops.sum(ops.mul(g, xhat), axis=lead)))
+    if _needs(bias):
+        out.append((bias, ops.sum(g, axis=lead)))
+    return out
+
+
+def _softmax(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """``y * (g - sum(g * y, axis))`` with ``y`` the result: softmax's Jacobian is
+    ``diag(y) - y y^T`` along ``axis``."""
+    x, axis = ctx.arg(0), ctx.arg(1, "axis", -1)
+    if not _needs(x):
+        return []
+    y = ctx.result
+    return [(x, ops.mul(y, ops.sub(g, ops.sum(ops.mul(g, y), axis=axis, keepdims=True))))]
+
+
+def _log_softmax(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """``g - softmax(x) * sum(g, axis)``, with ``softmax(x) = exp(y)`` from the result ``y``."""
+    x, axis = ctx.arg(0), ctx.arg(1, "axis", -1)
+    if not _needs(x):
+        return []
+    probs = ops.exp(ctx.result)
+    return [(x, ops.sub(g, ops.mul(probs, ops.sum(g, axis=axis, keepdims=True))))]
+
+
 #: Every recorded op's backward rule, by the name it was recorded under (:mod:`llmfs.tensor.tape`).
 RULES: dict[str, Rule] = {
     **{name: _unary_rule(local) for name, local in UNARY.items()},
@@ -649,6 +715,10 @@ RULES: dict[str, Rule] = {
     "einsum": _einsum,
     "take": _take,
     "where": _where,
+    "gelu": _gelu,
+    "layer_norm": _layer_norm,
+    "softmax": _softmax,
+    "log_softmax": _log_softmax,
 }
 
 

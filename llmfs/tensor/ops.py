@@ -1235,14 +1235,21 @@ def _matmul_plan(a: Operand, b: Operand, result: Tensor) -> object:
     steps_a = tuple(s * itemsize for s in zero_unused_strides(left.shape, left.strides))
     steps_b = tuple(s * itemsize for s in zero_unused_strides(right.shape, right.strides))
     acc_shape = (*batch, left.shape[-2], right.shape[-1])
+    shape_a, shape_b = left.shape, right.shape
+    shared = numpy_backend.shared_matrix_rows(shape_a, steps_a, shape_b, steps_b)
+    if shared is not None:  # one matrix for the whole batch: one 2-D product, as the backend
+        rows, row_step = shared
+        shape_a, steps_a = (rows, shape_a[-1]), (row_step, steps_a[-1])
+        shape_b, steps_b = shape_b[-2:], steps_b[-2:]
+        acc_shape = (rows, shape_b[-1])
     # An operand read with its own shape and no size-1 axis: its kept array (dispatch.shaped)
     # has exactly the byte strides above.
     whole = (
-        left.shape == a.shape and 1 not in a.shape,
-        right.shape == b.shape and 1 not in b.shape,
+        shape_a == a.shape and 1 not in a.shape,
+        shape_b == b.shape and 1 not in b.shape,
     )
     final, keep = result.layout, keeps_array(acc_shape, result.shape)
-    return (left.shape, steps_a, right.shape, steps_b, acc_shape, final, whole, keep)
+    return (shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep)
 
 
 def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:

@@ -170,9 +170,14 @@ def differentiable(name: str) -> Callable[[F], F]:
                 if getattr(arg, "_requires_grad", False) or (
                     type(arg) in _SEQUENCES and _requires(arg)
                 ):
-                    if _MODE.enabled:
-                        return record(name, function, args, kwargs)
-                    break
+                    if not _MODE.enabled:
+                        break
+                    if kwargs and any(hasattr(v, "_owns_storage") for v in kwargs.values()):
+                        # A tensor passed by name (layer_norm(x, s, weight=w)): recorded by
+                        # position, so the rule reads it and its gradient has an edge.
+                        bound = signature.bind(*args, **kwargs)
+                        return record(name, function, bound.args, bound.kwargs)
+                    return record(name, function, args, kwargs)
             else:
                 if kwargs and _MODE.enabled and any(_requires(v) for v in kwargs.values()):
                     # A tensor passed by name (matmul(a=x, b=y)): recorded by position, as the

@@ -155,6 +155,49 @@ def _dense_matrix(view: TensorView, compute: np.dtype) -> np.ndarray:
     return array if array.dtype == compute else array.astype(compute)
 
 
+def shared_matrix_rows(
+    left_shape: Sequence[int],
+    left_strides: Sequence[int],
+    right_shape: Sequence[int],
+    right_strides: Sequence[int],
+) -> tuple[int, int] | None:
+    """``(rows, row_stride)`` when a batched product ``left @ right`` (batch axes already
+    broadcast) multiplies ONE matrix ``right`` (every batch axis of size 1 or stride 0, as
+    ``x @ weight`` over a batch of rows) by a ``left`` whose batch and row axes merge into one
+    axis of ``rows`` rows ``row_stride`` apart (strides in the unit given): the product is then
+    one 2-D matrix product ``[rows, K] @ [K, N]``, one BLAS call instead of one per batch index
+    (``np.matmul`` loops over the batch even when ``right`` is broadcast). ``None`` otherwise
+    (no batch axes, another matrix per batch index, or rows that do not merge). Never raises."""
+    if len(right_shape) <= 2 or len(left_shape) != len(right_shape):
+        return None
+    if any(n != 1 and s != 0 for n, s in zip(right_shape[:-2], right_strides[:-2])):
+        return None
+    axes = [a for a in range(len(left_shape) - 1) if left_shape[a] != 1]
+    rows = 1
+    for a in axes:
+        rows *= left_shape[a]
+    if not axes:
+        return rows, left_shape[-1] * left_strides[-1] if left_strides[-1] else left_shape[-1]
+    for outer, inner in zip(axes, axes[1:]):
+        if left_strides[outer] != left_strides[inner] * left_shape[inner]:
+            return None
+    return rows, left_strides[axes[-1]]
+
+
+def _product(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
+    """``np.matmul(left, right, out=out)``, as one 2-D product when ``right`` is one matrix
+    shared by the whole batch (:func:`shared_matrix_rows`)."""
+    shared = shared_matrix_rows(left.shape, left.strides, right.shape, right.strides)
+    if shared is None or not out.flags.c_contiguous:
+        np.matmul(left, right, out=out)
+        return
+    rows, row_stride = shared
+    k, n = left.shape[-1], right.shape[-1]
+    matrix = right[(0,) * (right.ndim - 2)]
+    merged = np.lib.stride_tricks.as_strided(left, (rows, k), (row_stride, left.strides[-1]))
+    np.matmul(merged, matrix, out=out.reshape(rows, n))
+
+
 class NumpyBackend(Backend):
     """Every primitive as one NumPy call on in-place views of the inputs."""
 
@@ -215,7 +258,7 @@ class NumpyBackend(Backend):
         left, right = _dense_matrix(a, compute), _dense_matrix(b, compute)
         acc = np.empty((*a.shape[:-1], b.shape[-1]), dtype=compute)
         with np.errstate(all="ignore"):
-            np.matmul(left, right, out=acc)
+            _product(left, right, acc)
             out = acc if acc.dtype == dtype else acc.astype(dtype)
         return _adopt(out)
 
