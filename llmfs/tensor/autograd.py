@@ -266,7 +266,10 @@ def backward(root: ViewMethods, gradient: object = None) -> None:
                 what = f"its own result (a tensor of shape {list(tensor.shape)})"
                 raise SavedTensorModifiedError(node.name, what, node.version, tensor._version)
             context = Context(node, tensor)
-            for view, input_grad in RULES[node.name](context, Tensor._adopt(grad, tensor.shape)):
+            # (an op's result is a row-major owner: its gradient reads the buffer through the
+            # same layout)
+            result_grad = Tensor._adopt_layout(grad, tensor._layout)
+            for view, input_grad in RULES[node.name](context, result_grad):
                 target = view._owner
                 if not target._requires_grad:
                     continue
@@ -283,7 +286,7 @@ def backward(root: ViewMethods, gradient: object = None) -> None:
 def _accumulate(leaf: Tensor, grad: np.ndarray, owned: bool) -> None:
     """Adds ``grad`` (storage-shaped) into the leaf's ``.grad``, in place after the first."""
     if leaf._grad is None:
-        leaf._grad = Tensor._adopt(grad if owned else grad.copy(), leaf.shape)
+        leaf._grad = Tensor._adopt_layout(grad if owned else grad.copy(), leaf._layout)
         return
     with leaf._grad.mutate() as storage:
         storage.writable_array()[...] += grad

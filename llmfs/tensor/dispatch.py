@@ -60,7 +60,7 @@ from llmfs.tensor.view import TensorView
 
 #: The largest result (in values) an op plans for: above it the Python work is small next to
 #: the arithmetic, and the full path (with the backend's threads and size checks) runs.
-MAX_VALUES = 1 << 16
+MAX_VALUES = 1 << 18
 
 #: At most this many plans are kept; past it the cache starts again (shapes seen in a long
 #: generation loop must not grow it without bound).

@@ -733,7 +733,11 @@ def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object
     if (
         dtype is None
         and type(keepdims) is bool
-        and (axis is None or type(axis) is int)
+        and (
+            axis is None
+            or type(axis) is int
+            or (type(axis) is tuple and builtins.all(type(a) is int for a in axis))
+        )
         and numpy_is_active()
     ):
         owner = fresh_owner(x)
