@@ -337,3 +337,52 @@ def test_the_numpy_engine_computes_float32_weights_in_float32() -> None:
     _, grads = train.loss_and_grads(params, SMALL, ids, ids, np.ones(ids.shape))
     assert logits.dtype == np.float32
     assert {g.dtype for g in grads.values()} == {np.dtype(np.float32)}
+
+
+def test_a_float32_step_of_the_tensor_engine_never_leaves_float32(monkeypatch) -> None:
+    # A float64 promotion anywhere in a float32 step (a NumPy float64 scalar in a formula, a
+    # rule building a float64 constant, the optimiser) is a bug: the engine would hide it by
+    # casting each gradient back to its owner's dtype, so every rule's output is checked as it
+    # leaves the rule, every result on the tape, every gradient, parameter and moment after it.
+    from llmfs.gpt import tensor_model
+    from llmfs.tensor import autograd
+
+    left: list[str] = []
+
+    def pinned(name: str, rule: autograd.Rule) -> autograd.Rule:
+        def checked(ctx: autograd.Context, g: Tensor) -> list:
+            out = rule(ctx, g)
+            left.extend(f"{name}: {grad.dtype}" for _, grad in out if grad.dtype != np.float32)
+            return out
+
+        return checked
+
+    for name, rule in list(autograd.RULES.items()):
+        monkeypatch.setitem(autograd.RULES, name, pinned(name, rule))
+    w = tensor_model.tensor_params(init_params(SMALL, 0), np.float32)
+    for t in w.values():
+        t.requires_grad_()
+    batch = task.sequences(task.split().train)[:4]
+    loss = tensor_train.cross_entropy(
+        tensor_model.forward(w, SMALL, batch[:, :-1]), batch[:, 1:], experiment.answer_weights(4)
+    )
+    seen, stack = set(), [loss]
+    while stack:
+        tensor = stack.pop()
+        if id(tensor) in seen:
+            continue
+        seen.add(id(tensor))
+        assert tensor.dtype == np.float32, tensor.grad_fn
+        if tensor.grad_fn is not None:
+            stack.extend(edge.owner for edge in tensor.grad_fn.inputs)
+    assert len(seen) > 40  # the whole model was walked
+    loss.backward()
+    assert left == []
+    assert {n: t.grad.dtype for n, t in w.items() if t.grad is not None} == {
+        n: np.dtype(np.float32) for n in w
+    }
+    optimizer = tensor_train.AdamW(w, decay=experiment.decays)
+    optimizer.step()
+    for moments in (optimizer.exp_avg, optimizer.exp_avg_sq):
+        assert {m.dtype for m in moments.values()} == {np.dtype(np.float32)}
+    assert {t.dtype for t in w.values()} == {np.dtype(np.float32)}

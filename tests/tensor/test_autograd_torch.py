@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import llmfs.tensor as lt
 from llmfs.tensor import Tensor
+from llmfs.tensor import functional as F
 from tests.tensor.strategies import apply_llmfs, apply_numpy, view_chains
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed: nothing to compare with")
@@ -147,3 +148,28 @@ def test_take_with_repeated_ids() -> None:
         lambda t: t[torch.from_numpy(ids)],
         rand(4, 5, seed=6),
     )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fused_layers_equal_torch_nn_functional(seed: int) -> None:
+    # llmfs.tensor.functional's single ops, value and gradient, against PyTorch's own fused ops.
+    f = torch.nn.functional
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 2, size=(3, 4, 5))
+    w, b = rand(5, seed=seed + 1), rand(5, seed=seed + 2)
+    cases: list[tuple[Callable[..., Any], Callable[..., Any], tuple[np.ndarray, ...]]] = [
+        (F.gelu, lambda t: f.gelu(t, approximate="tanh"), (x,)),
+        (
+            lambda x, w, b: F.layer_norm(x, (5,), w, b, 1e-5),
+            lambda x, w, b: f.layer_norm(x, (5,), w, b, 1e-5),
+            (x, w, b),
+        ),
+        (lambda x: F.layer_norm(x, (4, 5)), lambda t: f.layer_norm(t, (4, 5)), (x,)),
+        (lambda x: F.softmax(x, 1), lambda t: torch.softmax(t, 1), (x,)),
+        (lambda x: F.log_softmax(x, -1), lambda t: torch.log_softmax(t, -1), (x,)),
+    ]
+    for ours, theirs, arrays in cases:
+        got = ours(*(Tensor.from_numpy(a) for a in arrays)).to_numpy()
+        expected = theirs(*(torch.from_numpy(a) for a in arrays)).numpy()
+        np.testing.assert_allclose(got, expected, rtol=TOL, atol=TOL)
+        compare(ours, theirs, *arrays, seed=seed)
