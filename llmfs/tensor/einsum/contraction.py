@@ -124,7 +124,8 @@ class ContractionPlan:
         if c_view is None:
             if product.dtype == self._dtype:
                 return product
-            return ops.backend_for("copy", None, compute).copy(product.view(), dtype=self._dtype)
+            # The one rounding to D's dtype, as an op: recorded when an operand requires grad.
+            return ops.astype(product, self._dtype)
         scaled_c = c_view if beta == 1 else ops.mul(c_view, Tensor.full((), beta, compute))
         return ops.add(product, scaled_c, dtype=self._dtype)
 

@@ -92,3 +92,38 @@ def test_execute_into_refuses_an_operand_that_requires_grad_outside_no_grad() ->
         plan.execute_into(out, a, b)
     np.testing.assert_allclose(out.to_numpy(), a.to_numpy() @ b.to_numpy(), atol=1e-12)
     assert not out.requires_grad
+
+
+@pytest.mark.parametrize(
+    ("inputs", "output"), [("float32", "float64"), ("float64", "float32"), ("float32", "float16")]
+)
+@pytest.mark.parametrize("with_c", [False, True])
+def test_a_contraction_plan_that_changes_the_dtype_keeps_the_gradient(
+    inputs: str, output: str, with_c: bool
+) -> None:
+    # D is rounded to its dtype once, at the end: that rounding is on the tape too, so the
+    # gradient reaches A, B (and C) as through einsum followed by astype.
+    rng = np.random.default_rng(7)
+    arrays = [rng.normal(size=(2, 3)), rng.normal(size=(3, 4)), rng.normal(size=(4,))]
+    ours = [Tensor.from_numpy(x, dtype=inputs, requires_grad=True) for x in arrays]
+    theirs = [Tensor.from_numpy(x, dtype=inputs, requires_grad=True) for x in arrays]
+    plan = lt.ContractionPlan(ours[0], ours[1], ours[2] if with_c else None, dtype=output)
+    result = plan.execute(*ours[:2], ours[2] if with_c else None)
+    assert result.dtype == np.dtype(output) and result.requires_grad
+    expected = lt.einsum("ik,kj->ij", *theirs[:2])
+    if with_c:
+        expected = expected + theirs[2]
+    expected = lt.astype(expected, output)
+    assert np.array_equal(result.to_numpy(), expected.to_numpy())
+    weights = Tensor.from_numpy(rng.normal(size=(2, 4)), dtype=output)
+    lt.sum(result * weights).backward()
+    lt.sum(expected * weights).backward()
+    for mine, reference in zip(ours if with_c else ours[:2], theirs):
+        assert mine.grad is not None and reference.grad is not None
+        assert mine.grad.dtype == np.dtype(inputs)
+        # (a float16 gradient may be summed over rows in float16 on one path, float32 on the
+        # other: float16's precision)
+        tol = 2e-3 if output == "float16" else 1e-6
+        np.testing.assert_allclose(
+            mine.grad.to_numpy(), reference.grad.to_numpy(), rtol=tol, atol=tol
+        )
