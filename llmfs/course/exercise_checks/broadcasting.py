@@ -176,6 +176,7 @@ check_softmax_rows = register(
         shortcuts=forbid(
             "llmfs.gpt.tensor_model.softmax",
             "llmfs.gpt.reference.softmax",
+            "llmfs.tensor.functional.softmax",
             instead="ops.max, ops.exp and ops.sum",
         ),
     ),

@@ -366,15 +366,19 @@ def _np(value: Any) -> Any:
 
 def _model_layers(*layers: str, instead: str) -> Shortcuts:
     """The package's own model is the solution: its ``layers`` may not be called, neither the
-    tensor model's (:mod:`llmfs.gpt.tensor_model`) nor the NumPy reference's."""
+    tensor model's (:mod:`llmfs.gpt.tensor_model`) nor the NumPy reference's, nor the tensor
+    library's single-op layer of the same name (:mod:`llmfs.tensor.functional`)."""
     return Shortcuts(
-        tuple(f"llmfs.gpt.{module}.{layer}" for layer in layers for module in MODEL_MODULES),
+        tuple(f"llmfs.gpt.{module}.{layer}" for layer in layers for module in MODEL_MODULES)
+        + tuple(f"llmfs.tensor.functional.{layer}" for layer in layers if layer in FUSED_LAYERS),
         instead,
     )
 
 
 #: The modules holding the package's own GPT, layer by layer.
 MODEL_MODULES = ("tensor_model", "reference")
+#: The layers :mod:`llmfs.tensor.functional` computes as one op.
+FUSED_LAYERS = ("gelu", "layer_norm", "softmax", "log_softmax")
 
 #: What each exercise may not call: its own layer, and the layers it is built from (the earlier
 #: exercises of the chapter, written by the learner).

@@ -456,6 +456,8 @@ SHORTCUTS: dict[str, Shortcuts] = {
             "llmfs.gpt.tensor_model.softmax",
             "llmfs.gpt.tensor_train.cross_entropy",
             "llmfs.gpt.tensor_train.log_softmax",
+            "llmfs.tensor.functional.softmax",
+            "llmfs.tensor.functional.log_softmax",
             f"{_HERE}.cross_entropy_reference",
         ),
         "lt.max, lt.exp, lt.log, lt.sum and arithmetic on the logits tensor",
