@@ -39,13 +39,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import llmfs.tensor as lt
-from llmfs.tensor import functional as F
 from llmfs.gpt import reference, sampling, task
 from llmfs.gpt.errors import TaskError, WeightsError
 from llmfs.gpt.kv_cache import KVCache
 from llmfs.gpt.model import GPTConfig, Params, check_params, parameter_shapes
-from llmfs.gpt.reference import GELU_C
 from llmfs.tensor import Tensor, TensorView, available_backends, use_backend
+from llmfs.tensor import functional as F
 
 Operand = Tensor | TensorView
 #: Parameters as tensors, with the names of :mod:`llmfs.gpt.model`.

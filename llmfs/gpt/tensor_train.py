@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 
 import llmfs.tensor as lt
-from llmfs.tensor import functional as F
 from llmfs.gpt import reference, task, tensor_model
 from llmfs.gpt.errors import ConfigError, TaskError
 from llmfs.gpt.experiment import (
@@ -55,6 +54,7 @@ from llmfs.gpt.experiment import (
 )
 from llmfs.gpt.model import TINY_CONFIG, GPTConfig, Params, init_params
 from llmfs.tensor import Tensor, TensorView, use_backend
+from llmfs.tensor import functional as F
 from llmfs.tensor.strided import numpy_view, writable_view
 
 Operand = Tensor | TensorView

@@ -60,7 +60,6 @@ from llmfs.tensor.backends import get_backend
 from llmfs.tensor.dtypes import is_number
 from llmfs.tensor.einsum.labels import bind
 from llmfs.tensor.einsum.parse import parse_expression
-from llmfs.tensor.functional import GELU_C, GELU_CUBIC, normalized_axes
 from llmfs.tensor.errors import (
     DTypeError,
     GradcheckError,
@@ -71,6 +70,7 @@ from llmfs.tensor.errors import (
     SavedTensorModifiedError,
     TensorError,
 )
+from llmfs.tensor.functional import GELU_C, GELU_CUBIC, normalized_axes
 from llmfs.tensor.layout import Layout, normalize_axes
 from llmfs.tensor.strided import numpy_view, writable_view
 from llmfs.tensor.tape import Node, is_grad_enabled, no_grad
@@ -668,7 +668,9 @@ def _layer_norm(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     if _needs(x):
         d = g if weight is None else ops.mul(g, ctx.values(weight, "its weight"))
         spread = ops.mul(xhat, ops.mean(ops.mul(d, xhat), axis=axes, keepdims=True))
-        out.append((x, ops.mul(rstd, ops.sub(ops.sub(d, ops.mean(d, axis=axes, keepdims=True)), spread))))
+        out.append(
+            (x, ops.mul(rstd, ops.sub(ops.sub(d, ops.mean(d, axis=axes, keepdims=True)), spread)))
+        )
     if _needs(weight):
         out.append((weight, ops.sum(ops.mul(g, xhat), axis=lead)))
     if _needs(bias):

@@ -282,6 +282,7 @@ def test_planned_results_are_the_full_paths_bit_for_bit(data: st.DataObject) -> 
             lambda: lt.neg(a),
             lambda: lt.sum(a, None),
             lambda: lt.mean(a, -1 if shape else None, keepdims=True),
+            lambda: lt.sum(a, tuple(range(0, len(shape), 2)), keepdims=True),  # a tuple of axes
             lambda: lt.any(a, None),
             lambda: a.materialize(),
         ]
@@ -405,3 +406,45 @@ def test_a_kept_array_sees_every_write_to_its_owner() -> None:
     assert lt.add(total, a).tolist()[0][:3] == [11.0, 21.0, 3.0]
     assert lt.sum(total, 1).tolist()[0] == 10.0 + 20.0 + 2.0 + 2.0
     kept_arrays_agree([a, total])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_batch_times_one_shared_matrix_is_one_product_on_both_paths(data: st.DataObject) -> None:
+    # x @ W over a batch: the batch and row axes of x merge into one matrix of rows when they
+    # can (contiguous, sliced rows, size-1 axes), and stay a batched product when they cannot
+    # (permuted batch axes); a broadcast 3-D W is the same shared matrix. Planned (small) and
+    # full-path (large) results are the same bits, and NumPy's product to rounding.
+    monkeypatch = pytest.MonkeyPatch()
+    try:
+        rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+        batch = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple))
+        rows, inner, cols = (data.draw(st.integers(1, 5)) for _ in range(3))
+        dtype = data.draw(st.sampled_from(["float32", "float64"]))
+        layout = data.draw(st.sampled_from(["contiguous", "sliced", "permuted", "unit"]))
+        if layout == "unit":
+            batch = (*batch, 1)
+        big = data.draw(st.booleans())  # past dispatch.MAX_VALUES: the full path every time
+        if big:
+            rows = dispatch.MAX_VALUES // (cols * int(np.prod(batch))) + 1
+        x = matrix(rng, (*batch, rows + 2, inner), dtype).view()
+        if layout == "sliced":
+            x = x.slice(len(batch), 1, rows + 1)  # rows apart by a row of the owner
+        else:
+            x = x.slice(len(batch), 0, rows)
+        if layout == "permuted" and len(batch) > 1:
+            x = x.permute([1, 0, *range(2, x.rank)])
+        w = matrix(rng, (inner, cols), dtype)
+        shared = [w, w.view().unsqueeze(0).expand((*x.shape[:-2], inner, cols))]
+        for right in shared:
+            expected = full_path(lambda r=right: lt.matmul(x, r), monkeypatch)
+            for _ in range(2):  # the first makes the plan, the second uses it
+                same(lt.matmul(x, right), expected)
+            np.testing.assert_allclose(
+                expected.to_numpy(),
+                np.matmul(x.to_numpy().astype(np.float64), w.to_numpy().astype(np.float64)),
+                rtol=1e-5 if dtype == "float32" else 1e-12,
+                atol=1e-5 if dtype == "float32" else 1e-12,
+            )
+    finally:
+        monkeypatch.undo()

@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import llmfs.tensor as lt
-from llmfs.tensor import Tensor, functional as F
+from llmfs.tensor import Tensor
+from llmfs.tensor import functional as F
 from llmfs.tensor.errors import (
     AxisOutOfRangeError,
     SavedTensorModifiedError,

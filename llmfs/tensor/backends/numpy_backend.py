@@ -23,6 +23,7 @@ as the reference backend's copy does one step at a time.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -173,14 +174,14 @@ def shared_matrix_rows(
     if any(n != 1 and s != 0 for n, s in zip(right_shape[:-2], right_strides[:-2])):
         return None
     axes = [a for a in range(len(left_shape) - 1) if left_shape[a] != 1]
+    if not axes:  # one row in all: nothing to merge
+        return None
     rows = 1
-    for a in axes:
-        rows *= left_shape[a]
-    if not axes:
-        return rows, left_shape[-1] * left_strides[-1] if left_strides[-1] else left_shape[-1]
-    for outer, inner in zip(axes, axes[1:]):
+    for outer, inner in itertools.pairwise(axes):
         if left_strides[outer] != left_strides[inner] * left_shape[inner]:
             return None
+    for a in axes:
+        rows *= left_shape[a]
     return rows, left_strides[axes[-1]]
 
 
