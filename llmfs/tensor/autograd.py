@@ -172,6 +172,12 @@ class Context:
         self.node = node
         self.result = result
 
+    @property
+    def saved(self) -> tuple[Any, ...]:
+        """What the op's forward kept for its rule (:func:`llmfs.tensor.tape.save_for_backward`):
+        its own intermediate tensors, which nothing else holds or writes."""
+        return self.node.saved
+
     def arg(self, index: int, name: str | None = None, default: Any = None) -> Any:
         """Argument ``index`` as saved (or keyword ``name``, or ``default``), for its layout,
         shape or value as a number; a view's values are read through :meth:`values`."""
@@ -637,13 +643,13 @@ def _where(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
 
 def _gelu(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     """``d gelu(x)/dx = 0.5 (1 + t) + 0.5 x (1 - t**2) c (1 + 3 * 0.044715 x**2)`` with
-    ``t = tanh(c x (1 + 0.044715 x**2))`` (the forward's tanh, recomputed from ``x``)."""
+    ``t = tanh(c (x + 0.044715 x**3))``: ``x**2`` and ``t`` are the forward's, kept in the
+    node (``ctx.saved``)."""
     x = ctx.arg(0)
     if not _needs(x):
         return []
     v = ctx.values(x, "its input")
-    x2 = ops.mul(v, v)
-    t = ops.tanh(ops.mul(ops.mul(GELU_C, v), ops.add(1.0, ops.mul(GELU_CUBIC, x2))))
+    x2, t = ctx.saved
     curve = ops.mul(ops.mul(ops.mul(0.5, v), ops.sub(1.0, ops.mul(t, t))), GELU_C)
     slope = ops.add(
         ops.mul(0.5, ops.add(1.0, t)), ops.mul(curve, ops.add(1.0, ops.mul(3 * GELU_CUBIC, x2)))
@@ -652,25 +658,20 @@ def _gelu(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
 
 
 def _layer_norm(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
-    """With ``xhat = (x - mean) * rstd``, ``rstd = 1 / sqrt(var + eps)`` over the normalized axes:
-    ``dbias = sum(g)`` and ``dweight = sum(g * xhat)`` over the leading axes, and
-    ``dx = rstd * (d - mean(d) - xhat * mean(d * xhat))`` with ``d = g * weight`` (the mean and
-    the variance both depend on every normalized value)."""
+    """With ``xhat = (x - mean) / std`` and ``std = sqrt(var + eps)`` over the normalized axes
+    (the forward's, kept in the node): ``dbias = sum(g)`` and ``dweight = sum(g * xhat)`` over
+    the leading axes, and ``dx = (1 / std) * (d - mean(d) - xhat * mean(d * xhat))`` with
+    ``d = g * weight`` (the mean and the variance both depend on every normalized value)."""
     x, weight, bias = ctx.arg(0), ctx.arg(2, "weight"), ctx.arg(3, "bias")
     axes = normalized_axes(x, ctx.arg(1, "normalized_shape"))
     lead = tuple(range(axes[0]))
-    v = ctx.values(x, "its input")
-    centered = ops.sub(v, ops.mean(v, axis=axes, keepdims=True))
-    var = ops.mean(ops.mul(centered, centered), axis=axes, keepdims=True)
-    rstd = ops.div(1.0, ops.sqrt(ops.add(var, float(ctx.arg(4, "eps", 1e-5)))))
-    xhat = ops.mul(centered, rstd)
+    xhat, std = ctx.saved
     out: list[tuple[TensorView, Grad]] = []
     if _needs(x):
         d = g if weight is None else ops.mul(g, ctx.values(weight, "its weight"))
         spread = ops.mul(xhat, ops.mean(ops.mul(d, xhat), axis=axes, keepdims=True))
-        out.append(
-            (x, ops.mul(rstd, ops.sub(ops.sub(d, ops.mean(d, axis=axes, keepdims=True)), spread)))
-        )
+        inner = ops.sub(ops.sub(d, ops.mean(d, axis=axes, keepdims=True)), spread)
+        out.append((x, ops.mul(ops.div(1.0, std), inner)))
     if _needs(weight):
         out.append((weight, ops.sum(ops.mul(g, xhat), axis=lead)))
     if _needs(bias):

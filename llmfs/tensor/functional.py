@@ -9,7 +9,10 @@ the operand's dtype), run with recording off, and its backward is one rule with 
 gradient (:mod:`llmfs.tensor.autograd`), instead of a walk through every intermediate result.
 The values are those of the composition written out; the gradients agree with autograd of the
 composition to rounding (the tests hold them to finite differences and, where it is installed,
-to PyTorch).
+to PyTorch). When recorded, an op keeps the intermediate results its rule needs
+(:func:`~llmfs.tensor.tape.save_for_backward`): ``gelu`` its ``x * x`` and tanh, ``layer_norm``
+the normalized input and its deviation ``sqrt(var + eps)``; ``softmax`` and ``log_softmax``
+need only their result.
 
 Invariants: the result has the operand's shape and dtype (a Python number in the formulas is
 weak, so float32 stays float32); a reduction axis is normalized once (:class:`AxisOutOfRangeError`
@@ -24,7 +27,7 @@ from collections.abc import Sequence
 from llmfs.tensor import ops
 from llmfs.tensor.errors import TensorError
 from llmfs.tensor.layout import normalize_axes
-from llmfs.tensor.tape import differentiable
+from llmfs.tensor.tape import differentiable, save_for_backward
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -51,9 +54,11 @@ def gelu(x: Operand, approximate: str = "tanh") -> Tensor:
             f"gelu(approximate={approximate!r}): only the tanh form is implemented "
             "(approximate='tanh'); the exact form needs erf, which llmfs does not have"
         )
-    cube = ops.mul(ops.mul(x, x), x)
-    inner = ops.mul(GELU_C, ops.add(x, ops.mul(GELU_CUBIC, cube)))
-    return ops.mul(ops.mul(0.5, x), ops.add(1.0, ops.tanh(inner)))
+    square = ops.mul(x, x)
+    inner = ops.mul(GELU_C, ops.add(x, ops.mul(GELU_CUBIC, ops.mul(square, x))))
+    t = ops.tanh(inner)
+    save_for_backward("gelu", square, t)
+    return ops.mul(ops.mul(0.5, x), ops.add(1.0, t))
 
 
 def normalized_axes(x: Operand, normalized_shape: Sequence[int]) -> tuple[int, ...]:
@@ -97,7 +102,9 @@ def layer_norm(
     mean = ops.mean(x, axis=axes, keepdims=True)
     centered = ops.sub(x, mean)
     var = ops.mean(ops.mul(centered, centered), axis=axes, keepdims=True)
-    out = ops.div(centered, ops.sqrt(ops.add(var, float(eps))))
+    std = ops.sqrt(ops.add(var, float(eps)))
+    out = ops.div(centered, std)
+    save_for_backward("layer_norm", out, std)  # the normalized x and its deviation
     if weight is not None:
         out = ops.mul(out, weight)
     if bias is not None:

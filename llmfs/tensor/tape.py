@@ -19,6 +19,9 @@ What is recorded
   owner's version, so a later write is detected) and the views that require grad (the edges).
   Everything else (no argument requires grad, or ``no_grad()``) pays one slot read per argument.
 * Only float results are recorded: an integer or bool result has no gradient.
+* A layer computed as one op (:mod:`llmfs.tensor.functional`) may keep intermediate results
+  for its rule with :func:`save_for_backward` (the node's ``saved``), as PyTorch's fused ops
+  keep a layer norm's mean and inverse deviation.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 class _GradMode(threading.local):
-    """Whether ops record, per thread (PyTorch's grad mode is thread-local too)."""
+    """Whether ops record, per thread (PyTorch's grad mode is thread-local too), and what the
+    op being recorded keeps for its backward (:func:`save_for_backward`)."""
 
     enabled = True
+    saving: tuple[str, list[Any]] | None = None
 
 
 _MODE = _GradMode()
@@ -82,10 +87,11 @@ class Node:
     ``name`` picks the backward rule; ``args``/``kwargs`` are the op's arguments with every
     tensor saved as a view (lists of tensors as tuples of views); ``inputs`` are the saved views
     that require grad, the edges of the graph; ``version`` is the result's version when it was
-    made (a write to the result afterwards is refused at backward time).
+    made (a write to the result afterwards is refused at backward time); ``saved`` holds what
+    the op's forward kept for its rule (:func:`save_for_backward`; empty for most ops).
     """
 
-    __slots__ = ("args", "inputs", "kwargs", "name", "version")
+    __slots__ = ("args", "inputs", "kwargs", "name", "saved", "version")
 
     def __init__(
         self,
@@ -94,12 +100,14 @@ class Node:
         kwargs: dict[str, Any],
         inputs: tuple[Any, ...],
         version: int,
+        saved: tuple[Any, ...] = (),
     ) -> None:
         self.name = name
         self.args = args
         self.kwargs = kwargs
         self.inputs = inputs
         self.version = version
+        self.saved = saved
 
     def __repr__(self) -> str:
         return f"<{self.name} backward, {len(self.inputs)} input(s) that require grad>"
@@ -137,20 +145,36 @@ def _flat(args: tuple[Any, ...]) -> list[Any]:
     return out
 
 
+def save_for_backward(name: str, *values: Any) -> None:
+    """Called by the forward pass of op ``name`` (PyTorch's ``ctx.save_for_backward``): keeps
+    ``values`` (intermediate results the op computed, such as a layer norm's normalized input)
+    in the op's :class:`Node` for its rule, so the rule need not compute them again. Does
+    nothing unless op ``name`` itself is being recorded (a call with recording off, or an op
+    run inside another op's forward, keeps nothing). The values are the op's own new tensors,
+    which nothing else holds or writes."""
+    saving = _MODE.saving
+    if saving is not None and saving[0] == name:
+        saving[1].extend(values)
+
+
 def record(name: str, function: Callable[..., Any], args: tuple[Any, ...], kwargs: Any) -> Any:
     """Runs ``function(*args, **kwargs)`` with recording off and gives a float result a
-    :class:`Node` named ``name`` (the rule :mod:`llmfs.tensor.autograd` runs backward)."""
+    :class:`Node` named ``name`` (the rule :mod:`llmfs.tensor.autograd` runs backward), with
+    what the function kept by :func:`save_for_backward`."""
+    kept: list[Any] = []
     _MODE.enabled = False
+    _MODE.saving = (name, kept)
     try:
         result = function(*args, **kwargs)
     finally:
         _MODE.enabled = True
+        _MODE.saving = None
     if result.dtype.kind != "f":  # an integer or bool result has no gradient
         return result
     saved = tuple(_saved(arg) for arg in args)
     inputs = tuple(view for view in _flat(saved) if view._requires_grad)
     result._requires_grad = True
-    result._grad_fn = Node(name, saved, dict(kwargs), inputs, result._version)
+    result._grad_fn = Node(name, saved, dict(kwargs), inputs, result._version, tuple(kept))
     return result
 
 
@@ -191,4 +215,4 @@ def differentiable(name: str) -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["Node", "differentiable", "is_grad_enabled", "no_grad", "record"]
+__all__ = ["Node", "differentiable", "is_grad_enabled", "no_grad", "record", "save_for_backward"]

@@ -248,3 +248,20 @@ def test_bad_arguments_are_named() -> None:
         F.softmax(x, 2)
     with pytest.raises(AxisOutOfRangeError):
         F.log_softmax(x, -3)
+
+
+def test_only_a_recorded_fused_op_keeps_its_intermediates() -> None:
+    # save_for_backward keeps values in the node of the op being recorded, and nowhere else:
+    # not without grad, not in the nodes of ordinary ops, not under no_grad().
+    x = leaf(np.random.default_rng(6).normal(size=(2, 3)))
+    y = F.gelu(x)
+    assert y.grad_fn is not None and len(y.grad_fn.saved) == 2
+    assert all(isinstance(t, Tensor) and t.shape == (2, 3) for t in y.grad_fn.saved)
+    z = F.layer_norm(x, (3,))
+    assert z.grad_fn is not None and [t.shape for t in z.grad_fn.saved] == [(2, 3), (2, 1)]
+    assert (x * 2.0).grad_fn.saved == ()  # type: ignore[union-attr]
+    assert F.gelu(Tensor.from_numpy(x.to_numpy())).grad_fn is None
+    with lt.no_grad():
+        assert F.gelu(x).grad_fn is None
+    # The next recorded op starts with nothing kept.
+    assert (lt.exp(x)).grad_fn.saved == ()  # type: ignore[union-attr]
