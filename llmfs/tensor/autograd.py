@@ -20,9 +20,10 @@ covered by that one function, because the layout already is the composition of t
 * two views of one storage (``x[:2] * x[1:]``) add into the same buffer.
 
 :func:`owner_gradient` is the same rule with fast paths (the whole owner needs no scatter; a
-broadcast is summed first; a layout that never meets itself is one strided assignment), held
-to the plain rule by the tests; the ``reference`` backend always runs the plain rule, offset by
-offset along the offset cursor.
+broadcast is summed first; a layout that never meets itself is one strided assignment), and
+:func:`add_owner_gradient` adds a further gradient of the same owner in place through its
+view's layout, both held to the plain rule by the tests; the ``reference`` backend always
+runs the plain rule, offset by offset along the offset cursor.
 
 Invariants of the tape
 ----------------------
@@ -143,18 +144,44 @@ def owner_gradient(grad: np.ndarray, view: TensorView) -> tuple[np.ndarray, bool
     if layout.offset == 0 and layout.size == size and layout.is_contiguous():
         # (contiguous: the buffer becomes a gradient tensor's storage; a broadcast is copied)
         return np.ascontiguousarray(grad, dtype=dtype).reshape(-1), False
-    shape, strides = layout.shape, layout.strides
-    broadcast = tuple(a for a, (n, s) in enumerate(zip(shape, strides)) if s == 0 and n > 1)
-    if broadcast:
-        grad = np.sum(grad, axis=broadcast, keepdims=True, dtype=dtype)
-        shape = tuple(1 if a in broadcast else n for a, n in enumerate(shape))
-        layout = Layout(shape, strides, layout.offset)
+    grad, layout = _broadcast_summed(grad, layout, dtype)
     if layout.overlapping_coordinates() is not None:
         return view_backward(grad, layout, size, dtype), True
     buffer = np.zeros(size, dtype=dtype)
     if layout.size:
         writable_view(buffer, layout)[...] = grad
     return buffer, True
+
+
+def add_owner_gradient(buffer: np.ndarray, grad: np.ndarray, view: TensorView) -> None:
+    """``buffer += owner_gradient(grad, view)[0]`` in place, without the zero buffer: a second
+    gradient reaching one owner (``q``, ``k`` and ``v``, three slices of one projection) is
+    added straight into the cells its view reads, zero-stride axes summed first. A layout that
+    meets itself, and the ``reference`` backend, add the plain rule's buffer. ``buffer`` is
+    the owner's gradient (its storage's size and dtype), owned by the caller."""
+    layout = view._layout
+    dtype = buffer.dtype
+    if get_backend().name == "reference":
+        buffer += view_backward(grad, layout, buffer.size, dtype)
+        return
+    grad, layout = _broadcast_summed(np.asarray(grad, dtype=dtype), layout, dtype)
+    if layout.overlapping_coordinates() is not None:
+        buffer += view_backward(grad, layout, buffer.size, dtype)
+    elif layout.size:
+        cells = writable_view(buffer, layout)
+        cells += grad
+
+
+def _broadcast_summed(grad: np.ndarray, layout: Layout, dtype: np.dtype) -> tuple[Any, Layout]:
+    """A broadcast's gradient is a sum: ``grad`` summed over the zero-stride axes of ``layout``
+    (kept as size 1), and the layout with those axes of size 1."""
+    shape, strides = layout.shape, layout.strides
+    broadcast = tuple(a for a, (n, s) in enumerate(zip(shape, strides)) if s == 0 and n > 1)
+    if not broadcast:
+        return grad, layout
+    grad = np.sum(grad, axis=broadcast, keepdims=True, dtype=dtype)
+    shape = tuple(1 if a in broadcast else n for a, n in enumerate(shape))
+    return grad, Layout(shape, strides, layout.offset)
 
 
 # --------------------------------------------------------------------------------------------
@@ -279,14 +306,14 @@ def backward(root: ViewMethods, gradient: object = None) -> None:
                 target = view._owner
                 if not target._requires_grad:
                     continue
-                part, part_owned = owner_gradient(_grad_array(input_grad), view)
+                array = _grad_array(input_grad)
                 present = buffers.get(id(target))
                 if present is None:
-                    buffers[id(target)] = [part, part_owned]
+                    buffers[id(target)] = list(owner_gradient(array, view))
                 elif present[1]:
-                    present[0] += part
+                    add_owner_gradient(present[0], array, view)
                 else:
-                    buffers[id(target)] = [present[0] + part, True]
+                    buffers[id(target)] = [present[0] + owner_gradient(array, view)[0], True]
 
 
 def _accumulate(leaf: Tensor, grad: np.ndarray, owned: bool) -> None:
@@ -822,6 +849,7 @@ def _central_difference(
 __all__ = [
     "RULES",
     "Context",
+    "add_owner_gradient",
     "backward",
     "gradcheck",
     "no_grad",

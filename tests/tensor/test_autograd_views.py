@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 import llmfs.tensor as lt
 from llmfs.tensor import Layout, Tensor, TensorView, as_strided, use_backend
-from llmfs.tensor.autograd import owner_gradient, storage_offsets, view_backward
+from llmfs.tensor.autograd import (
+    add_owner_gradient,
+    owner_gradient,
+    storage_offsets,
+    view_backward,
+)
 from tests.tensor.strategies import apply_llmfs, apply_numpy, view_chains
 
 
@@ -141,6 +146,13 @@ def test_the_fast_paths_equal_the_plain_rule(drawn: tuple[Layout, int], seed: in
     with use_backend("reference"):  # the reference backend runs the plain rule, offset by offset
         walked, _ = owner_gradient(grad, view)
     assert np.allclose(walked, plain, rtol=0, atol=1e-12)
+    # A further gradient of the same owner, added in place through the layout.
+    before = np.random.default_rng(seed + 1).standard_normal(size)
+    for backend in ("numpy", "reference"):
+        buffer = before.copy()
+        with use_backend(backend):
+            add_owner_gradient(buffer, grad, view)
+        assert np.allclose(buffer, before + plain, rtol=0, atol=1e-12), backend
 
 
 @settings(max_examples=100, deadline=None)
