@@ -232,7 +232,8 @@ def _grad_array(grad: Grad) -> np.ndarray:
     """A rule's gradient as an array of its shape (no copy; a broadcast view stays one)."""
     if isinstance(grad, Tensor):
         return grad._storage.reshape(grad.shape)
-    return grad.numpy_view()
+    grad._check_fresh()
+    return numpy_view(grad._owner._storage, grad._layout)
 
 
 def _seed(root: ViewMethods, gradient: object) -> np.ndarray:
