@@ -9,8 +9,8 @@ experiment, so that one can be held to the other step by step:
 * the same batches, in the same order (:func:`llmfs.gpt.experiment.batches`: one seeded NumPy
   ``Generator``);
 * the same loss (:func:`cross_entropy`: the answer tokens only), the same optimiser
-  (:class:`AdamW`, the NumPy engine's update written with llmfs ops) and the same learning-rate
-  schedule (:func:`llmfs.gpt.experiment.learning_rate`);
+  (:class:`AdamW`, the NumPy engine's update, in place on each parameter's storage) and the
+  same learning-rate schedule (:func:`llmfs.gpt.experiment.learning_rate`);
 * the same log: a loss point every ``log_every`` steps, the held-out accuracy every
   ``eval_every`` steps, both measured by the same NumPy evaluator
   (:func:`llmfs.gpt.reference.accuracy` on the parameters read back), so the curves compare.

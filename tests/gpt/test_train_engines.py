@@ -319,12 +319,19 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
 
 
 def test_the_tensor_engine_leaves_no_recording_behind() -> None:
-    # The optimiser's arithmetic runs under no_grad: the moments are plain tensors.
+    # The optimiser's arithmetic records nothing: the moments are plain tensors, and a view of
+    # a parameter taken before the step is stale after it (the step wrote its storage).
     p = Tensor.from_numpy(np.ones(3), requires_grad=True)
     optimizer = tensor_train.AdamW({"p": p}, lr=0.1)
     lt.sum(p * p).backward()
+    before = p.view()
     optimizer.step()
     assert not optimizer.exp_avg["p"].requires_grad and p.requires_grad
+    assert p.grad_fn is None and optimizer.exp_avg["p"].grad_fn is None
+    with pytest.raises(lt.StaleViewError):
+        before.to_numpy()
+    # One step: decay by lr * weight_decay, then lr against the sign of the gradient.
+    np.testing.assert_allclose(p.to_numpy(), np.full(3, (1 - 0.1 * 0.01) - 0.1), rtol=1e-6)
 
 
 def test_the_numpy_engine_computes_float32_weights_in_float32() -> None:
