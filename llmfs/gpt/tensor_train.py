@@ -55,7 +55,6 @@ from llmfs.gpt.experiment import (
 from llmfs.gpt.model import TINY_CONFIG, GPTConfig, Params, init_params
 from llmfs.tensor import Tensor, TensorView, use_backend
 from llmfs.tensor import functional as F
-from llmfs.tensor.strided import numpy_view, writable_view
 
 Operand = Tensor | TensorView
 
@@ -199,7 +198,7 @@ class AdamW:
             g = p.grad
             if g is None:
                 continue
-            grad = numpy_view(g._storage, g.layout)
+            grad = np.asarray(g.numpy_view())  # read in place (a plain read-only array)
             if name not in self.exp_avg:  # the moments start at 0
                 self.exp_avg[name] = Tensor.zeros(p.shape, dtype=p.dtype)
                 self.exp_avg_sq[name] = Tensor.zeros(p.shape, dtype=p.dtype)
@@ -220,7 +219,7 @@ class AdamW:
             step *= rate
             step /= denominator
             with p.mutate() as p_storage:
-                value = writable_view(p_storage.writable_array(), p.layout)
+                value = p_storage.writable_array().reshape(p.shape)  # a Tensor is row-major
                 if self.weight_decay and (self.decay is None or self.decay(name)):
                     value *= keep  # decoupled: not part of the gradient
                 value -= step
