@@ -13,7 +13,7 @@ One module per chapter holds that chapter's case generators, answers and checks,
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
 :mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`,
-10 :mod:`.training`.
+10 :mod:`.training`, 11 :mod:`.generation`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
 :mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -55,6 +55,13 @@ from llmfs.course.exercise_checks.gpt import (  # chapter 8
     check_gpt_forward,
     check_layer_norm,
     check_mlp,
+)
+from llmfs.course.exercise_checks.generation import (  # chapter 11
+    check_bpe_encode,
+    check_cache_write,
+    check_cached_step,
+    check_sample_next,
+    check_train_bpe,
 )
 from llmfs.course.exercise_checks.gradients import (  # chapter 9
     check_expand_backward,
@@ -161,6 +168,12 @@ __all__ = [
     "check_split_heads",
     "check_train",
     "check_values",
+    # chapter 11
+    "check_bpe_encode",
+    "check_cache_write",
+    "check_cached_step",
+    "check_sample_next",
+    "check_train_bpe",
     "check_view_backward",
     "check_view_offset",
     "counting_copies",
