@@ -111,6 +111,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.gpt.tensor_model", 6, "gpt"),
     ("llmfs.gpt.tokenizer", 6, "gpt"),
     ("llmfs.gpt.tensor_train", 6, "gpt"),
+    ("llmfs.gpt.text_model", 6, "gpt"),  # the text model: corpus, tokenizer, training, loader
     # CourseError (the package's __init__), where the course lives, the manifest, the attempts
     # log and the exercise engine: the widgets read and write them, so they sit below the widgets.
     ("llmfs.course", 7, "course engine"),

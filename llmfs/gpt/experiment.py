@@ -1,5 +1,5 @@
 """What both training engines share: the hyperparameters, the batches, the learning-rate
-schedule, which parameters decay, and the log of a run.
+schedule, which parameters decay, the log of a run, and the BLAS environment a record names.
 
 The ``numpy`` engine (:mod:`llmfs.gpt.train`, backpropagation by hand) and the ``tensor`` engine
 (:mod:`llmfs.gpt.tensor_train`, :mod:`llmfs.tensor` autograd) both train from these, so a run of
@@ -9,11 +9,14 @@ same schedule, same points logged.
 
 from __future__ import annotations
 
+import ctypes
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
@@ -205,6 +208,44 @@ class ProgressBar:
             self.stream.flush()
 
 
+def blas_environment() -> dict[str, Any]:
+    """What decides the matrix products' summation order on this machine: NumPy's version, its
+    BLAS library and the BLAS variables set in the environment (for the record; nothing here is
+    a time or a machine name)."""
+    info: dict[str, Any] = {"numpy": np.__version__}
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        info["blas"] = f"{blas.get('name')} {blas.get('version')}"
+    except Exception:  # the layout of show_config is NumPy's; a change must not stop training
+        info["blas"] = "unknown"
+    core = openblas_core()
+    if core is not None:
+        info["blas_core"] = core
+    for key in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_CORETYPE", "MKL_NUM_THREADS"):
+        if key in os.environ:
+            info[key] = os.environ[key]
+    return info
+
+
+def openblas_core() -> str | None:
+    """The name of the OpenBLAS kernel NumPy's products run on here (``Haswell``, ``SkylakeX``,
+    ...; ``OPENBLAS_CORETYPE`` overrides the choice), read from the loaded library; ``None``
+    where it cannot be read (another BLAS, or no ``/proc/self/maps``, as on macOS)."""
+    try:
+        maps = Path("/proc/self/maps").read_text().split()
+        library = next(m for m in maps if "openblas" in m and m.endswith(".so"))
+        lib = ctypes.CDLL(library)
+    except (OSError, StopIteration):
+        return None
+    for symbol in ("scipy_openblas_get_corename64_", "openblas_get_corename64_"):
+        if hasattr(lib, symbol):
+            function = getattr(lib, symbol)
+            function.restype = ctypes.c_char_p
+            name = function()
+            return name.decode() if isinstance(name, bytes) else None
+    return None
+
+
 __all__ = [
     "ProgressBar",
     "RunLog",
@@ -212,7 +253,9 @@ __all__ = [
     "TrainResult",
     "answer_weights",
     "batches",
+    "blas_environment",
     "decays",
     "learning_rate",
+    "openblas_core",
     "training_data",
 ]
