@@ -36,11 +36,11 @@ from llmfs.course.exercise_checks.spec import SHORTCUT, outcome_of
 from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt import reference, sampling, tensor_train
+from llmfs.gpt import tensor_model as tm
+from llmfs.gpt import train as numpy_train
 from llmfs.gpt.model import GPTConfig
 from llmfs.gpt.sampling import Sampler
 from llmfs.gpt.tokenizer import BPETokenizer
-from llmfs.gpt import tensor_model as tm
-from llmfs.gpt import train as numpy_train
 from llmfs.tensor import Layout, Tensor, as_strided, autograd, einsum, layout
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets

@@ -1,7 +1,8 @@
 """``llmfs check`` and ``llmfs grade`` on chapter 11: its solution is answered and right everywhere
 and scores full marks, its unanswered student notebook scores nothing, a BPE trainer that breaks
-ties toward the pair counted first loses exactly that exercise on the grader's hidden cases and
-is told the rule, a sampler that calls the library's is refused, and a wrong prediction gets its misconception."""
+ties toward the pair counted first loses exactly that exercise on the grader's hidden cases (and
+the notebook's check names the rule), a sampler that calls the library's is refused, and a wrong
+prediction gets its misconception."""
 
 from __future__ import annotations
 

@@ -47,6 +47,8 @@ def test_every_exported_name_exists() -> None:
 def test_generate_raises_the_exported_generation_error() -> None:
     config = GPTConfig(vocab_size=8, n_ctx=4, n_embd=4, n_head=1, n_layer=1)
     params = init_params(config, seed=0)
-    with pytest.raises(llmfs.gpt.GenerationError, match="top_k = 9 is outside 1..vocab_size = 8"):
+    with pytest.raises(
+        llmfs.gpt.GenerationError, match=r"top_k = 9 is outside 1\.\.vocab_size = 8"
+    ):
         llmfs.gpt.generate(params, config, [1, 2], 1, temperature=1.0, top_k=9)
     assert issubclass(llmfs.gpt.GenerationError, GPTError)

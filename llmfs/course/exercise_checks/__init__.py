@@ -47,6 +47,13 @@ from llmfs.course.exercise_checks.broadcasting import (  # chapter 4
     check_softmax_rows,
 )
 from llmfs.course.exercise_checks.einsum import check_naive_einsum  # chapter 6
+from llmfs.course.exercise_checks.generation import (  # chapter 11
+    check_bpe_encode,
+    check_cache_write,
+    check_cached_step,
+    check_sample_next,
+    check_train_bpe,
+)
 from llmfs.course.exercise_checks.gpt import (  # chapter 8
     check_block,
     check_gelu,
@@ -55,13 +62,6 @@ from llmfs.course.exercise_checks.gpt import (  # chapter 8
     check_gpt_forward,
     check_layer_norm,
     check_mlp,
-)
-from llmfs.course.exercise_checks.generation import (  # chapter 11
-    check_bpe_encode,
-    check_cache_write,
-    check_cached_step,
-    check_sample_next,
-    check_train_bpe,
 )
 from llmfs.course.exercise_checks.gradients import (  # chapter 9
     check_expand_backward,
@@ -133,8 +133,11 @@ __all__ = [
     "check_adamw_step",
     "check_add_kernel",
     "check_block",
+    "check_bpe_encode",
     "check_broadcast_shape",
     "check_broadcast_strides",
+    "check_cache_write",
+    "check_cached_step",
     "check_can_reshape_without_copy",
     "check_causal_self_attention",
     "check_compute_strides",
@@ -161,19 +164,15 @@ __all__ = [
     "check_permute_layout",
     "check_relu_kernel",
     "check_reshape_after_copy",
+    "check_sample_next",
     "check_scale_kernel",
     "check_slice_layout",
     "check_softmax_backward",
     "check_softmax_rows",
     "check_split_heads",
     "check_train",
-    "check_values",
-    # chapter 11
-    "check_bpe_encode",
-    "check_cache_write",
-    "check_cached_step",
-    "check_sample_next",
     "check_train_bpe",
+    "check_values",
     "check_view_backward",
     "check_view_offset",
     "counting_copies",

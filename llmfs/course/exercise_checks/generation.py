@@ -384,9 +384,7 @@ def _as_projection(k: np.ndarray, v: np.ndarray) -> tuple[TensorView, TensorView
     # The keys and values as the model has them: head views of one packed [B, T, 2C] projection
     # (not contiguous), as split_heads gives them.
     b, h, t, d = k.shape
-    packed = np.concatenate(
-        [x.transpose(0, 2, 1, 3).reshape(b, t, h * d) for x in (k, v)], axis=-1
-    )
+    packed = np.concatenate([x.transpose(0, 2, 1, 3).reshape(b, t, h * d) for x in (k, v)], axis=-1)
     view = Tensor.from_numpy(packed).view()
     heads = [view.slice(2, i * h * d, (i + 1) * h * d).split(2, [h, d]) for i in range(2)]
     return heads[0].permute([0, 2, 1, 3]), heads[1].permute([0, 2, 1, 3])
@@ -451,8 +449,9 @@ def _write_summary(written: _Written, call_args: tuple[Any, ...]) -> Any:
     got = cache.to_numpy()
     wrong = np.argwhere(np.abs(got - want) > TOLERANCE)
     return {
-        CACHE_KEY: AGREES if not len(wrong) else f"{len(wrong)} cells differ, first at "
-        f"{wrong[0].tolist()}",
+        CACHE_KEY: AGREES
+        if not len(wrong)
+        else f"{len(wrong)} cells differ, first at {wrong[0].tolist()}",
         READ_OUTS_KEY: _read_outs(written.counted.count),
     }
 
@@ -611,11 +610,11 @@ def count_multiply_adds() -> Iterator[MultiplyAdds]:
         counted.products += 1
         return result
 
-    ops.matmul = matmul  # type: ignore[assignment]
+    ops.matmul = matmul
     try:
         yield counted
     finally:
-        ops.matmul = original  # type: ignore[assignment]
+        ops.matmul = original
 
 
 def multiply_adds_per_token(weights: Any, config: Any, tokens: Any, *, kv_cache: bool) -> int:
@@ -794,7 +793,7 @@ __all__ = [
     "count_multiply_adds",
     "encode_across_words",
     "multiply_adds_per_token",
-    "train_reference",
     "train_first_seen_ties",
+    "train_reference",
     "write_reference",
 ]
