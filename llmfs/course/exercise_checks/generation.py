@@ -594,9 +594,11 @@ class MultiplyAdds:
 
 @contextmanager
 def count_multiply_adds() -> Iterator[MultiplyAdds]:
-    """Counts the multiply-adds of every :func:`llmfs.tensor.matmul` (and ``@``) run inside the
-    block: a product with result ``[..., M, N]`` over an inner size ``K`` costs ``K`` per result
-    value. Not thread-safe (it wraps the module function for the block, then puts it back)."""
+    """Counts the multiply-adds of every matrix product run inside the block, through ``@`` or
+    :func:`llmfs.tensor.matmul`: a product with result ``[..., M, N]`` over an inner size ``K``
+    costs ``K`` per result value. Not thread-safe (it wraps the function where ``@`` and
+    ``llmfs.tensor`` find it, for the block, then puts it back)."""
+    import llmfs.tensor
     from llmfs.tensor import ops
 
     counted = MultiplyAdds()
@@ -610,11 +612,11 @@ def count_multiply_adds() -> Iterator[MultiplyAdds]:
         counted.products += 1
         return result
 
-    ops.matmul = matmul
+    ops.matmul = llmfs.tensor.matmul = matmul
     try:
         yield counted
     finally:
-        ops.matmul = original
+        ops.matmul = llmfs.tensor.matmul = original
 
 
 def multiply_adds_per_token(weights: Any, config: Any, tokens: Any, *, kv_cache: bool) -> int:
