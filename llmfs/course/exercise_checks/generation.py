@@ -672,6 +672,7 @@ SHORTCUTS: dict[str, Shortcuts] = {
             "llmfs.gpt.tensor_model.cached_attention",
             "llmfs.gpt.tensor_model.attention",
             "llmfs.gpt.reference.attention",
+            "llmfs.gpt.reference.cached_attention",
             f"{_HERE}.attention_step_reference",
         ),
         "cache.slice, transpose, @ and softmax",
