@@ -23,7 +23,9 @@ checked against):
 :mod:`llmfs.gpt.tensor_model` (imported on its own, never by this package) is the same forward pass
 on :mod:`llmfs.tensor`, the one chapter 8 has the learner write, with its KV cache
 (:mod:`llmfs.gpt.kv_cache`, also imported on its own); ``python -m llmfs.gpt.evaluate --tensor``
-evaluates and times it.
+evaluates and times it. :mod:`llmfs.gpt.text_model` (also imported on its own) is the small GPT
+the tensor engine trained on the course's own prose: its corpus, tokenizer files, shipped
+weights with checksum and record, and :func:`~llmfs.gpt.text_model.load_text_model`.
 """
 
 from __future__ import annotations
