@@ -633,7 +633,9 @@ def _command_corpus(args: argparse.Namespace) -> int:
             return 0
         print(
             f"the sources give another corpus ({len(text)} characters, SHA-256 "
-            f"{sha256_text(text)}) than {CORPUS_PATH} ({len(shipped)}, {sha256_text(shipped)})"
+            f"{sha256_text(text)}) than {CORPUS_PATH} ({len(shipped)}, {sha256_text(shipped)}): "
+            f"the prose changed after {SOURCES_COMMIT[:10]}, whose sources the frozen corpus "
+            f"holds; the shipped model was trained on the shipped file"
         )
         return 1
     CORPUS_PATH.parent.mkdir(parents=True, exist_ok=True)

@@ -157,7 +157,9 @@ def test_the_extractor_is_a_pure_function_of_the_sources() -> None:
     assert "```" not in first and "\r" not in first
     # the fixed list, in order: chapter 1's title comes first, the README's last
     assert first.index("# Chapter 1") < first.index("# LLM from scratch: learner guide")
-    assert first.index("# LLM from scratch: learner guide") < first.index("# llmfs")
+    assert first.index("# LLM from scratch: learner guide") < first.index(
+        "\n# llmfs — LLM from scratch\n"
+    )
 
 
 def _git_show(commit: str, path: str) -> str | None:
@@ -199,6 +201,8 @@ def test_the_extraction_rules_on_a_made_checkout(tmp_path: Path) -> None:
     text = tm.extract_corpus(tmp_path, ("a.ipynb", "b.md"))
     assert text == "# Title\n\nProse.\n\nAfter the code.\n\nIntro\n\nOutro\nEnd\n"
     assert tm.extract_corpus(tmp_path, ("a.ipynb", "b.md")) == text
+    # an unclosed fence runs to the end of the text, as in CommonMark
+    assert tm.markdown_prose("kept\n```\nnot kept\n~~~\n") == "kept"
     with pytest.raises(tm.TextModelError, match=r"corpus source c\.md cannot be read"):
         tm.extract_corpus(tmp_path, ("a.ipynb", "c.md"))
     (tmp_path / "bad.ipynb").write_text('{"cells": 3}')
