@@ -10,7 +10,8 @@ checked against):
 * :mod:`llmfs.gpt.reference`: the float64 forward pass, step by step, generation (greedy or
   sampled, with a KV cache) and accuracy;
 * :mod:`llmfs.gpt.sampling`: generation's argument checks and choice of the next token, shared
-  with the tensor model;
+  with the tensor model (its :class:`GenerationError` is exported here, beside every other error
+  the package's functions raise);
 * :mod:`llmfs.gpt.checkpoint`: the shipped weights (checksum verified), byte-reproducible ``.npz``
   files, and GPT-2 weights from a local file;
 * :mod:`llmfs.gpt.train`: the training script (hand-written backpropagation, AdamW);
@@ -41,6 +42,7 @@ from llmfs.gpt.model import (
     parameter_shapes,
 )
 from llmfs.gpt.reference import accuracy, activations, forward, generate, held_out_accuracy, solve
+from llmfs.gpt.sampling import GenerationError
 
 __all__ = [
     "GPT2_SMALL_CONFIG",
@@ -49,6 +51,7 @@ __all__ = [
     "ConfigError",
     "GPTConfig",
     "GPTError",
+    "GenerationError",
     "Params",
     "TaskError",
     "WeightsError",

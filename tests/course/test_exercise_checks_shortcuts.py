@@ -35,9 +35,12 @@ from llmfs.course.exercise_checks.shortcuts import (
 from llmfs.course.exercise_checks.spec import SHORTCUT, outcome_of
 from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook
-from llmfs.gpt import reference, tensor_train
+from llmfs.gpt import reference, sampling, tensor_train
 from llmfs.gpt import tensor_model as tm
 from llmfs.gpt import train as numpy_train
+from llmfs.gpt.model import GPTConfig
+from llmfs.gpt.sampling import Sampler
+from llmfs.gpt.tokenizer import BPETokenizer
 from llmfs.tensor import Layout, Tensor, as_strided, autograd, einsum, layout
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
@@ -80,6 +83,17 @@ def _forward_then_argmax(w: Any, config: Any, tokens: Any, new: int) -> Any:
         out.append(ids)
         tokens = np.concatenate([tokens, ids[:, None]], axis=1)
     return np.stack(out, axis=1)
+
+
+def _write_with_the_cache(cache: Any, pos: int, k: Any, v: Any) -> None:
+    # Chapter 11's cache write through the library's KVCache, over the learner's owner.
+    from llmfs.gpt.kv_cache import KVCache
+    from llmfs.gpt.model import GPTConfig
+
+    _, _, heads, n_ctx, size = cache.shape
+    kv_cache = KVCache(GPTConfig(64, n_ctx, heads * size, heads, 1), 1)
+    kv_cache.layers = [cache]
+    kv_cache.write(0, pos, Tensor.from_numpy(np.stack([k.to_numpy(), v.to_numpy()])))
 
 
 #: Exercise id -> (a shortcut answer, the listed function it must be refused for).
@@ -189,6 +203,28 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
     "ch10.train": (
         lambda config, cfg, data, on_step=None: training_checks.train_reference(config, cfg, data),
         "train_reference",
+    ),
+    # chapter 11
+    "ch11.train_bpe": (
+        lambda text, n: [
+            (t.vocab[a], t.vocab[b])
+            for t in [BPETokenizer.train(text, 257 + n)]
+            for a, b in t.merges
+        ],
+        "BPETokenizer.train",
+    ),
+    "ch11.bpe_encode": (
+        lambda text, merges: BPETokenizer.train("", 257).encode(text),
+        "BPETokenizer.encode",
+    ),
+    "ch11.sample_next": (
+        lambda logits, t, k, rng: Sampler(float(t), k, rng).choose(logits),
+        "Sampler.choose",
+    ),
+    "ch11.cache_write": (_write_with_the_cache, "KVCache.write"),
+    "ch11.cached_step": (
+        lambda q, cache, t: tm.cached_attention(q, {}, "", None, None, 0, t),  # type: ignore[arg-type]
+        "cached_attention",
     ),
 }
 
@@ -356,6 +392,14 @@ OTHER_DOORS: list[tuple[str, Any]] = [
         lambda config, cfg, data, on_step=None: (lambda r: (r.params, r.losses))(
             numpy_train.train(config, cfg, data[:, :2] % 10, data[:1, :2] % 10)
         ),
+    ),
+    # chapter 11
+    ("ch11.bpe_encode", lambda text, merges: BPETokenizer.train("", 257).tokens(text)),
+    (
+        "ch11.sample_next",
+        lambda logits, t, k, rng: sampling.check_sampler(
+            GPTConfig(logits.shape[1], 8, 4, 1, 1), t, k, 0
+        ).choose(logits),
     ),
 ]
 

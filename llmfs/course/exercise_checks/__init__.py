@@ -13,7 +13,7 @@ One module per chapter holds that chapter's case generators, answers and checks,
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
 :mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`,
-10 :mod:`.training`.
+10 :mod:`.training`, 11 :mod:`.generation`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
 :mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -47,6 +47,13 @@ from llmfs.course.exercise_checks.broadcasting import (  # chapter 4
     check_softmax_rows,
 )
 from llmfs.course.exercise_checks.einsum import check_naive_einsum  # chapter 6
+from llmfs.course.exercise_checks.generation import (  # chapter 11
+    check_bpe_encode,
+    check_cache_write,
+    check_cached_step,
+    check_sample_next,
+    check_train_bpe,
+)
 from llmfs.course.exercise_checks.gpt import (  # chapter 8
     check_block,
     check_gelu,
@@ -126,8 +133,11 @@ __all__ = [
     "check_adamw_step",
     "check_add_kernel",
     "check_block",
+    "check_bpe_encode",
     "check_broadcast_shape",
     "check_broadcast_strides",
+    "check_cache_write",
+    "check_cached_step",
     "check_can_reshape_without_copy",
     "check_causal_self_attention",
     "check_compute_strides",
@@ -154,12 +164,14 @@ __all__ = [
     "check_permute_layout",
     "check_relu_kernel",
     "check_reshape_after_copy",
+    "check_sample_next",
     "check_scale_kernel",
     "check_slice_layout",
     "check_softmax_backward",
     "check_softmax_rows",
     "check_split_heads",
     "check_train",
+    "check_train_bpe",
     "check_values",
     "check_view_backward",
     "check_view_offset",

@@ -151,6 +151,11 @@ def equal_logits_loss():
     logits = np.zeros((len(batch), batch.shape[1] - 1, 12))
     return cross_entropy_reference(logits, batch[:, 1:], answer_weights(len(batch)))[0]
 """,
+    "ch11": """
+import llmfs.tensor as lt
+cache = lt.Tensor.zeros([2, 2, 4, 16, 8])
+t = 5
+""",
 }
 
 
@@ -240,6 +245,8 @@ PROBES: tuple[Probe, ...] = (
     Probe("ch09.q2", "cells", [1, 2, 3], "a slice reads consecutive cells"),
     Probe("ch09.q3", "grad_shape", [2, 2], "the gradient takes the other operand's shape"),
     Probe("ch10.q1", "loss", 1.0, "one unit of loss per wrong guess"),
+    Probe("ch11.q3", "contiguous", True, "a view is always contiguous"),
+    Probe("ch11.q3", "base_offset", 0, "a slice's base offset is 0"),
 )
 
 #: The share of probes that must get a named explanation.
