@@ -39,6 +39,7 @@ from llmfs.gpt import reference, tensor_train
 from llmfs.gpt import tensor_model as tm
 from llmfs.gpt import train as numpy_train
 from llmfs.tensor import Layout, Tensor, as_strided, autograd, einsum, layout
+from llmfs.tensor.backends.metal.ops import KERNEL_DIR, kernel_source
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
 
@@ -190,6 +191,7 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
         lambda config, cfg, data, on_step=None: training_checks.train_reference(config, cfg, data),
         "train_reference",
     ),
+    "ch12.tiled_matmul": (lambda: kernel_source("matmul"), "kernel_source"),
 }
 
 
@@ -212,8 +214,10 @@ GUARDED = sorted(e for e, spec in SPECS.items() if spec.shortcuts is not None)
 
 
 def test_every_implement_exercise_but_the_kernels_and_the_copy_fix_lists_its_shortcuts() -> None:
-    # Kernels are MSL source, and ch02.q5_fix asks for a copy through the library (materialize).
+    # Kernels are MSL source (the tiled matmul's may not be the library's own), and ch02.q5_fix
+    # asks for a copy through the library (materialize).
     expected = {e for e, s in SPECS.items() if s.kernel is None and e != "ch02.q5_fix"}
+    expected |= {"ch12.tiled_matmul"}
     assert set(GUARDED) == expected
     assert set(SHORTCUT_ANSWERS) == expected
 
@@ -355,6 +359,14 @@ OTHER_DOORS: list[tuple[str, Any]] = [
         "ch10.train",
         lambda config, cfg, data, on_step=None: (lambda r: (r.params, r.losses))(
             numpy_train.train(config, cfg, data[:, :2] % 10, data[:1, :2] % 10)
+        ),
+    ),
+    # The library's matmul kernel read from its file, or renamed: the text is the shortcut.
+    ("ch12.tiled_matmul", lambda: (KERNEL_DIR / "matmul.metal").read_text()),
+    (
+        "ch12.tiled_matmul",
+        lambda: kernel_source("matmul").replace(
+            "kernel void matmul_f32", "kernel void tiled_matmul"
         ),
     ),
 ]

@@ -151,6 +151,9 @@ def equal_logits_loss():
     logits = np.zeros((len(batch), batch.shape[1] - 1, 12))
     return cross_entropy_reference(logits, batch[:, 1:], answer_weights(len(batch)))[0]
 """,
+    "ch12": """
+from llmfs.course.exercise_checks.cooperate import global_reads, missing_barrier, thread_census
+""",
 }
 
 
@@ -240,6 +243,8 @@ PROBES: tuple[Probe, ...] = (
     Probe("ch09.q2", "cells", [1, 2, 3], "a slice reads consecutive cells"),
     Probe("ch09.q3", "grad_shape", [2, 2], "the gradient takes the other operand's shape"),
     Probe("ch10.q1", "loss", 1.0, "one unit of loss per wrong guess"),
+    Probe("ch12.q2", "tiled", 32, "one tile's reads counted twice over"),
+    Probe("ch12.q3", "launched", 160, "only the rows rounded up to whole tiles"),
 )
 
 #: The share of probes that must get a named explanation.
