@@ -565,7 +565,7 @@ def kernel_matmul(
     rows = m * layout.element_count(batch) if shared_b else m
     tile = kernel.tile
     grid = (-(-n // tile) * tile, -(-rows // tile) * tile, groups)
-    dims = [np.uint32(rows), np.uint32(n), np.uint32(k)]
+    dims = [_count(rows), _count(n), _count(k)]
     buffers = [a_rows, b_cols, out, *dims]
     if isinstance(executor, EmulatorExecutor):
         emulator.load_library(kernel.source).run(
