@@ -272,8 +272,8 @@ def _explain_sum(got: Any, want: Any, values: list[float], group: int) -> str | 
     if all(g == w for g, w in zip(got[:last], want[:last])) and got[last] != want[last]:
         return (
             "only the last group's sum is wrong, and only the last group holds threads past "
-            "the data: such a thread must store 0 in its slot (not skip the store, not read "
-            "x past its end) and still take part in every step of the tree"
+            "the data: such a thread must add 0 (store 0 in its slot, or take 0 as its "
+            "value), never skip its part or read x past its end, and still reach every barrier"
         )
     return None
 
