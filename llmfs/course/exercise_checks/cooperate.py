@@ -91,20 +91,17 @@ def _named(kernel: str, error: Exception) -> Exception:
     from llmfs.tensor.backends.metal import KernelLaunchError, KernelMemoryError
 
     if isinstance(error, KernelMemoryError):
-        where = f" (thread_position_in_grid {list(error.thread)})" if error.thread else ""
+        where = f" {list(error.thread)}" if error.thread else ""
         return UnguardedThreads(
-            f"kernel {kernel}: a thread{where} read or wrote outside a buffer. The grid is "
-            f"rounded up to whole threadgroups, so the last group holds threads past the data: "
-            f"guard every read (load 0 instead) and every write of a thread whose index lies past "
-            f"the data, and let it still reach every barrier"
+            f"thread{where} read or wrote outside a buffer: a thread past the data must load 0, "
+            f"skip its store and still reach every barrier (kernel {kernel})"
         )
     if isinstance(error, KernelLaunchError) and "did not all reach threadgroup_barrier" in str(
         error
     ):
         return ThreadsMissABarrier(
-            f"kernel {kernel}: some threads returned while the others of their group waited at "
-            f"threadgroup_barrier; on a GPU that hangs or corrupts threadgroup memory. Every "
-            f"thread of a group must reach every barrier: guard the work, never the barrier"
+            f"threads returned while their group waited at threadgroup_barrier (a hang on a "
+            f"GPU): guard the work, never the barrier (kernel {kernel})"
         )
     return error
 
@@ -117,7 +114,7 @@ def _requirements(kernel: str, source: str, rules: Sequence[tuple[str, str]]) ->
     text = blank_comments(source)
     for pattern, message in rules:
         if not re.search(pattern, text):
-            raise MissingCooperation(f"kernel {kernel}: {message}")
+            raise MissingCooperation(f"{message} (kernel {kernel})")
 
 
 def _launch(
@@ -166,18 +163,14 @@ def _cooperative_run(
     others = [run_once(None), run_once(SECOND_SEED)]
     if any(not np.array_equal(got, other, equal_nan=True) for other in others):
         raise RaceBetweenThreads(
-            f"kernel {name}: its result changes with the order the threads run in (shuffled, "
-            f"grid order and another shuffle gave different values). A thread read a slot of "
-            f"threadgroup memory before the thread writing it had written it, or after another "
-            f"had overwritten it: put a threadgroup_barrier between every write of shared memory "
-            f"and the reads of it (and between the last reads and the next overwrite)"
+            f"the result changes with the thread order (a race): a threadgroup_barrier is "
+            f"missing between writing threadgroup memory and reading or overwriting it "
+            f"(kernel {name})"
         )
     if np.isnan(got).any() and not np.isnan(expected).any():
         raise UnwrittenMemoryRead(
-            f"kernel {name}: NaN came out of finite inputs: a value no thread wrote reached the "
-            f"result. The emulator fills threadgroup memory with NaN on every launch (a GPU "
-            f"leaves junk there): every slot a thread reads must be written first, by a thread "
-            f"past the data too (with 0), before a barrier"
+            f"NaN from finite inputs: threadgroup memory was read before any thread wrote it "
+            f"(the emulator fills it with NaN); threads past the data write 0 (kernel {name})"
         )
     return _plain(got)
 
@@ -197,10 +190,10 @@ def _quarters(rng: random.Random, count: int, low: int = -16, high: int = 16) ->
 # --------------------------------------------------------------------------------------------
 
 _REDUCTION_RULES = (
-    (r"\bthreadgroup\b", "it uses no threadgroup memory: the exercise sums through it"),
+    (r"\bthreadgroup\b", "no threadgroup memory: the exercise sums through it"),
     (
         r"\bthreadgroup_barrier\s*\(",
-        "it has no threadgroup_barrier: a thread reads its partner's slot only after a barrier",
+        "no threadgroup_barrier: a thread reads its partner's slot only after a barrier",
     ),
 )
 
@@ -259,7 +252,7 @@ def _run_sum(
 _run_group_sum = _run_sum("group_sum", _REDUCTION_RULES, lambda group: max(16, 4 * group))
 
 _SIMD_RULES = (
-    (r"\bsimd_sum\s*\(", "it does not call simd_sum: the exercise sums each simdgroup with it"),
+    (r"\bsimd_sum\s*\(", "no simd_sum: the exercise sums each simdgroup's lanes with it"),
 )
 #: Up to 32 simdgroups of 32 lanes: one float per simdgroup.
 _run_simd_sum = _run_sum("simd_group_sum", _SIMD_RULES, lambda group: 128)
@@ -285,9 +278,8 @@ def _explain_sum(got: Any, want: Any, values: list[float], group: int) -> str | 
 _HISTOGRAM_RULES = (
     (
         r"\batomic_fetch_add_explicit\s*\(",
-        "it does not call atomic_fetch_add_explicit. Two threads that add 1 to the same counter "
-        "with a plain += both read the old count and one increment is lost; the emulator runs "
-        "one thread at a time and would never show it, so the check asks for the atomic add",
+        "no atomic_fetch_add_explicit: two threads that += one counter can lose an increment, "
+        "which the emulator (one thread at a time) never shows",
     ),
 )
 
@@ -337,14 +329,13 @@ _TILED_RULES = (
     (
         r"\bthreadgroup\s+float\s+\w+\s*\[[^\]]*\](?:\s*\[[^\]]*\])?\s*;[\s\S]*"
         r"\bthreadgroup\s+float\s+\w+\s*\[",
-        "it declares fewer than two threadgroup float tiles: the exercise stages a tile of a "
-        "and a tile of b in threadgroup memory, so each value is read from device memory once "
-        "per tile, not once per output",
+        "fewer than two threadgroup float tiles: stage a tile of a and one of b in threadgroup "
+        "memory, read from device memory once per tile",
     ),
     (
         r"\bthreadgroup_barrier\s*\(",
-        "it has no threadgroup_barrier: the tiles are shared, so the loads and the reads of "
-        "each tile must be separated by barriers",
+        "no threadgroup_barrier: the tiles are shared, so barriers must separate their loads "
+        "from their reads",
     ),
 )
 
