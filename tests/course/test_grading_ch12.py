@@ -36,11 +36,11 @@ TREE_BARRIER = """        threadgroup_barrier(mem_flags::mem_threadgroup);
     }
     if (lid == 0) {"""
 MATMUL_GUARD = "(row < M && ak < K) ? a[row * K + ak] : 0.0f"
-SHORTCUT = '''def tiled_matmul_kernel():
+SHORTCUT = """def tiled_matmul_kernel():
     from llmfs.tensor.backends.metal.ops import kernel_source
 
     return kernel_source("matmul").replace("kernel void matmul_f32", "kernel void tiled_matmul")
-'''
+"""
 
 
 def _solution_source(exercise_id: str) -> str:
