@@ -179,6 +179,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.course.exercise_checks.spec", 9, "course tools"),
     ("llmfs.course.exercise_checks.training", 9, "course tools"),
     ("llmfs.course.exercise_checks.generation", 9, "course tools"),
+    ("llmfs.course.exercise_checks.cooperate", 9, "course tools"),
     ("llmfs.course.grading", 9, "course tools"),
     ("llmfs.course.grading.channel", 9, "course tools"),
     ("llmfs.course.grading.collect", 9, "course tools"),

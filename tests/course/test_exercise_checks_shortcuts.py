@@ -42,6 +42,7 @@ from llmfs.gpt.model import GPTConfig
 from llmfs.gpt.sampling import Sampler
 from llmfs.gpt.tokenizer import BPETokenizer
 from llmfs.tensor import Layout, Tensor, as_strided, autograd, einsum, layout
+from llmfs.tensor.backends.metal.ops import KERNEL_DIR, kernel_source
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
 
@@ -226,6 +227,7 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
         lambda q, cache, t: tm.cached_attention(q, {}, "", None, None, 0, t),  # type: ignore[arg-type]
         "cached_attention",
     ),
+    "ch12.tiled_matmul": (lambda: kernel_source("matmul"), "kernel_source"),
 }
 
 
@@ -248,8 +250,10 @@ GUARDED = sorted(e for e, spec in SPECS.items() if spec.shortcuts is not None)
 
 
 def test_every_implement_exercise_but_the_kernels_and_the_copy_fix_lists_its_shortcuts() -> None:
-    # Kernels are MSL source, and ch02.q5_fix asks for a copy through the library (materialize).
+    # Kernels are MSL source (the tiled matmul's may not be the library's own), and ch02.q5_fix
+    # asks for a copy through the library (materialize).
     expected = {e for e, s in SPECS.items() if s.kernel is None and e != "ch02.q5_fix"}
+    expected |= {"ch12.tiled_matmul"}
     assert set(GUARDED) == expected
     assert set(SHORTCUT_ANSWERS) == expected
 
@@ -400,6 +404,14 @@ OTHER_DOORS: list[tuple[str, Any]] = [
         lambda logits, t, k, rng: sampling.check_sampler(
             GPTConfig(logits.shape[1], 8, 4, 1, 1), t, k, 0
         ).choose(logits),
+    ),
+    # The library's matmul kernel read from its file, or renamed: the text is the shortcut.
+    ("ch12.tiled_matmul", lambda: (KERNEL_DIR / "matmul.metal").read_text()),
+    (
+        "ch12.tiled_matmul",
+        lambda: kernel_source("matmul").replace(
+            "kernel void matmul_f32", "kernel void tiled_matmul"
+        ),
     ),
 ]
 

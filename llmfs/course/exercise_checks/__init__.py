@@ -13,7 +13,7 @@ One module per chapter holds that chapter's case generators, answers and checks,
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
 :mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`,
-10 :mod:`.training`, 11 :mod:`.generation`.
+10 :mod:`.training`, 11 :mod:`.generation`, 12 :mod:`.cooperate`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
 :mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -45,6 +45,12 @@ from llmfs.course.exercise_checks.broadcasting import (  # chapter 4
     check_broadcast_shape,
     check_broadcast_strides,
     check_softmax_rows,
+)
+from llmfs.course.exercise_checks.cooperate import (  # chapter 12
+    check_group_sum_kernel,
+    check_histogram_kernel,
+    check_simd_sum_kernel,
+    check_tiled_matmul_kernel,
 )
 from llmfs.course.exercise_checks.einsum import check_naive_einsum  # chapter 6
 from llmfs.course.exercise_checks.generation import (  # chapter 11
@@ -151,6 +157,8 @@ __all__ = [
     "check_gpt_attention",
     "check_gpt_forward",
     "check_gradcheck",
+    "check_group_sum_kernel",
+    "check_histogram_kernel",
     "check_is_contiguous",
     "check_layer_norm",
     "check_layer_norm_backward",
@@ -166,10 +174,12 @@ __all__ = [
     "check_reshape_after_copy",
     "check_sample_next",
     "check_scale_kernel",
+    "check_simd_sum_kernel",
     "check_slice_layout",
     "check_softmax_backward",
     "check_softmax_rows",
     "check_split_heads",
+    "check_tiled_matmul_kernel",
     "check_train",
     "check_train_bpe",
     "check_values",

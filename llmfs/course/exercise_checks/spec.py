@@ -107,6 +107,11 @@ class ImplementSpec:
     #: (never the expected values), or ``None``. The report adds it under the smallest failing
     #: case it explains.
     explain: Callable[..., str | None] | None = None
+    #: Kernel exercises: ``kernel_shortcut(source)`` names the library kernel a learner's MSL
+    #: copies (its text), or ``None``; such a source is a shortcut, refused like a call of one
+    #: of ``shortcuts`` (which, for a kernel exercise, are guarded while the learner's
+    #: function builds the source).
+    kernel_shortcut: Callable[[str], str | None] | None = None
 
 
 def expected_outcome(spec: ImplementSpec, args: Sequence[Any]) -> Outcome:
@@ -135,7 +140,7 @@ def outcome_of(
 def run_case(fn: Callable[..., Any], args: Sequence[Any], spec: ImplementSpec | None = None) -> Run:
     """:func:`outcome_of` with the exception the learner's function raised (see :class:`Run`)."""
     if spec is not None and spec.kernel is not None:
-        return _kernel_run(fn, args, spec.kernel)
+        return _kernel_run(fn, args, spec)
     call_args = tuple(_fresh(a) for a in args)
     if spec is not None and spec.prepare is not None:
         call_args = spec.prepare(*call_args)
@@ -160,19 +165,35 @@ def run_case(fn: Callable[..., Any], args: Sequence[Any], spec: ImplementSpec | 
         return Run({"error": "NotPlainData", "type": type(result).__name__})
 
 
-def _kernel_run(fn: Any, args: Sequence[Any], run: Callable[..., Any]) -> Run:
+def _kernel_run(fn: Any, args: Sequence[Any], spec: ImplementSpec) -> Run:
     # A kernel error keeps its own class name (KernelMemoryError, KernelCompileError, ...):
     # "ValueError" would hide what went wrong.
     from llmfs.tensor import MetalError
 
-    try:
-        source = fn if isinstance(fn, str) else fn()
-    except Exception as error:  # the learner's code may raise anything; it is an outcome
-        return Run({"error": error_name(error)}, error)
+    run = spec.kernel
+    assert run is not None
+    if isinstance(fn, str):
+        source: Any = fn
+    else:
+        guarded = call_guarded(spec.shortcuts, fn)
+        if guarded.shortcut is not None:
+            return Run(
+                {
+                    "error": SHORTCUT,
+                    "shortcut": guarded.shortcut.target,
+                    "via": guarded.shortcut.entry,
+                }
+            )
+        if guarded.error is not None:
+            return Run({"error": error_name(guarded.error)}, guarded.error)
+        source = guarded.result
     if source is None:
         return Run({"value": None})
     if not isinstance(source, str):
         return Run({"error": "NotPlainData", "type": type(source).__name__})
+    copied = spec.kernel_shortcut(source) if spec.kernel_shortcut is not None else None
+    if copied is not None:
+        return Run({"error": SHORTCUT, "shortcut": copied, "via": "its MSL text"})
     try:
         return Run({"value": to_json(run(source, *(_fresh(a) for a in args)))})
     except MetalError as error:

@@ -190,8 +190,14 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+#: How much of each argument of a failing case a row's message shows: enough to find the case,
+#: short enough that what the learner's function said still fits the message (a matrix of a
+#: kernel exercise is hundreds of numbers).
+ARGUMENT_LIMIT = 80
+
+
 def _show_args(args: Any) -> str:
-    return ", ".join(json.dumps(a) for a in args)
+    return ", ".join(_short(json.dumps(a), ARGUMENT_LIMIT) for a in args)
 
 
 def implement_task(

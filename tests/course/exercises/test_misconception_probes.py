@@ -156,6 +156,9 @@ import llmfs.tensor as lt
 cache = lt.Tensor.zeros([2, 2, 4, 16, 8])
 t = 5
 """,
+    "ch12": """
+from llmfs.course.exercise_checks.cooperate import global_reads, missing_barrier, thread_census
+""",
 }
 
 
@@ -247,6 +250,8 @@ PROBES: tuple[Probe, ...] = (
     Probe("ch10.q1", "loss", 1.0, "one unit of loss per wrong guess"),
     Probe("ch11.q3", "contiguous", True, "a view is always contiguous"),
     Probe("ch11.q3", "base_offset", 0, "a slice's base offset is 0"),
+    Probe("ch12.q2", "tiled", 32, "one tile's reads counted twice over"),
+    Probe("ch12.q3", "launched", 160, "only the rows rounded up to whole tiles"),
 )
 
 #: The share of probes that must get a named explanation.

@@ -10,7 +10,9 @@
 User-facing helpers: :func:`kernel_source` (the MSL an op runs, for notebooks),
 :func:`run_kernel` (compile and run your own kernel on either), :func:`gpu_ops` (which ops run on
 kernels; everything else falls back to the numpy backend), :func:`is_available` and
-:func:`lint_msl`.
+:func:`lint_msl`. A matmul kernel of your own can serve either backend's float32 matmuls for a
+``with`` block: ``get_backend("metal-emulator").matmul_kernel(source, name, tile=8)`` (the
+contract is :class:`~llmfs.tensor.backends.metal.ops.MatmulKernel`).
 """
 
 from __future__ import annotations

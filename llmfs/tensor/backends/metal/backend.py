@@ -16,6 +16,11 @@ What runs on the numpy backend instead, explicitly (and is listed by :func:`nump
 * calls whose inputs mix float16 and float32, or whose requested result dtype differs from the
   input dtype (the kernels read and write one dtype; a second rounding would differ from numpy).
 
+A matmul kernel of your own can serve the float32 matmuls of either backend for a ``with`` block:
+``with backend.matmul_kernel(source, name, tile=8):`` (:meth:`_KernelBackend.matmul_kernel`, the
+kernel's contract in :class:`~llmfs.tensor.backends.metal.ops.MatmulKernel`). Everything else
+keeps running on the library's kernels.
+
 float64 and int64 are refused, never converted: Metal has no 64-bit float and the kernels take
 32-bit integers, so any primitive on them raises
 :class:`~llmfs.tensor.backends.metal.errors.MetalDTypeError` saying to convert.
@@ -23,11 +28,15 @@ float64 and int64 are refused, never converted: Metal has no 64-bit float and th
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import numpy as np
 
 from llmfs.tensor.backends import get_backend
 from llmfs.tensor.backends.base import BINARY_OPS, REDUCE_OPS, UNARY_OPS, Backend
-from llmfs.tensor.backends.metal import device, ops, toolchain
+from llmfs.tensor.backends.metal import device, emulator, ops, toolchain
 from llmfs.tensor.backends.metal.errors import MetalDTypeError, MetalUnavailableError
 from llmfs.tensor.dtypes import SUPPORTED_DTYPES
 from llmfs.tensor.errors import BackendUnavailableError
@@ -72,6 +81,31 @@ class _KernelBackend(Backend):
     dtypes = tuple(d for d in ("float16", "float32", "int32", "bool") if d in SUPPORTED_DTYPES)
     fallback = "numpy"
     executor: ops.Executor
+    #: The matmul kernel of your own set by :meth:`matmul_kernel` (per thread or task).
+    _matmul_kernel: ContextVar[ops.MatmulKernel | None]
+
+    @contextmanager
+    def matmul_kernel(
+        self, source: str, name: str, *, tile: int, sanitize: bool | None = None
+    ) -> Iterator[ops.MatmulKernel]:
+        """``with backend.matmul_kernel(source, name, tile=8):`` runs this backend's float32
+        matmuls on kernel ``name`` of MSL ``source`` inside the block (in this thread or task
+        only), then restores the library's kernel. The kernel's buffers, grid and threadgroup
+        are those of :class:`~llmfs.tensor.backends.metal.ops.MatmulKernel`; float16 matmuls
+        stay on the library's kernel. The source is compiled on entry, so a kernel that does not
+        compile raises there (:class:`~llmfs.tensor.backends.metal.errors.KernelLintError` and
+        the other kernel errors), and :class:`KernelArgumentError` for a bad ``tile``.
+        """
+        kernel = ops.MatmulKernel(source, name, tile, sanitize)
+        self._compile(kernel)
+        token = self._matmul_kernel.set(kernel)
+        try:
+            yield kernel
+        finally:
+            self._matmul_kernel.reset(token)
+
+    def _compile(self, kernel: ops.MatmulKernel) -> None:
+        raise NotImplementedError  # each backend compiles in its own way
 
     def supports(self, primitive: str, op: str | None, dtype: np.dtype) -> bool:
         """True for the kernel ops of :data:`KERNEL_OPS` on the dtypes they have kernels for,
@@ -144,10 +178,15 @@ class _KernelBackend(Backend):
         return Tensor._adopt(values, shape)
 
     def matmul(self, a: TensorView, b: TensorView, *, dtype: np.dtype, compute: np.dtype) -> Tensor:
-        """Batched ``a @ b`` on the matmul kernel (alpha 1, no C term)."""
+        """Batched ``a @ b`` on the matmul kernel (alpha 1, no C term), or, for float32 inside
+        :meth:`matmul_kernel`, on the kernel set there."""
         self._refuse(a.dtype, b.dtype, dtype)
         if not (a.dtype == b.dtype == np.dtype(dtype)):
             return self._numpy().matmul(a, b, dtype=dtype, compute=compute)
+        custom = self._matmul_kernel.get()
+        if custom is not None and a.dtype == np.dtype(np.float32):
+            values, shape = ops.kernel_matmul(self.executor, custom, _strided(a), _strided(b))
+            return Tensor._adopt(values, shape)
         values, shape = ops.matmul(self.executor, _strided(a), _strided(b))
         return Tensor._adopt(values, shape)
 
@@ -171,6 +210,10 @@ class MetalEmulatorBackend(_KernelBackend):
         except MetalUnavailableError as error:
             raise BackendUnavailableError(self.name, (), str(error)) from None
         self.executor = ops.EmulatorExecutor()
+        self._matmul_kernel = ContextVar(f"{self.name}-matmul-kernel", default=None)
+
+    def _compile(self, kernel: ops.MatmulKernel) -> None:
+        emulator.load_library(kernel.source).kernel(kernel.name)
 
 
 class MetalBackend(_KernelBackend):
@@ -184,6 +227,10 @@ class MetalBackend(_KernelBackend):
         if reason is not None:
             raise BackendUnavailableError(self.name, (), reason)
         self.executor = device.default_device()
+        self._matmul_kernel = ContextVar(f"{self.name}-matmul-kernel", default=None)
+
+    def _compile(self, kernel: ops.MatmulKernel) -> None:
+        device.default_device().pipeline(kernel.source, kernel.name)
 
 
 __all__ = ["KERNEL_OPS", "MetalBackend", "MetalEmulatorBackend", "numpy_fallbacks"]

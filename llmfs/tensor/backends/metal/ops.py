@@ -383,25 +383,28 @@ def reduce(
     return out, kept_shape
 
 
-def matmul(
-    executor: Executor,
-    a: Strided,
-    b: Strided,
-    c: Strided | None = None,
-    *,
-    alpha: float = 1.0,
-    beta: float = 0.0,
-) -> tuple[np.ndarray, tuple[int, ...]]:
-    """``alpha * (a @ b) + beta * c`` with numpy ``matmul`` shape rules.
+@dataclass(frozen=True)
+class _MatmulPlan:
+    """The shapes of one ``a @ b`` under numpy's rules (rank-1 operands promoted)."""
 
-    Rank-1 operands are promoted (``a`` to a row, ``b`` to a column) and the promoted axis is
-    removed from the result; batch axes broadcast; ``c``, when given, must broadcast to the
-    result shape. Returns (1-D result, result shape). Raises
-    :class:`~llmfs.tensor.errors.RankMismatchError` for rank-0 operands or unequal inner sizes,
-    and :class:`~llmfs.tensor.errors.BroadcastError` for batch or ``c`` shapes that do not
-    broadcast.
-    """
-    suffix = check_operand(a, where="matmul")
+    batch: tuple[int, ...]
+    m: int
+    n: int
+    k: int
+    a_full: tuple[int, ...]  # a's strides broadcast to (*batch, m, k)
+    b_full: tuple[int, ...]  # b's strides broadcast to (*batch, k, n)
+    drop_row: bool
+    drop_col: bool
+    result_shape: tuple[int, ...]
+
+    @property
+    def full_shape(self) -> tuple[int, ...]:
+        return (*self.batch, self.m, self.n)
+
+
+def _plan_matmul(a: Strided, b: Strided) -> _MatmulPlan:
+    """Checks both operands and plans ``a @ b`` (see :func:`matmul` for the errors)."""
+    check_operand(a, where="matmul")
     check_operand(b, where="matmul")
     _same_dtype(a, b, "matmul")
     if not a.shape or not b.shape:
@@ -438,6 +441,33 @@ def matmul(
             f"matmul: a broadcast operand or the result has {largest} elements, above the "
             f"kernels' 32-bit index limit {INT32_MAX}"
         )
+    return _MatmulPlan(batch, m, n, k, a_full, b_full, drop_row, drop_col, result_shape)
+
+
+def matmul(
+    executor: Executor,
+    a: Strided,
+    b: Strided,
+    c: Strided | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``alpha * (a @ b) + beta * c`` with numpy ``matmul`` shape rules.
+
+    Rank-1 operands are promoted (``a`` to a row, ``b`` to a column) and the promoted axis is
+    removed from the result; batch axes broadcast; ``c``, when given, must broadcast to the
+    result shape. Returns (1-D result, result shape). Raises
+    :class:`~llmfs.tensor.errors.RankMismatchError` for rank-0 operands or unequal inner sizes,
+    and :class:`~llmfs.tensor.errors.BroadcastError` for batch or ``c`` shapes that do not
+    broadcast.
+    """
+    plan = _plan_matmul(a, b)
+    suffix = check_dtype(a.storage.dtype, where="matmul")
+    batch, m, n, k = plan.batch, plan.m, plan.n, plan.k
+    a_full, b_full, full_shape = plan.a_full, plan.b_full, plan.full_shape
+    drop_row, drop_col, result_shape = plan.drop_row, plan.drop_col, plan.result_shape
+    count = layout.element_count(full_shape)
     if c is not None:
         check_operand(c, where="matmul (c)")
         _same_dtype(a, c, "matmul (c)")
@@ -475,6 +505,85 @@ def matmul(
     return out, result_shape
 
 
+@dataclass(frozen=True)
+class MatmulKernel:
+    """A float32 matmul kernel of your own that a Metal backend runs its matmuls on
+    (:meth:`~llmfs.tensor.backends.metal.backend.MetalEmulatorBackend.matmul_kernel`).
+
+    The kernel ``name`` of MSL ``source`` takes buffers ``0`` a (``[batch, M, K]``), ``1`` b
+    (``[batch, K, N]``), ``2`` c (``[batch, M, N]``), all contiguous ``float``, then ``3`` M,
+    ``4`` N, ``5`` K (``uint``); thread ``(col, row, batch)`` of the grid computes
+    ``c[batch, row, col]``. The grid is rounded up to whole ``tile`` x ``tile`` threadgroups, so
+    every slot of a threadgroup tile has a thread to fill it: threads whose row or column lies
+    past the matrix must load 0 and must not store. ``sanitize`` is the emulator's choice of
+    :func:`~llmfs.tensor.backends.metal.run_kernel` (``None``: isolated, safe for any kernel;
+    ``False``: in process, only for a kernel known to guard every access); ignored on a Mac.
+    """
+
+    source: str
+    name: str
+    tile: int
+    sanitize: bool | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, str) or not isinstance(self.name, str):
+            raise KernelArgumentError("a matmul kernel needs its MSL source and name as str")
+        if isinstance(self.tile, bool) or not isinstance(self.tile, int) or self.tile < 1:
+            raise KernelArgumentError(f"tile must be a positive int, got {self.tile!r}")
+        if self.tile * self.tile > emulator.MAX_THREADS_PER_THREADGROUP:
+            raise KernelArgumentError(
+                f"a {self.tile} x {self.tile} threadgroup has {self.tile * self.tile} threads, "
+                f"above {emulator.MAX_THREADS_PER_THREADGROUP}"
+            )
+
+
+def kernel_matmul(
+    executor: Executor, kernel: MatmulKernel, a: Strided, b: Strided
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """``a @ b`` (float32, numpy's shape rules and errors, as :func:`matmul`) on ``kernel``.
+
+    Both operands are first copied row-major in their broadcast shapes by the strided-copy
+    kernel (the user's kernel reads plain ``[batch, M, K]`` and ``[batch, K, N]`` arrays). When
+    ``b`` is one matrix for every batch (a weight), ``a``'s batch rows are folded into ``M``: one
+    launch of full threadgroups instead of one thin matrix per batch entry.
+    """
+    plan = _plan_matmul(a, b)
+    check_dtype(a.storage.dtype, where="a custom matmul kernel", allowed=("float32",))
+    batch, m, n, k = plan.batch, plan.m, plan.n, plan.k
+    count = layout.element_count(plan.full_shape)
+    out = executor.empty(count, a.storage.dtype)
+    if count == 0:
+        return out, plan.result_shape
+    a_rows = strided_copy(
+        executor, Strided(a.storage, Layout((*batch, m, k), plan.a_full, a.base_offset))
+    )
+    shared_b = all(stride == 0 for stride in plan.b_full[: len(batch)])
+    b_shape = (k, n) if shared_b else (*batch, k, n)
+    b_strides = plan.b_full[len(batch) :] if shared_b else plan.b_full
+    b_cols = strided_copy(executor, Strided(b.storage, Layout(b_shape, b_strides, b.base_offset)))
+    groups = 1 if shared_b else layout.element_count(batch)
+    rows = m * layout.element_count(batch) if shared_b else m
+    tile = kernel.tile
+    grid = (-(-n // tile) * tile, -(-rows // tile) * tile, groups)
+    dims = [_count(rows), _count(n), _count(k)]
+    buffers = [a_rows, b_cols, out, *dims]
+    if isinstance(executor, EmulatorExecutor):
+        emulator.load_library(kernel.source).run(
+            kernel.name,
+            buffers,
+            grid,
+            (tile, tile, 1),
+            sanitize=kernel.sanitize,
+            shuffle=executor.shuffle,
+        )
+    else:
+        launch = getattr(executor, "run_kernel", None)
+        if launch is None:
+            raise MetalError(f"executor {executor.name!r} cannot launch a 3-D grid")
+        launch(kernel.source, kernel.name, buffers, grid, (tile, tile, 1))
+    return out, plan.result_shape
+
+
 __all__ = [
     "BINARY_OPS",
     "COPY_OPS",
@@ -485,11 +594,13 @@ __all__ = [
     "UNARY_OPS",
     "EmulatorExecutor",
     "Executor",
+    "MatmulKernel",
     "Strided",
     "binary",
     "check_dtype",
     "check_operand",
     "family_source",
+    "kernel_matmul",
     "kernel_source",
     "matmul",
     "reduce",

@@ -1383,3 +1383,25 @@ def test_the_fake_encoder_refuses_what_metals_validation_layer_refuses(gpu) -> N
         encoder.setThreadgroupMemoryLength_atIndex_(16, 0)
         assert encoder.lengths[0] == 16
         del encoder
+
+
+def test_a_matmul_kernel_of_ones_own_runs_through_the_device_path(gpu) -> None:
+    """``kernel_matmul`` on a Mac: the operands copied by the library's copy kernel, then one
+    3-D dispatch of whole tiles of the user's kernel, bound like any other launch."""
+    from tests.tensor.backends.metal.test_metal_matmul_kernel import TILE, TILED
+
+    device, fake = gpu
+    rng = np.random.default_rng(4)
+    a = (rng.integers(-8, 9, (2, 5, 7)) / 4).astype(np.float32)
+    b = (rng.integers(-8, 9, (7, 6)) / 4).astype(np.float32)
+    kernel = ops.MatmulKernel(TILED, "tiled", TILE)
+    values, shape = ops.kernel_matmul(
+        device,
+        kernel,
+        ops.Strided.contiguous(a),
+        ops.Strided(b.reshape(-1), Layout((7, 6), (6, 1), 0)),
+    )
+    np.testing.assert_array_equal(values.reshape(shape), a @ b)
+    dispatch = fake.command_buffers[-1].log[0]
+    # The weight is shared by the batch: its rows fold into M = 10, one launch of whole tiles.
+    assert dispatch == ("dispatchThreads", "tiled", (8, 12, 1), (TILE, TILE, 1))
