@@ -13,15 +13,16 @@ nbval's own behaviour (one mode for every notebook named on the command line). K
 interpreter running pytest, so the notebooks import the ``llmfs`` under test. Exercise attempts
 that notebooks record go to a temporary log, never into the repository, and the Metal emulator's
 compiled kernels go to a build cache made for this run (shared by its workers, kernels and
-subprocesses, removed at its end; one already named by ``$LLMFS_CACHE_DIR`` is used as it is), never
-into the home folder. With pytest-xdist, run
-``--dist loadfile`` so that a notebook's cells stay in one worker, and in one kernel.
+subprocesses, removed at its end; one already named by ``$LLMFS_CACHE_DIR`` is used as it is),
+never into the home folder. With pytest-xdist, run ``--dist loadfile`` so that a notebook's cells
+stay in one worker, and in one kernel.
 
 Long files run first. A file whose tests are marked ``slow``, ``notebooks`` or ``browser`` (they
-start kernels, servers, compilers or subprocesses, and take seconds to minutes) is moved ahead of
-the others, each file's tests kept together and in order. With ``--no-loadscope-reorder`` (set in
-pyproject.toml) xdist hands files to its workers in that order, so the many short files fill the
-end of the run on both workers instead of one long file running alone while the other waits.
+start kernels, servers, compilers or subprocesses, or draw thousands of generated cases, and take
+seconds to minutes) is moved ahead of the others, each file's tests kept together and in order.
+With ``--no-loadscope-reorder`` (set in pyproject.toml) xdist hands files to its workers in that
+order, so the many short files fill the end of the run on both workers instead of one long file
+running alone while the other waits.
 """
 
 from __future__ import annotations

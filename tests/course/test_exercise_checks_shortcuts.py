@@ -42,6 +42,10 @@ from llmfs.tensor import Layout, Tensor, as_strided, autograd, einsum, layout
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
 
+# Seconds in all (every check run under its shortcut rule): the file is scheduled early
+# (conftest.py).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
