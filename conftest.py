@@ -11,14 +11,18 @@ One ``python -m pytest`` validates both versions of every chapter, in one run:
 Notebooks elsewhere are not collected. Passing ``--nbval`` or ``--nbval-lax`` explicitly restores
 nbval's own behaviour (one mode for every notebook named on the command line). Kernels run in the
 interpreter running pytest, so the notebooks import the ``llmfs`` under test. Exercise attempts
-that notebooks record go to a temporary log, never into the repository. With pytest-xdist, run
-``--dist loadfile`` so that a notebook's cells stay in one worker, and in one kernel.
+that notebooks record go to a temporary log, never into the repository, and the Metal emulator's
+compiled kernels go to a build cache made for this run (shared by its workers, kernels and
+subprocesses, removed at its end; one already named by ``$LLMFS_CACHE_DIR`` is used as it is),
+never into the home folder. With pytest-xdist, run ``--dist loadfile`` so that a notebook's cells
+stay in one worker, and in one kernel.
 
 Long files run first. A file whose tests are marked ``slow``, ``notebooks`` or ``browser`` (they
-start kernels, servers, compilers or subprocesses, and take seconds to minutes) is moved ahead of
-the others, each file's tests kept together and in order. With ``--no-loadscope-reorder`` (set in
-pyproject.toml) xdist hands files to its workers in that order, so the many short files fill the
-end of the run on both workers instead of one long file running alone while the other waits.
+start kernels, servers, compilers or subprocesses, or draw thousands of generated cases, and take
+seconds to minutes) is moved ahead of the others, each file's tests kept together and in order.
+With ``--no-loadscope-reorder`` (set in pyproject.toml) xdist hands files to its workers in that
+order, so the many short files fill the end of the run on both workers instead of one long file
+running alone while the other waits.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ NOTEBOOK_FOLDERS: dict[str, bool] = {"solutions": True, "notebooks": False}
 SANITIZE_FILE = Path("course") / "nbval_sanitize.cfg"
 _ATTEMPTS_DIR = pytest.StashKey[str]()
 _PREVIOUS_ATTEMPTS = pytest.StashKey["str | None"]()
+_BUILD_CACHE = pytest.StashKey["str | None"]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,6 +56,15 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_PREVIOUS_ATTEMPTS] = os.environ.get("LLMFS_ATTEMPTS")
     # Kernels inherit the environment, so notebook runs never write into the checkout.
     os.environ["LLMFS_ATTEMPTS"] = str(Path(attempts_dir) / "attempts.jsonl")
+    # One build cache for the whole run: the process that makes it (the xdist controller, or the
+    # only process) sets it before any worker starts, so every worker, kernel and subprocess
+    # inherits it and a kernel compiled once is not compiled again. Builds are keyed by source,
+    # shim, compiler and flags (toolchain.build_key), so a cached build is never stale.
+    config.stash[_BUILD_CACHE] = None
+    if not os.environ.get("LLMFS_CACHE_DIR"):
+        build_cache = tempfile.mkdtemp(prefix="llmfs-build-cache-")
+        config.stash[_BUILD_CACHE] = build_cache
+        os.environ["LLMFS_CACHE_DIR"] = build_cache
     option = config.option
     if hasattr(option, "nbval_sanitize_with") and option.nbval_sanitize_with is None:
         sanitize = config.rootpath / SANITIZE_FILE
@@ -69,6 +83,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             os.environ.pop("LLMFS_ATTEMPTS", None)
         else:
             os.environ["LLMFS_ATTEMPTS"] = previous
+    build_cache = config.stash.get(_BUILD_CACHE, None)
+    if build_cache:
+        shutil.rmtree(build_cache, ignore_errors=True)
+        os.environ.pop("LLMFS_CACHE_DIR", None)
 
 
 #: Marks of tests that run for seconds or more: their files are scheduled first.

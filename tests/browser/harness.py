@@ -218,12 +218,21 @@ def jupyterlab(root: Path, home: Path) -> Iterator[LabServer]:
         server.stop()
 
 
+#: ``python -m jupyterlab``, less one import: jsonschema loads ``rfc3987_syntax`` when it is
+#: installed, which builds its IRI grammar for seconds of CPU at every start, and it only checks
+#: the ``iri`` formats, which no schema of the server's events uses.
+LAB_MAIN = (
+    "import sys; sys.modules['rfc3987_syntax'] = None; "
+    "from jupyterlab.labapp import main; sys.exit(main())"
+)
+
+
 def _start_server(root: Path, home: Path, env: dict[str, str], token: str, port: int) -> LabServer:
     log_path = home / "jupyterlab.log"
     command = [
         sys.executable,
-        "-m",
-        "jupyterlab",
+        "-c",
+        LAB_MAIN,
         "--allow-root",
         "--no-browser",
         "--ServerApp.ip=127.0.0.1",

@@ -40,6 +40,10 @@ from llmfs.course.manifest import load_manifest
 from llmfs.tensor import layout, ops
 from llmfs.widgets.text import render_offsets
 
+# Seconds in all (every check on many seeds, kernel cases launched in subprocesses): the file is
+# scheduled early (conftest.py).
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -27,6 +27,10 @@ from llmfs.gpt import reference
 from llmfs.gpt import tensor_model as tm
 from llmfs.tensor import Tensor
 
+# Seconds in all (GPT cases drawn and generated on sixty seeds): the file is scheduled early
+# (conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def test_every_chapter_8_check_is_registered_with_its_spec() -> None:
     ids = {

@@ -46,6 +46,10 @@ from llmfs.tensor.backends.metal.ops import KERNEL_DIR, kernel_source
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
 from llmfs.tensor.traversal import StridedOffsets
 
+# Seconds in all (every check run under its shortcut rule): the file is scheduled early
+# (conftest.py).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(autouse=True)
 def attempts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

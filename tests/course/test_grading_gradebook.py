@@ -23,6 +23,10 @@ from llmfs.course.grading.limits import Limits
 from llmfs.course.grading.sandbox import FunctionTask, RunOutcome, run_function, run_functions
 from llmfs.course.grading.score import ExerciseResult, SubmissionResult
 
+# Seconds in all (gradebooks written and merged in hundreds of generated orders, worker processes):
+# the file is scheduled early (conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def _result(student: str, sha: str, *rows: ExerciseResult) -> SubmissionResult:
     run = RunOutcome("ok", None, "ran every cell")

@@ -218,3 +218,27 @@ def test_a_notebook_run_headless_and_never_rendered_counts_the_same(
     (row,) = csv.DictReader((out / "gradebook.csv").read_text(encoding="utf-8").splitlines())
     assert float(row["ch02.q1"]) == float(kit.MANIFEST.exercise("ch02.q1").points)
     assert 0 < float(row["ch02.q2"]) < float(kit.MANIFEST.exercise("ch02.q2").points)
+
+
+def test_the_check_kernel_shares_the_build_cache_the_learner_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run's home is a scratch folder; a named build cache is passed on (so the notebook's
+    # Metal kernels are not compiled again on every check), and nothing else of this process's.
+    cache = tmp_path / "build-cache"
+    monkeypatch.setenv("LLMFS_CACHE_DIR", str(cache))
+    monkeypatch.setenv("LLMFS_NOT_PASSED_ON", "1")
+    chapter = CHAPTERS[0]
+    probe = (
+        "import os\n"
+        f"assert os.environ.get('LLMFS_CACHE_DIR') == {str(cache)!r}\n"
+        "assert 'LLMFS_NOT_PASSED_ON' not in os.environ\n"
+        f"assert os.environ['HOME'] != {str(Path.home())!r}"
+    )
+    learner = tmp_path / "learner"
+    learner.mkdir()
+    path = learner / Path(chapter.notebook).name
+    path.write_text(json.dumps(kit.with_cell_first(kit.student_notebook(chapter), probe)))
+    _, text = kit.run_check(learner, "--json")
+    [progress] = json.loads(text)["chapters"]
+    assert progress["run"] == "ok", text

@@ -2,7 +2,9 @@
 
 One run of the command (``--json``) on a learner's folder holding every chapter's solution under
 the student notebook's name: each notebook runs to its end in its own limited kernel, and every
-checked exercise counts as answered, right and worth its points.
+checked exercise counts as answered, right and worth its points. This is the one ``llmfs check``
+run on each solution (the chapters' own grading tests, such as ``test_grading_ch09.py``, grade
+their solutions and leave the self-check to this run).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ def on_solutions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_the_solutions_are_answered_and_right_everywhere(on_solutions: dict[str, Any]) -> None:
     assert [c["chapter"] for c in on_solutions["chapters"]] == [c.id for c in CHAPTERS]
-    for chapter in on_solutions["chapters"]:
+    for chapter, listed in zip(on_solutions["chapters"], CHAPTERS):
         assert chapter["run"] == "ok"
+        # One line per exercise of the manifest, in its order: none left out, none invented.
+        assert [e["id"] for e in chapter["exercises"]] == [e.id for e in listed.exercises]
         for exercise in chapter["exercises"]:
             assert exercise["answered"], exercise["id"]
             if exercise["kind"] == "explain":

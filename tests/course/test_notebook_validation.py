@@ -7,6 +7,7 @@ subprocess, and reads the per-cell outcomes.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -59,10 +60,13 @@ def _project(tmp_path: Path) -> Path:
 
 def _run(root: Path) -> dict[str, str]:
     """Run pytest in ``root``; map 'path::Cell n' to PASSED/FAILED/SKIPPED."""
+    # The run must make its own build cache (a developer's or an enclosing run's is not used).
+    env = {name: value for name, value in os.environ.items() if name != "LLMFS_CACHE_DIR"}
     result = subprocess.run(
         # Plugins the throwaway project does not use are left out: they only cost start-up time.
         [sys.executable, "-m", "pytest", "-rA", *SPEED_FLAGS],
         cwd=root,
+        env=env,
         capture_output=True,
         text=True,
         timeout=180,
@@ -94,12 +98,15 @@ def test_solutions_are_strict_notebooks_are_lax_and_others_are_ignored(tmp_path:
         root / "notebooks" / "mixed.ipynb",
         notebook(
             _with_output("c1", "print(6 * 7)", "41\n"),
-            # Attempts recorded while validating go to a temporary log, not into the checkout.
+            # Attempts recorded while validating go to a temporary log, not into the checkout,
+            # and compiled kernels to the run's own build cache, not into the home folder.
             code(
                 "c2",
                 "import os, tempfile\n"
                 "path = os.environ['LLMFS_ATTEMPTS']\n"
-                "assert path.startswith(tempfile.gettempdir()), path",
+                "assert path.startswith(tempfile.gettempdir()), path\n"
+                "cache = os.environ['LLMFS_CACHE_DIR']\n"
+                "assert cache.startswith(tempfile.gettempdir()) and os.path.isdir(cache), cache",
             ),
             code("c3", "raise ValueError('unanswered crash')"),
         ),

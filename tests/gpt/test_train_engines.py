@@ -19,6 +19,10 @@ from llmfs.gpt.errors import ConfigError, TaskError
 from llmfs.gpt.model import TINY_CONFIG, GPTConfig, init_params
 from llmfs.tensor import Tensor
 
+# Seconds in all (two engines trained side by side for hundreds of steps): the file is scheduled
+# early (conftest.py).
+pytestmark = pytest.mark.slow
+
 SMALL = GPTConfig(vocab_size=12, n_ctx=8, n_embd=8, n_head=2, n_layer=2)
 
 

@@ -18,6 +18,9 @@ from llmfs.tensor.layout import offset_bounds
 
 from .strategies import apply_llmfs, apply_numpy, llmfs_apply, np_apply, view_chains, view_op
 
+# Seconds in all (thousands of generated view chains): the file is scheduled early (conftest.py).
+pytestmark = pytest.mark.slow
+
 # "Thousands of random view chains": about 2500 chains per run over the two properties below.
 SETTINGS = settings(max_examples=1250, deadline=None)
 

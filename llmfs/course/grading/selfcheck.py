@@ -13,7 +13,8 @@ after that cell, one more cell that judges them against the exercise's expressio
 notebook's names at that point. Neither the attempts log nor what a check printed counts, so
 ``llmfs check``, ``llmfs grade`` (which reads the same literals) and the notebook's own
 ``check`` read one answer. Implement exercises are judged by the checks the notebook runs, which
-record to an attempts log pointed at a temporary file.
+record to an attempts log pointed at a temporary file. The run's home is a scratch folder; a
+Metal build cache named by ``$LLMFS_CACHE_DIR`` is passed on, so kernels built once are reused.
 
 It never prints a solution: it has none. The learner's installation ships only the student
 notebooks; right and wrong come from the checks the notebook itself runs, which show no truth
@@ -40,6 +41,10 @@ from llmfs.course.grading.limits import Limits
 from llmfs.course.grading.sandbox import RunOutcome, run_notebook
 from llmfs.course.manifest import Chapter, Exercise, Manifest, load_manifest
 from llmfs.course.paths import DEFAULT_FOLDER
+
+#: The variable naming the Metal emulator's build cache (see
+#: :func:`llmfs.tensor.backends.metal.toolchain.cache_dir`); ``llmfs check`` passes it on.
+BUILD_CACHE_ENV = "LLMFS_CACHE_DIR"
 
 
 @dataclass
@@ -233,11 +238,13 @@ def check_notebook(
     with tempfile.TemporaryDirectory(prefix="llmfs-check-") as scratch:
         attempts_file = Path(scratch) / "attempts.jsonl"
         verdicts_file = Path(scratch) / "verdicts.jsonl"
-        run = run_notebook(
-            judged,
-            limits,
-            env={"LLMFS_ATTEMPTS": str(attempts_file), VERDICTS_ENV: str(verdicts_file)},
-        )
+        env = {"LLMFS_ATTEMPTS": str(attempts_file), VERDICTS_ENV: str(verdicts_file)}
+        # The run's home is a scratch folder, so without this every check would compile the
+        # notebook's Metal kernels again; a build cache the learner named is theirs to share
+        # (builds are keyed by their source, compiler and flags, so none is ever stale).
+        if os.environ.get(BUILD_CACHE_ENV):
+            env[BUILD_CACHE_ENV] = os.environ[BUILD_CACHE_ENV]
+        run = run_notebook(judged, limits, env=env)
         checked = _attempts(attempts_file)
         records = read_verdicts(verdicts_file)
     if run.cell is not None and 1 <= run.cell <= len(origin):

@@ -39,6 +39,9 @@ from .support import (
     views_of_shape,
 )
 
+# Seconds in all (generated cases on every backend): the file is scheduled early (conftest.py).
+pytestmark = pytest.mark.slow
+
 SETTINGS = settings(max_examples=20, deadline=None)
 
 

@@ -83,9 +83,14 @@ from tests.tensor.backends.metal.pyobjc_releases import (
     PYOBJC_BEFORE_NEW_FAMILY_FIX,
 )
 
-pytestmark = pytest.mark.skipif(
-    not emulator_available(), reason="the stand-in GPU is the emulator, which needs a C++ compiler"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not emulator_available(),
+        reason="the stand-in GPU is the emulator, which needs a C++ compiler",
+    ),
+    # Seconds in all (kernels compiled and launched for every pyobjc release): scheduled early.
+    pytest.mark.slow,
+]
 
 #: The metadata pyobjc-framework-Metal 12.2.2 registers for the selectors the device path calls
 #: (its ``_metadata.py``): no ``already_retained`` on any result.
