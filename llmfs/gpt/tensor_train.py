@@ -235,6 +235,27 @@ def to_numpy_params(w: Mapping[str, Tensor]) -> Params:
     return {name: t.to_numpy().astype(np.float64) for name, t in w.items()}
 
 
+def trainable(
+    params: Params, cfg: TrainConfig, dtype: object = np.float64
+) -> tuple[dict[str, Tensor], AdamW]:
+    """``params`` as tensors of ``dtype`` (on the backend in use) that require grad, and the
+    :class:`AdamW` of ``cfg`` over them (its learning rate, betas, eps and weight decay, the
+    decay applied as :func:`~llmfs.gpt.experiment.decays` says): what every tensor-engine run
+    starts from."""
+    w = tensor_model.tensor_params(params, dtype)
+    for tensor in w.values():
+        tensor.requires_grad_()
+    optimizer = AdamW(
+        w,
+        lr=cfg.learning_rate,
+        betas=(cfg.beta1, cfg.beta2),
+        eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
+        decay=decays,
+    )
+    return w, optimizer
+
+
 def held_out_accuracy(w: Mapping[str, Tensor], config: GPTConfig, held_out: np.ndarray) -> float:
     """The accuracy on ``held_out`` measured as the NumPy engine measures it
     (:func:`llmfs.gpt.reference.accuracy` of the parameters read back), so that the two engines'
@@ -262,17 +283,7 @@ def train(
     start = init_params(config, seed=cfg.seed)
     weights = answer_weights(cfg.batch_size)
     with use_backend(backend):
-        w = tensor_model.tensor_params(start, dtype)
-        for tensor in w.values():
-            tensor.requires_grad_()
-        optimizer = AdamW(
-            w,
-            lr=cfg.learning_rate,
-            betas=(cfg.beta1, cfg.beta2),
-            eps=cfg.adam_eps,
-            weight_decay=cfg.weight_decay,
-            decay=decays,
-        )
+        w, optimizer = trainable(start, cfg, dtype)
         run = RunLog(cfg, log)
         for step, batch in enumerate(batches(data, cfg)):
             loss = cross_entropy(
@@ -303,10 +314,7 @@ def step_time(
     batch = data[np.random.default_rng(1).integers(0, len(data), size=batch_size)]
     weights = answer_weights(batch_size)
     with use_backend(backend):
-        w = tensor_model.tensor_params(params, dtype)
-        for tensor in w.values():
-            tensor.requires_grad_()
-    optimizer = AdamW(w, lr=1e-4, decay=decays)
+        w, optimizer = trainable(params, TrainConfig(learning_rate=1e-4), dtype)
 
     def run() -> None:
         with use_backend(backend):
@@ -320,4 +328,12 @@ def step_time(
     return run
 
 
-__all__ = ["AdamW", "cross_entropy", "log_softmax", "step_time", "to_numpy_params", "train"]
+__all__ = [
+    "AdamW",
+    "cross_entropy",
+    "log_softmax",
+    "step_time",
+    "to_numpy_params",
+    "train",
+    "trainable",
+]

@@ -83,11 +83,10 @@ from llmfs.gpt.experiment import (
     ProgressBar,
     TrainConfig,
     blas_environment,
-    decays,
     learning_rate,
 )
 from llmfs.gpt.model import GPTConfig, Params, check_params, count_parameters, init_params
-from llmfs.gpt.tensor_train import AdamW, cross_entropy, to_numpy_params
+from llmfs.gpt.tensor_train import cross_entropy, to_numpy_params, trainable
 from llmfs.gpt.tokenizer import BPETokenizer
 from llmfs.tensor import use_backend
 
@@ -402,17 +401,7 @@ def train(
     window: list[float] = []
     best = math.inf
     with use_backend(backend):
-        w = tensor_model.tensor_params(start, dtype)
-        for tensor in w.values():
-            tensor.requires_grad_()
-        optimizer = AdamW(
-            w,
-            lr=cfg.learning_rate,
-            betas=(cfg.beta1, cfg.beta2),
-            eps=cfg.adam_eps,
-            weight_decay=cfg.weight_decay,
-            decay=decays,
-        )
+        w, optimizer = trainable(start, cfg, dtype)
         for step, batch in enumerate(windows(parts.train, config.n_ctx, cfg)):
             loss = cross_entropy(
                 tensor_model.forward(w, config, batch[:, :-1]), batch[:, 1:], every

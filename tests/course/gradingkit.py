@@ -8,7 +8,10 @@ exercises), so the tests follow the chapters as they change:
 * :func:`answered_notebook`: the student notebook with chosen predict fields filled in;
 * :func:`wrong_value`: a literal that surely differs from a solution's literal;
 * :func:`learner_copies` and :func:`run_check`: a learner's folder of chapter notebooks and
-  ``llmfs check`` run on it (the self-check's tests share them).
+  ``llmfs check`` run on it (the self-check's tests share them);
+* :func:`grade_class`, :func:`scores_every_checked_point` and :func:`scores_nothing`: one
+  ``llmfs grade`` run over a chapter's class of submissions and what the chapters' grading
+  tests hold of its gradebook.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from llmfs.cli import main as llmfs_main
 from llmfs.course.exercise_checks.spec import SPECS, expected_outcome
 from llmfs.course.grading import extract
+from llmfs.course.grading.gradebook import Gradebook
 from llmfs.course.grading.key import ChapterKey, load_chapter_key
 from llmfs.course.manifest import Chapter, load_manifest
 
@@ -180,3 +184,51 @@ def run_check(folder: Path, *extra: str) -> tuple[int, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         code = llmfs_main(["check", "--dir", str(folder), "--cell-timeout", "60", *extra])
     return code, out.getvalue()
+
+
+def sandbox_limits(*limits: str) -> list[str]:
+    """``llmfs grade``'s ``limits``, with ``--no-sandbox`` added where bubblewrap is absent (the
+    grader refuses to run students' code unsandboxed unless told)."""
+    return [*limits, *([] if shutil.which("bwrap") else ["--no-sandbox"])]
+
+
+def grade_class(
+    root: Path,
+    chapter: Chapter,
+    submissions: dict[str, dict[str, Any]],
+    *options: str,
+) -> dict[tuple[str, str], Any]:
+    """Writes each of ``submissions`` (student name -> notebook) to ``root/submissions``, runs
+    ``llmfs grade`` over them for ``chapter`` with ``options`` (seed, limits), and returns the
+    gradebook's rows by ``(student, exercise id)``. Fails the calling test, with what the grader
+    printed, when it exits with an error."""
+    folder = root / "submissions"
+    folder.mkdir()
+    for name, notebook in submissions.items():
+        (folder / f"{name}.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    out = io.StringIO()
+    argv = ["grade", str(folder), "--chapter", chapter.id, "--out", str(root / "out"), *options]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = llmfs_main(argv)
+    assert code == 0, out.getvalue()
+    with Gradebook(root / "out" / "gradebook.sqlite") as book:
+        return {(row.student, row.exercise): row for row in book.rows()}
+
+
+def scores_every_checked_point(
+    rows: dict[tuple[str, str], Any], chapter: Chapter, student: str, *, but: tuple[str, ...] = ()
+) -> None:
+    """Every checked exercise of ``chapter`` but those in ``but`` earned ``student`` its points,
+    and each explain exercise waits for a person (``pending``)."""
+    for exercise in chapter.exercises:
+        row = rows[(student, exercise.id)]
+        if exercise.kind == "explain":
+            assert row.status == "pending", (exercise.id, row.status)
+        elif exercise.id not in but:
+            assert row.score == exercise.points, (exercise.id, row.status, row.message)
+
+
+def scores_nothing(rows: dict[tuple[str, str], Any], chapter: Chapter, student: str) -> None:
+    """No exercise of ``chapter`` earned ``student`` a point."""
+    for exercise in chapter.exercises:
+        assert not rows[(student, exercise.id)].score, (exercise.id, rows[(student, exercise.id)])

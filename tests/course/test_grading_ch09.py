@@ -5,25 +5,18 @@ with every chapter's, in ``test_grading_selfcheck_solutions.py``.)"""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import shutil
 from typing import Any
 
 import gradingkit as kit
 import pytest
 
-from llmfs.cli import main as llmfs_main
-from llmfs.course.grading.gradebook import Gradebook
-
 pytestmark = pytest.mark.notebooks
 
 CHAPTER = kit.MANIFEST.chapter("ch09")
 KEY = kit.key_of(CHAPTER)
-LIMITS = ["--cell-timeout", "30", "--timeout", "240", "--memory-mb", "2048", "--cases", "40"]
-if shutil.which("bwrap") is None:
-    LIMITS.append("--no-sandbox")
+LIMITS = kit.sandbox_limits(
+    "--cell-timeout", "30", "--timeout", "240", "--memory-mb", "2048", "--cases", "40"
+)
 
 ASSIGNED = """def view_backward(grad, view):
     buffer = np.zeros(view.owner.size)
@@ -48,18 +41,8 @@ CHECKED = [e for e in CHAPTER.exercises if e.kind != "explain"]
 FULL = sum(e.points for e in CHECKED)
 
 
-def _grade(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = llmfs_main(["grade", *argv])
-    return code, out.getvalue()
-
-
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
-    root = tmp_path_factory.mktemp("ch09")
-    subs = root / "submissions"
-    subs.mkdir()
     correct = kit.correct_notebook(CHAPTER)
     submissions = {
         "correct": correct,
@@ -67,14 +50,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], An
         "assigned": kit.set_source(correct, "ch09.view_backward", ASSIGNED),
         "shortcut": kit.set_source(correct, "ch09.view_backward", BY_AUTOGRAD),
     }
-    for name, notebook in submissions.items():
-        (subs / f"{name}.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
-    code, output = _grade(
-        str(subs), "--chapter", "ch09", "--seed", "4242", "--out", str(root / "out"), *LIMITS
-    )
-    assert code == 0, output
-    with Gradebook(root / "out" / "gradebook.sqlite") as book:
-        return {(r.student, r.exercise): r for r in book.rows()}
+    root = tmp_path_factory.mktemp("ch09")
+    return kit.grade_class(root, CHAPTER, submissions, "--seed", "4242", *LIMITS)
 
 
 def _total(rows: dict[tuple[str, str], Any], student: str) -> float:

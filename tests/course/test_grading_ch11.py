@@ -6,10 +6,6 @@ the solution is ``test_grading_selfcheck_solutions.py``'s, run once for every ch
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,18 +13,16 @@ from typing import Any
 import gradingkit as kit
 import pytest
 
-from llmfs.cli import main as llmfs_main
 from llmfs.course.exercise_checks import check_train_bpe
-from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt.tokenizer import pretokenize
 
 pytestmark = pytest.mark.notebooks
 
 CHAPTER = kit.MANIFEST.chapter("ch11")
 NAME = Path(CHAPTER.notebook).name
-LIMITS = ["--cell-timeout", "120", "--timeout", "600", "--memory-mb", "2048", "--cases", "30"]
-if shutil.which("bwrap") is None:
-    LIMITS.append("--no-sandbox")
+LIMITS = kit.sandbox_limits(
+    "--cell-timeout", "120", "--timeout", "600", "--memory-mb", "2048", "--cases", "30"
+)
 
 # Ties go to the pair counted first (Counter.most_common), not to the smallest pair.
 FIRST_SEEN = """def train_bpe(text, num_merges):
@@ -64,22 +58,12 @@ BORROWED = """def sample_next(logits, temperature, top_k, rng):
 """
 
 
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = llmfs_main(list(argv))
-    return code, out.getvalue()
-
-
 def _points(exercise_id: str) -> int:
     return kit.MANIFEST.exercise(exercise_id).points
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
-    root = tmp_path_factory.mktemp("ch11-class")
-    subs = root / "submissions"
-    subs.mkdir()
     solved = kit.solution_notebook(CHAPTER)
     stale = kit.set_source(
         solved,
@@ -94,34 +78,20 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], An
         "borrowed": kit.set_source(solved, "ch11.sample_next", BORROWED),
         "per_cell": stale,
     }
-    for name, notebook in submissions.items():
-        (subs / f"{name}.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
-    code, output = _run(
-        "grade", str(subs), "--chapter", "11", "--seed", "7", "--out", str(root / "out"), *LIMITS
-    )
-    assert code == 0, output
-    with Gradebook(root / "out" / "gradebook.sqlite") as book:
-        return {(row.student, row.exercise): row for row in book.rows()}
+    root = tmp_path_factory.mktemp("ch11-class")
+    return kit.grade_class(root, CHAPTER, submissions, "--seed", "7", *LIMITS)
 
 
 def test_the_solution_scores_every_checked_point(graded: dict[tuple[str, str], Any]) -> None:
-    for exercise in CHAPTER.exercises:
-        row = graded[("solved", exercise.id)]
-        if exercise.kind == "explain":
-            assert row.status == "pending"
-        else:
-            assert row.score == exercise.points, (exercise.id, row.status, row.message)
+    kit.scores_every_checked_point(graded, CHAPTER, "solved")
 
 
 def test_the_blank_notebook_scores_nothing(graded: dict[tuple[str, str], Any]) -> None:
-    for exercise in CHAPTER.exercises:
-        assert not graded[("blank", exercise.id)].score, exercise.id
+    kit.scores_nothing(graded, CHAPTER, "blank")
 
 
 def _others_kept(graded: dict[tuple[str, str], Any], student: str, lost: str) -> None:
-    for exercise in CHAPTER.exercises:
-        if exercise.kind != "explain" and exercise.id != lost:
-            assert graded[(student, exercise.id)].score == exercise.points, exercise.id
+    kit.scores_every_checked_point(graded, CHAPTER, student, but=(lost,))
 
 
 def test_a_trainer_with_ties_to_the_first_counted_pair_loses_it_and_is_told_the_rule(

@@ -6,17 +6,10 @@ solution, answered and right everywhere, runs with every chapter's, in
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
-import shutil
 from typing import Any
 
 import gradingkit as kit
 import pytest
-
-from llmfs.cli import main as llmfs_main
-from llmfs.course.grading.gradebook import Gradebook
 
 pytestmark = pytest.mark.notebooks
 
@@ -28,47 +21,29 @@ NAIVE = """def cross_entropy(logits, targets, weights):
     w = lt.Tensor.from_numpy(np.asarray(weights, dtype=np.float64))
     return -lt.sum(lt.log(lt.sum(probs * onehot, axis=-1)) * w) / float(np.sum(weights))
 """
-LIMITS = ["--cell-timeout", "120", "--timeout", "600", "--memory-mb", "2048", "--cases", "20"]
-if shutil.which("bwrap") is None:
-    LIMITS.append("--no-sandbox")
-
-
-def _run(*argv: str) -> tuple[int, str]:
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = llmfs_main(list(argv))
-    return code, out.getvalue()
+LIMITS = kit.sandbox_limits(
+    "--cell-timeout", "120", "--timeout", "600", "--memory-mb", "2048", "--cases", "20"
+)
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Any]:
+    solved = kit.solution_notebook(CHAPTER)
+    submissions = {
+        "solved": solved,
+        "blank": kit.student_notebook(CHAPTER),
+        "naive": kit.set_source(solved, "ch10.cross_entropy", NAIVE),
+    }
     root = tmp_path_factory.mktemp("ch10-class")
-    subs = root / "submissions"
-    subs.mkdir()
-    shutil.copy(kit.REPO / CHAPTER.solution, subs / "solved.ipynb")
-    shutil.copy(kit.REPO / CHAPTER.notebook, subs / "blank.ipynb")
-    naive = kit.set_source(kit.solution_notebook(CHAPTER), "ch10.cross_entropy", NAIVE)
-    (subs / "naive.ipynb").write_text(json.dumps(naive), encoding="utf-8")
-    code, output = _run(
-        "grade", str(subs), "--chapter", "10", "--seed", "7", "--out", str(root / "out"), *LIMITS
-    )
-    assert code == 0, output
-    with Gradebook(root / "out" / "gradebook.sqlite") as book:
-        return {(row.student, row.exercise): row for row in book.rows()}
+    return kit.grade_class(root, CHAPTER, submissions, "--seed", "7", *LIMITS)
 
 
 def test_the_solution_scores_every_checked_point(graded: dict[tuple[str, str], Any]) -> None:
-    for exercise in CHAPTER.exercises:
-        row = graded[("solved", exercise.id)]
-        if exercise.kind == "explain":
-            assert row.status == "pending"
-        else:
-            assert row.score == exercise.points, (exercise.id, row.status, row.message)
+    kit.scores_every_checked_point(graded, CHAPTER, "solved")
 
 
 def test_the_blank_notebook_scores_nothing(graded: dict[tuple[str, str], Any]) -> None:
-    for exercise in CHAPTER.exercises:
-        assert not graded[("blank", exercise.id)].score, exercise.id
+    kit.scores_nothing(graded, CHAPTER, "blank")
 
 
 def test_a_naive_softmax_loses_the_loss_on_hidden_cases_and_keeps_the_rest(
