@@ -117,6 +117,8 @@ def test_a_sampler_that_calls_the_librarys_is_refused(graded: dict[tuple[str, st
 def test_staleness_per_cell_gets_its_misconception(graded: dict[tuple[str, str], Any]) -> None:
     row = graded[("per_cell", "ch11.q4")]
     assert row.score < _points("ch11.q4") and "wrong: before" in row.message, row
+    # The grader names the misconception the manifest gives that value, as the notebook does.
+    assert "Staleness is per owner, not per cell" in row.message, row.message
     _others_kept(graded, "per_cell", "ch11.q4")
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
+from typing import Any
 
 import gradingkit as kit
 import pytest
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 from llmfs.course import CourseError
 from llmfs.course.grading import extract
-from llmfs.course.grading.score import field_matches
+from llmfs.course.grading.score import field_matches, score_predict
 from llmfs.course.manifest import Exercise
 
 
@@ -286,3 +288,42 @@ def test_a_cell_longer_than_the_parse_limit_is_reported_not_parsed() -> None:
     assert extract.find_exercise(_nb(_code(short, "ch09.q1")), PREDICT).answer == {
         "shape": [0] * 1000
     }
+
+
+def _named_mistakes() -> list[tuple[str, Any]]:
+    return [
+        (chapter.id, mistake)
+        for chapter in kit.MANIFEST.published_chapters
+        for exercise in chapter.exercises
+        if exercise.kind == "predict"
+        for mistake in exercise.mistakes
+    ]
+
+
+@pytest.mark.parametrize(
+    ("chapter_id", "mistake"),
+    _named_mistakes(),
+    ids=[f"{m.field}-{k}" for k, (_, m) in enumerate(_named_mistakes())],
+)
+def test_the_grader_names_the_manifests_misconception_for_a_named_wrong_value(
+    chapter_id: str, mistake: Any
+) -> None:
+    # Every named mistake of every chapter: the grader's row says what the notebook's check says
+    # for that value (one record), and still lists the field as wrong.
+    key = _keys(chapter_id)
+    [item] = [i for i in key.exercises if any(m is mistake for m in i.exercise.mistakes)]
+    answers = {name: value for name, value in item.answers.items()}
+    answers[mistake.field] = mistake.answer
+    result = score_predict(item, extract.Found(item.exercise, 1, (1,), answers))
+    if field_matches(mistake.field, mistake.answer, item.answers[mistake.field]):
+        pytest.fail(f"{item.exercise.id}: the named mistake {mistake.answer!r} is the answer")
+    assert mistake.message in result.message, result.message
+    assert f"wrong: {mistake.field}" in result.message, result.message
+    # Right values never draw a misconception's message.
+    clean = score_predict(item, extract.Found(item.exercise, 1, (1,), dict(item.answers)))
+    assert all(m.message not in clean.message for m in item.exercise.mistakes), clean.message
+
+
+@functools.cache
+def _keys(chapter_id: str) -> Any:
+    return kit.key_of(kit.MANIFEST.chapter(chapter_id))

@@ -156,6 +156,14 @@ def score_predict(item: ExerciseKey, found: extract.Found) -> ExerciseResult:
     parts = [f"{len(right)} of {len(names)} fields right"]
     if wrong:
         parts.append("wrong: " + ", ".join(wrong))
+        # The misconceptions the manifest names for these wrong values: what the notebook's own
+        # check tells the learner for the same answer (one record for both).
+        parts += [
+            mistake.message
+            for mistake in exercise.mistakes
+            if mistake.field in wrong
+            and field_matches(mistake.field, given[mistake.field], mistake.answer)
+        ]
     missing = [name for name in names if given[name] is None]
     if missing:
         parts.append("not answered: " + ", ".join(missing))
