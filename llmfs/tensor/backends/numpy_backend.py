@@ -23,14 +23,13 @@ as the reference backend's copy does one step at a time.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from llmfs.tensor.backends.base import Backend, read_array
 from llmfs.tensor.backends.numpy_copies import copy_strided, gather
-from llmfs.tensor.layout import element_count, reduced_shape
+from llmfs.tensor.layout import Layout, element_count, reduced_shape
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -173,16 +172,12 @@ def shared_matrix_rows(
         return None
     if any(n != 1 and s != 0 for n, s in zip(right_shape[:-2], right_strides[:-2])):
         return None
-    axes = [a for a in range(len(left_shape) - 1) if left_shape[a] != 1]
-    if not axes:  # one row in all: nothing to merge
+    # The batch and row axes merge into one exactly when the layout rule that fuses neighbouring
+    # axes (Layout.coalesce, strides in any unit) leaves exactly one of them.
+    rows = Layout(tuple(left_shape[:-1]), tuple(left_strides[:-1])).coalesce()
+    if rows.rank != 1:  # none left (one row in all: nothing to merge) or more than one
         return None
-    rows = 1
-    for outer, inner in itertools.pairwise(axes):
-        if left_strides[outer] != left_strides[inner] * left_shape[inner]:
-            return None
-    for a in axes:
-        rows *= left_shape[a]
-    return rows, left_strides[axes[-1]]
+    return rows.shape[0], rows.strides[0]
 
 
 def _product(left: np.ndarray, right: np.ndarray, out: np.ndarray) -> None:
