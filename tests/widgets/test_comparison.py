@@ -8,7 +8,7 @@ from pathlib import Path
 
 from llmfs.widgets import check, predict
 from llmfs.widgets.examples import seed_fixture
-from tests.course.exercises.exercisekit import RIGHT, WRONG
+from tests.course.exercises.exercisekit import RIGHT, WRONG, WRONGS
 
 
 def test_a_complete_check_puts_the_verdict_first_and_hides_the_truth_of_wrong_fields() -> None:
@@ -76,14 +76,15 @@ def test_wrong_fields_can_be_retried_and_are_revealed_after_three_wrong_tries(
 ) -> None:
     scope = {"base": seed_fixture()}
     for attempt in (1, 2):
-        comparison = check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **WRONG), scope)
+        wrong = WRONGS[attempt - 1]
+        comparison = check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **wrong), scope)
         text = repr(comparison)
-        assert "[1, 3]" not in text and "✗ strides: [2, 1]" in text
+        assert "[1, 3]" not in text and f"✗ strides: {wrong['strides']}" in text
         assert f"{3 - attempt} more wrong tr" in text
-    third = check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **WRONG), scope)
+    third = check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **WRONGS[2]), scope)
     lines = repr(third).splitlines()
     assert lines[0] == "ch02.q1: 1 of 3 fields right; the answers of the others are shown"
-    assert "  ✗ strides: [2, 1]" in lines and "      answer: [1, 3]" in lines
+    assert "  ✗ strides: [1, 2]" in lines and "      answer: [1, 3]" in lines
     assert "      answer: [0, 3, 1, 4, 2, 5]" in lines
     assert "coordinate  offset  value" in repr(third)  # every field right or revealed
     final = check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **RIGHT), scope)

@@ -37,10 +37,12 @@ import ast
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from html import escape
 from typing import Any
 
 from llmfs.course import CourseError
 from llmfs.course.attempts import record_event
+from llmfs.course.exercises.describe import ExpressionError
 from llmfs.course.exercises.entries import (
     LABELS,
     PredictionError,
@@ -49,10 +51,17 @@ from llmfs.course.exercises.entries import (
     predict_exercise,
 )
 from llmfs.course.exercises.feedback import plain_text
+from llmfs.course.exercises.fixtures import FixtureError, fixture_namespace
 from llmfs.course.exercises.judge import Verdict, compare
 from llmfs.course.exercises.reveals import REVEALS_OFF, reveal_bundle, reveals_allowed
 from llmfs.course.exercises.run import Outcome, run
-from llmfs.course.exercises.state import exercise_finished, exercise_state, record
+from llmfs.course.exercises.state import (
+    exercise_finished,
+    exercise_state,
+    key_text,
+    prediction_key,
+    record,
+)
 
 #: Wrong tries at a field after which its answer is shown (``check(..., max_tries=N)`` changes it).
 MAX_WRONG_TRIES = 3
@@ -152,7 +161,9 @@ class Comparison:
     """The result of :func:`check`: the outcome and one verdict per field.
 
     ``complete`` is False when a field is still missing or unreadable: then only the question
-    and the missing fields are shown, nothing of the truth. ``repr`` is the fixed-width text; in
+    and the missing fields are shown, nothing of the truth. ``repeated`` is True when the
+    prediction is one already tried at this exercise: it was judged again and shown, but not
+    counted as a try. ``repr`` is the fixed-width text; in
     a notebook it renders as HTML with the same content.
     """
 
@@ -163,6 +174,7 @@ class Comparison:
     exercise_id: str | None = None
     tries_left: Mapping[str, int] | None = None
     reveals: bool = True
+    repeated: bool = False
 
     @property
     def score(self) -> dict[str, bool]:
@@ -191,6 +203,28 @@ class Comparison:
         return reveal_bundle(self.exercise_id, (v.field for v in self.verdicts if v.revealed))
 
 
+@dataclass(frozen=True)
+class NotChecked:
+    """A check that could not judge: the exercise's expression could not be evaluated for a
+    reason that is not the learner's answer (``reason``). Nothing was recorded, no try spent,
+    nothing revealed."""
+
+    exercise_id: str
+    reason: str
+    recorded: bool = False
+    complete: bool = False
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.exercise_id}: not checked: the exercise's expression could not be "
+            f"evaluated ({self.reason}). This is not about your answer: nothing was recorded "
+            "and no try was spent."
+        )
+
+    def _repr_html_(self) -> str:
+        return f'<p class="llmfs-verdict" data-status="not-checked">{escape(repr(self))}</p>'
+
+
 def attempt(
     exercise_id: str | None,
     answers: Mapping[str, Any],
@@ -199,13 +233,15 @@ def attempt(
     *,
     reveal: bool = False,
     max_tries: int | None = None,
-    typed: Mapping[str, str] | None = None,
     mistakes: Sequence[Any] = (),
 ) -> Comparison:
     """The one exercise step behind :func:`check` and the widget's Run: judge ``answers``
-    against ``outcome``; when every field is answered, record the attempt and update the
-    exercise's :class:`ExerciseState`; reveal the fields with ``max_tries`` wrong tries
-    (default :data:`MAX_WRONG_TRIES`) or every field when ``reveal`` (a logged event). With
+    against ``outcome``; when every field is answered and the prediction is a new one (a
+    prediction already tried is judged and shown again, never counted: see
+    :mod:`~llmfs.course.exercises.state`), record the attempt and update the exercise's
+    :class:`ExerciseState`; reveal the fields with ``max_tries`` wrong tries (default
+    :data:`MAX_WRONG_TRIES`), counted over distinct predictions, or every field when ``reveal``
+    (a logged event). With
     reveals off nothing is revealed, and ``reveal=True`` raises :class:`CourseError` before
     anything is judged or recorded."""
     limit = MAX_WRONG_TRIES if max_tries is None else max_tries
@@ -220,21 +256,20 @@ def attempt(
     verdicts = compare(answers, outcome, fields, mistakes=mistakes)
     complete = all(v.answered for v in verdicts)
     state = exercise_state(exercise_id) if exercise_id else None
-    recorded = False
+    recorded = repeated = False
     if state is not None:
         state.answers = dict(answers)
         if complete:
-            recorded = record(
-                exercise_id,
-                verdicts,
-                answers=typed,
-                hints=state.hints_seen,
-                revealed=sorted(state.revealed),
-            )
-            state.attempts += 1
-            for v in verdicts:
-                if v.status == "wrong":
-                    state.wrong_tries[v.field] = state.wrong_tries.get(v.field, 0) + 1
+            key = prediction_key(verdicts)
+            repeated = key_text(key) in state.tried
+            if not repeated:  # a try is a distinct prediction (see state's module docstring)
+                recorded = record(
+                    exercise_id,
+                    verdicts,
+                    hints=state.hints_seen,
+                    revealed=sorted(state.revealed),
+                )
+                state.count_try(key, {v.field: v.status == "right" for v in verdicts})
         if reveal:
             newly = sorted({v.field for v in verdicts if v.status != "right"} - state.revealed)
             if newly:
@@ -243,7 +278,8 @@ def attempt(
         tried_out = sorted(
             f for f, n in state.wrong_tries.items() if n >= limit and f not in state.revealed
         )
-        if tried_out and reveals:  # shown now because of the wrong tries: the log says so
+        # Shown now because of the wrong tries (never on a repeated prediction): the log says so.
+        if tried_out and reveals and not repeated:
             record_event("reveal", exercise_id, fields=tried_out)  # type: ignore[arg-type]
             state.revealed.update(tried_out)
         # With reveals off even an answer shown earlier (practice work in the same folder)
@@ -254,7 +290,9 @@ def attempt(
         shown = {v.field for v in verdicts} if reveal else set()
         left = None
     verdicts = tuple(_with_reveal(v, v.field in shown) for v in verdicts)
-    comparison = Comparison(outcome, verdicts, recorded, complete, exercise_id, left, reveals)
+    comparison = Comparison(
+        outcome, verdicts, recorded, complete, exercise_id, left, reveals, repeated
+    )
     if state is not None:
         state.last = comparison
         state.notify()
@@ -272,28 +310,46 @@ def check(
     fields: Sequence[str] | None = None,
     reveal: bool = False,
     max_tries: int | None = None,
-) -> Comparison:
+) -> Comparison | NotChecked:
     """Runs the prediction's expression and judges the prediction, field by field.
 
-    Names in a string expression come from ``namespace``, or, when it is omitted, from the
-    calling module's globals (a notebook's variables). ``fields`` adds fields that count as
+    An exercise's expression is evaluated in its fixture
+    (:func:`~llmfs.course.exercises.fixtures.fixture_namespace`: the names the chapter defines
+    for it, in a fresh namespace), never in the learner's kernel, so the verdict depends on the
+    answer alone; ``namespace`` replaces the fixture (for authors and tests). Without an
+    exercise or a fixture, names come from ``namespace`` or else the calling module's globals.
+    When an exercise's expression cannot be evaluated (its fixture or the expression fails, a
+    reason that is not the answer) the check returns a :class:`NotChecked` saying why: nothing
+    is recorded and no try is spent. ``fields`` adds fields that count as
     "not answered yet" when the prediction lacks them. A complete prediction of an exercise is
     recorded; an incomplete one shows only what is missing. ``reveal=True`` shows the answers of
     the fields not yet right (logged); a field is also revealed after ``max_tries`` wrong tries.
     Raises :class:`~llmfs.course.exercises.describe.ExpressionError` for a Python error in the
-    expression, and :class:`CourseError` for ``reveal=True`` while reveals are off.
+    expression of a prediction that is not an exercise's, and :class:`CourseError` for
+    ``reveal=True`` while reveals are off.
     """
     if not isinstance(prediction, Prediction):
         raise PredictionError(
             f"check() takes what predict(...) returned, got {type(prediction).__name__}"
         )
+    exercise_id = prediction.exercise_id
+    mistakes: Sequence[Any] = ()
+    if exercise_id is not None:
+        mistakes = predict_exercise(exercise_id).mistakes
+        if namespace is None:
+            try:
+                namespace = fixture_namespace(exercise_id)
+            except FixtureError as error:
+                return NotChecked(exercise_id, str(error))
     if namespace is None and isinstance(prediction.expression, str):
         namespace = sys._getframe(1).f_globals
-    mistakes: Sequence[Any] = ()
-    if prediction.exercise_id is not None:
-        mistakes = predict_exercise(prediction.exercise_id).mistakes
     plain = is_plain(list(prediction.fields))
-    outcome = run(prediction.expression, namespace, label=prediction.label, plain=plain)
+    try:
+        outcome = run(prediction.expression, namespace, label=prediction.label, plain=plain)
+    except ExpressionError as error:
+        if exercise_id is None:
+            raise
+        return NotChecked(exercise_id, str(error))
     extra = [f for f in fields or () if f not in prediction.fields]
     chosen = list(prediction.fields) + extra
     return attempt(
@@ -331,6 +387,7 @@ def after(*exercise_ids: str) -> bool:
 __all__ = [
     "MAX_WRONG_TRIES",
     "Comparison",
+    "NotChecked",
     "Prediction",
     "after",
     "attempt",

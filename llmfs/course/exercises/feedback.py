@@ -41,9 +41,12 @@ def headline(comparison: Comparison) -> str:
             if count > 1
             else (f"{head}{RIGHT_MARK} right")
         )
+    # A prediction already tried is shown again, not counted: the headline says so.
+    again = " (the same prediction as an earlier try: not counted again)"
+    again = again if comparison.repeated else ""
     if comparison.finished:
-        return f"{head}{right} of {count} fields right; the answers of the others are shown"
-    return f"{head}{right} of {count} field{plural} right: try the {WRONG_MARK} fields again"
+        return f"{head}{right} of {count} fields right; the answers of the others are shown{again}"
+    return f"{head}{right} of {count} field{plural} right: try the {WRONG_MARK} fields again{again}"
 
 
 def question(comparison: Comparison) -> str:

@@ -1,4 +1,4 @@
-"""Hints and explain exercises: ``hint(...)`` shows an exercise's hints one at a time;
+"""Hints and explain exercises: ``hint(id, n)`` shows an exercise's hint ``n`` (each counted once);
 ``model_answer(...)`` shows an explain exercise's model answer and rubric once the learner has
 written an answer of their own. Both are logged (hints seen, the answer revealed).
 """
@@ -31,27 +31,41 @@ class Hint:
     def __repr__(self) -> str:
         if not self.total:
             return f"{self.exercise_id} has no hints"
-        more = "" if self.number < self.total else " (that was the last hint)"
+        more = (
+            f' (for the next, run hint("{self.exercise_id}", {self.number + 1}))'
+            if self.number < self.total
+            else " (that was the last hint)"
+        )
         return f"hint {self.number} of {self.total} for {self.exercise_id}{more}: {self.text}"
 
     def _repr_html_(self) -> str:
         return f'<p class="llmfs-hint">{escape(repr(self))}</p>'
 
 
-def hint(exercise_id: str) -> Hint:
-    """The exercise's next hint (one more each call; after the last, the last again), recorded
-    in the attempts log. Raises :class:`CourseError` for an unknown exercise."""
+def hint(exercise_id: str, number: int = 1) -> Hint:
+    """Hint ``number`` (1 for the first) of the exercise, logged the first time it is shown.
+
+    A hint is asked for by its number, written in the cell (``hint("ch02.q1")`` is hint 1,
+    ``hint("ch02.q1", 2)`` the next), so running the same cell again (a re-run, Run All, a
+    restarted kernel) shows the same hint and counts nothing: the hints used are the highest
+    number shown, each hint counted once. A number past the last shows the last. Raises
+    :class:`CourseError` for an unknown exercise or a number below 1."""
     exercise = load_manifest().exercise(exercise_id)
+    if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+        raise CourseError(
+            f"hint({exercise_id!r}, number): number is 1 for the first hint, 2 for the next, "
+            f"...; got {number!r}"
+        )
     hints = exercise.hints
     if not hints:
         return Hint(exercise_id, 0, 0, "")
     state = exercise_state(exercise_id)
-    number = min(state.hints_seen + 1, len(hints))
-    if number > state.hints_seen:
-        record_event("hint", exercise_id, number=number)
-        state.hints_seen = number
+    shown = min(number, len(hints))
+    if shown > state.hints_seen:
+        record_event("hint", exercise_id, number=shown)
+        state.hints_seen = shown
         state.notify()
-    return Hint(exercise_id, number, len(hints), hints[number - 1])
+    return Hint(exercise_id, shown, len(hints), hints[shown - 1])
 
 
 #: Fewest words an explain answer needs before its model answer may be revealed.

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmfs.course.exercises.entries import is_plain, predict_exercise
+from llmfs.course.exercises.fixtures import fixture_namespace
 from llmfs.course.exercises.judge import Verdict, compare
 from llmfs.course.exercises.run import run
 
@@ -168,15 +169,19 @@ def judge_record(
     manifest: Any = None,
 ) -> tuple[Verdict, ...]:
     """The verdicts of ``record`` (what :func:`record_of` read) for the predict exercise
-    ``exercise_id``, its expression run in ``namespace``: the same judgement as the notebook's
+    ``exercise_id``, its expression run in the exercise's fixture
+    (:func:`~llmfs.course.exercises.fixtures.fixture_namespace`; ``namespace`` only when the
+    course defines none): the same judgement as the notebook's
     ``check`` of the same cell (one :func:`~llmfs.course.exercises.judge.compare`, with the
     exercise's own mistakes), without recording anything. A field the exercise does not ask is
     ignored. Raises :class:`~llmfs.course.CourseError` for an exercise that is not a predict
-    exercise and :class:`~llmfs.course.exercises.describe.ExpressionError` when the expression
-    fails."""
+    exercise, :class:`~llmfs.course.exercises.fixtures.FixtureError` when its fixture fails and
+    :class:`~llmfs.course.exercises.describe.ExpressionError` when the expression fails."""
     exercise = predict_exercise(exercise_id, manifest)
     fields = list(exercise.fields)
-    outcome = run(exercise.expression, namespace, plain=is_plain(fields))
+    fixture = fixture_namespace(exercise_id, manifest)
+    scope = namespace if fixture is None else fixture
+    outcome = run(exercise.expression, scope, plain=is_plain(fields))
     answers = {name: _entry(value) for name, value in record.items() if name in fields}
     return compare(answers, outcome, fields, mistakes=exercise.mistakes)
 

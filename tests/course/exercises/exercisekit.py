@@ -74,3 +74,10 @@ def seed_fixture() -> Tensor:
 #: A wrong and the right prediction of ``ch02.q1`` (``base.transpose(0, 1)`` of the example).
 WRONG = {"shape": [3, 2], "strides": [2, 1], "offsets": [0, 1, 2, 3, 4, 5]}
 RIGHT = {"shape": [3, 2], "strides": [1, 3], "offsets": [0, 3, 1, 4, 2, 5]}
+#: Three distinct wrong predictions of ``ch02.q1`` (strides and offsets wrong in each): three
+#: tries, where the same prediction checked three times is one.
+WRONGS = (
+    WRONG,
+    {"shape": [3, 2], "strides": [3, 1], "offsets": [0, 2, 4, 1, 3, 5]},
+    {"shape": [3, 2], "strides": [1, 2], "offsets": [5, 4, 3, 2, 1, 0]},
+)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from exercisekit import WRONG, seed_fixture
+from exercisekit import WRONG, WRONGS, seed_fixture
 
 from llmfs.course import CourseError
 from llmfs.course.exercises import state
@@ -90,10 +90,10 @@ def test_an_unknown_exercise_id_is_a_course_error(attempts_log: Path) -> None:
 
 def test_the_state_survives_a_new_kernel(attempts_log: Path) -> None:
     scope = {"base": seed_fixture()}
-    for _ in range(2):
-        check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **WRONG), scope)
+    for wrong in WRONGS[:2]:
+        check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **wrong), scope)
     state._STATES.clear()  # what a kernel restart forgets
-    third = check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **WRONG), scope)
+    third = check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **WRONGS[2]), scope)
     strides = next(v for v in third.verdicts if v.field == "strides")
     assert strides.revealed and strides.shown_truth == "[1, 3]"  # the third wrong try, counted
 

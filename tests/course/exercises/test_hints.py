@@ -13,16 +13,29 @@ from llmfs.course.exercises.api import check, predict
 from llmfs.course.exercises.hints import hint, model_answer
 
 
-def test_hints_come_one_at_a_time_and_are_logged(attempts_log: Path) -> None:
-    first, second, again = hint("ch02.q1"), hint("ch02.q1"), hint("ch02.q1")
-    assert repr(first) == "hint 1 of 2 for ch02.q1: A transpose swaps sizes and strides."
+def test_a_hint_is_asked_for_by_its_number_and_each_is_counted_once(attempts_log: Path) -> None:
+    first, again, second, past = (
+        hint("ch02.q1"),
+        hint("ch02.q1"),  # the same cell run again (a re-run, Run All): the same hint
+        hint("ch02.q1", 2),
+        hint("ch02.q1", 5),
+    )
+    assert repr(first) == (
+        'hint 1 of 2 for ch02.q1 (for the next, run hint("ch02.q1", 2)): '
+        "A transpose swaps sizes and strides."
+    )
+    assert again == first
     assert repr(second).startswith("hint 2 of 2 for ch02.q1 (that was the last hint)")
-    assert again.number == 2
+    assert past.number == 2
+    assert hint("ch02.q1").number == 1  # asking for the first again never goes back a count
     events = [json.loads(line) for line in attempts_log.read_text().splitlines()]
     assert [e["number"] for e in events] == [1, 2]
     check(predict("base.transpose(0, 1)", exercise_id="ch02.q1", **RIGHT), {"base": seed_fixture()})
     assert json.loads(attempts_log.read_text().splitlines()[-1])["hints"] == 2
     assert repr(hint("ch02.q2")) == "ch02.q2 has no hints"
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(CourseError, match="number is 1 for the first hint"):
+            hint("ch02.q1", bad)  # type: ignore[arg-type]
 
 
 def test_a_model_answer_is_shown_only_after_the_learner_wrote_one(
