@@ -251,7 +251,7 @@ def attempt(
     if reveal and not reveals:
         raise CourseError(
             f"{REVEALS_OFF}: reveal=True shows no answer here; each check says right or wrong "
-            "per field, and hint(...) gives the exercise's next hint"
+            "per field, and hint(id, n) gives the exercise's hint n"
         )
     verdicts = compare(answers, outcome, fields, mistakes=mistakes)
     complete = all(v.answered for v in verdicts)
