@@ -121,7 +121,9 @@ def test_a_fixture_that_fails_is_not_the_learners_answer(
     cells = [
         code(
             "a",
-            "from llmfs.tensor import Tensor\nbase = Tensor.zeros([2, 3])\nraise RuntimeError('a broken course cell')",
+            "from llmfs.tensor import Tensor\n"
+            "base = Tensor.zeros([2, 3])\n"
+            "raise RuntimeError('a broken course cell')",
         ),
         code("b", 'q1 = predict("base.view()", exercise_id="ch01.q1", shape=[2, 3])'),
     ]
