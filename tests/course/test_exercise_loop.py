@@ -217,3 +217,34 @@ def test_a_notebook_run_again_with_the_same_answer_spends_one_try_and_a_hint_cou
     state._STATES.clear()
     rebuilt = state.exercise_state("ch02.q1", log)
     assert rebuilt.attempts == 2 and rebuilt.hints_seen == 1 and not rebuilt.revealed
+
+
+@pytest.mark.slow
+def test_llmfs_check_judges_in_the_fixture_not_in_the_learners_names(tmp_path: Path) -> None:
+    # A learner's cell rebinds the names ch01.q2 reads (x) right before the exercise: the
+    # headless run of llmfs check, in its sandboxed kernel, still judges the right answer right
+    # and the wrong one wrong, because both are judged in the exercise's fixture.
+    gradingkit = pytest.importorskip("gradingkit")
+    chapter = MANIFEST.chapter("ch01")
+    key = gradingkit.key_of(chapter)
+    items = {item.exercise.id: item for item in key.exercises}
+    right, wrong = items["ch01.q2"], items["ch01.q3"]
+    student = gradingkit.student_notebook(chapter)
+    student = gradingkit.set_source(
+        student, "ch01.q2", gradingkit.fill_fields(right.blank_source, right.answers)
+    )
+    answers = {name: gradingkit.wrong_value(value) for name, value in wrong.answers.items()}
+    student = gradingkit.set_source(
+        student, "ch01.q3", gradingkit.fill_fields(wrong.blank_source, answers)
+    )
+    position = gradingkit.extract.tagged_cells(student)["ch01.q2"][0]
+    student["cells"].insert(
+        position - 1, gradingkit.code_cell("x = Tensor.from_vec([2, 3, 4], [0.0] * 24)")
+    )
+    (tmp_path / Path(chapter.notebook).name).write_text(json.dumps(student), encoding="utf-8")
+    status, text = gradingkit.run_check(tmp_path, "--json")
+    assert status == 0, text
+    (report,) = json.loads(text)["chapters"]
+    found = {e["id"]: e for e in report["exercises"]}
+    assert found["ch01.q2"]["right"] is True, found["ch01.q2"]
+    assert found["ch01.q3"]["right"] is False
