@@ -8,9 +8,12 @@ One idea per module, imports running down this list:
   that say what an expression did (owner, layout, offsets, values, or the refusal);
 * :mod:`~llmfs.course.exercises.entries`: field names, aliases, reading what a learner types;
 * :mod:`~llmfs.course.exercises.run`: running the expression (:class:`Outcome`, its truth);
+* :mod:`~llmfs.course.exercises.fixtures`: the context an exercise's expression runs in, built
+  from the chapter's ``fixture`` cells, never the learner's kernel;
 * :mod:`~llmfs.course.exercises.misconceptions`: named mistakes recognised from a wrong answer;
 * :mod:`~llmfs.course.exercises.judge`: :class:`Verdict`, :func:`judge`, :func:`compare`;
-* :mod:`~llmfs.course.exercises.state`: tries, reveals and hints per exercise (the attempts log);
+* :mod:`~llmfs.course.exercises.state`: tries (each a distinct prediction), reveals and hints per
+  exercise (the attempts log);
 * :mod:`~llmfs.course.exercises.feedback`: the text of a comparison;
 * :mod:`~llmfs.course.exercises.record`: the answer, which is the text of the exercise's cell;
 * :mod:`~llmfs.course.exercises.api`: ``predict``, ``check``, ``after``;

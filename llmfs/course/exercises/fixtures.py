@@ -15,8 +15,9 @@ learner's notebook changes no verdict. A fixture cell defines names and may prin
 discarded); it must not depend on an exercise the learner writes.
 
 The notebook's ``check``, ``llmfs check`` (:func:`~llmfs.course.exercises.record.judge_record`)
-and the tests all evaluate through :func:`fixture_namespace`. The answer key ``llmfs grade``
-uses is the solution's literals, which the course's tests hold equal to the fixture's truth.
+and the tests all evaluate through :func:`exercise_outcome` (or :func:`fixture_namespace`). The
+answer key ``llmfs grade`` uses is the solution's literals, which the course's tests hold equal
+to the fixture's truth.
 
 A course whose chapter notebook has no ``fixture`` cell (a throwaway course in a test) has no
 fixtures: :func:`fixture_sources` returns ``None`` and the caller's namespace is used.
@@ -27,12 +28,14 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.entries import is_plain, predict_exercise
+from llmfs.course.exercises.run import Outcome, run
 from llmfs.course.manifest import load_manifest
 
 #: The tag of a cell that defines names for the chapter's predict exercises.
@@ -157,4 +160,25 @@ def fixture_namespace(exercise_id: str, manifest: Any = None) -> dict[str, Any] 
     return namespace
 
 
-__all__ = ["FIXTURE_TAG", "FixtureError", "fixture_namespace", "fixture_sources"]
+def exercise_outcome(
+    exercise_id: str, namespace: Mapping[str, Any] | None = None, *, manifest: Any = None
+) -> Outcome:
+    """What the predict exercise's expression gives, evaluated in its fixture (``namespace``
+    only when the course defines none): the one evaluation behind the notebook's ``check``,
+    ``llmfs check`` and the tests, whose :meth:`Outcome.truth` is each field's true value.
+    Raises :class:`CourseError` for an exercise that is not a predict exercise,
+    :class:`FixtureError` when its fixture fails and
+    :class:`~llmfs.course.exercises.describe.ExpressionError` when the expression fails."""
+    exercise = predict_exercise(exercise_id, manifest)
+    fixture = fixture_namespace(exercise_id, manifest)
+    scope = namespace if fixture is None else fixture
+    return run(exercise.expression, scope, plain=is_plain(list(exercise.fields)))
+
+
+__all__ = [
+    "FIXTURE_TAG",
+    "FixtureError",
+    "exercise_outcome",
+    "fixture_namespace",
+    "fixture_sources",
+]

@@ -8,15 +8,16 @@ closed. Everything that judges an answer reads this one record:
 * the notebook's ``check(q)`` judges the prediction the cell made (its literals);
 * ``llmfs grade`` reads the literals statically (:mod:`llmfs.course.grading.extract`, which uses
   :func:`predict_call` and :func:`call_fields` from here) and compares them with the solution's;
-* ``llmfs check`` reads the literals statically too, then judges them against the exercise's
-  expression run at the exercise's place in the notebook (:func:`judge_cell_source` makes the
-  cell its headless run executes there, :func:`judge_in_kernel` runs in it), so a line of the
-  attempts log can never change what counts.
+* ``llmfs check`` reads the literals statically too, then judges them, in a cell its headless
+  run executes right after the exercise's cell (:func:`judge_cell_source` makes it,
+  :func:`judge_in_kernel` runs in it), against the exercise's expression evaluated in its
+  fixture (:mod:`llmfs.course.exercises.fixtures`), as the notebook's ``check`` does, so
+  neither a line of the attempts log nor the kernel's names can change what counts.
 
 The attempts log (:mod:`llmfs.course.attempts`) is history only: tries, hints and reveals.
 
-Nothing here runs the learner's code except :func:`judge_in_kernel`, which runs the exercise's own
-expression in the namespace it is given.
+Nothing here runs the learner's code: :func:`judge_in_kernel` runs the exercise's own expression
+in its fixture (in the namespace it is given only for a course without fixtures).
 """
 
 from __future__ import annotations
@@ -29,10 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmfs.course.exercises.entries import is_plain, predict_exercise
-from llmfs.course.exercises.fixtures import fixture_namespace
+from llmfs.course.exercises.entries import predict_exercise
+from llmfs.course.exercises.fixtures import exercise_outcome
 from llmfs.course.exercises.judge import Verdict, compare
-from llmfs.course.exercises.run import run
 
 #: Keywords of ``predict(...)`` that are not fields.
 _IGNORED_KEYWORDS = frozenset({"exercise_id", "label"})
@@ -170,18 +170,16 @@ def judge_record(
 ) -> tuple[Verdict, ...]:
     """The verdicts of ``record`` (what :func:`record_of` read) for the predict exercise
     ``exercise_id``, its expression run in the exercise's fixture
-    (:func:`~llmfs.course.exercises.fixtures.fixture_namespace`; ``namespace`` only when the
-    course defines none): the same judgement as the notebook's
-    ``check`` of the same cell (one :func:`~llmfs.course.exercises.judge.compare`, with the
-    exercise's own mistakes), without recording anything. A field the exercise does not ask is
-    ignored. Raises :class:`~llmfs.course.CourseError` for an exercise that is not a predict
-    exercise, :class:`~llmfs.course.exercises.fixtures.FixtureError` when its fixture fails and
+    (:func:`~llmfs.course.exercises.fixtures.exercise_outcome`; ``namespace`` only when the
+    course defines none): the same judgement as the notebook's ``check`` of the same cell (one
+    :func:`~llmfs.course.exercises.judge.compare`, with the exercise's own mistakes), without
+    recording anything. A field the exercise does not ask is ignored. Raises
+    :class:`~llmfs.course.CourseError` for an exercise that is not a predict exercise,
+    :class:`~llmfs.course.exercises.fixtures.FixtureError` when its fixture fails and
     :class:`~llmfs.course.exercises.describe.ExpressionError` when the expression fails."""
     exercise = predict_exercise(exercise_id, manifest)
     fields = list(exercise.fields)
-    fixture = fixture_namespace(exercise_id, manifest)
-    scope = namespace if fixture is None else fixture
-    outcome = run(exercise.expression, scope, plain=is_plain(fields))
+    outcome = exercise_outcome(exercise_id, namespace, manifest=manifest)
     answers = {name: _entry(value) for name, value in record.items() if name in fields}
     return compare(answers, outcome, fields, mistakes=exercise.mistakes)
 
