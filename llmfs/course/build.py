@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.fixtures import FIXTURE_TAG
 from llmfs.course.exercises.reveals import REVEALS_OFF_SOURCE, REVEALS_OFF_TAG
 from llmfs.course.manifest import Chapter, Manifest, load_manifest
 from llmfs.course.names_table import stale_guide, write_guide
@@ -346,6 +347,12 @@ def student_notebook(
         where = cell_label(label, position, cell)
         exercise_id = cell_exercise(cell, where)
         tags = cell_tags(cell)
+        if FIXTURE_TAG in tags and (SOLUTION_ONLY_TAG in tags or exercise_id is not None):
+            # A fixture is read from the student notebook and must be the solution's cell.
+            raise CourseError(
+                f"{where}: a cell tagged {FIXTURE_TAG!r} defines names for the exercises below "
+                f"it and is copied as it is; it cannot be an exercise or {SOLUTION_ONLY_TAG!r}"
+            )
         if SOLUTION_ONLY_TAG in tags:
             if exercise_id is not None:
                 raise CourseError(

@@ -248,3 +248,14 @@ def test_llmfs_check_judges_in_the_fixture_not_in_the_learners_names(tmp_path: P
     found = {e["id"]: e for e in report["exercises"]}
     assert found["ch01.q2"]["right"] is True, found["ch01.q2"]
     assert found["ch01.q3"]["right"] is False
+
+
+@pytest.mark.parametrize("other", ["solution-only", "exercise:ch01.q1"])
+def test_the_build_refuses_a_fixture_cell_that_would_not_reach_the_student(other: str) -> None:
+    from llmfs.course import CourseError
+    from llmfs.course.build import student_notebook
+
+    cell = code("a", "from llmfs.tensor import Tensor\nx = Tensor.zeros([2])")
+    cell["metadata"]["tags"] = [FIXTURE_TAG, other]
+    with pytest.raises(CourseError, match=r"tagged 'fixture'.*cannot be an exercise"):
+        student_notebook(notebook(cell), "s.ipynb")

@@ -31,12 +31,13 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmfs.course import CourseError
-from llmfs.course.exercises.entries import is_plain, predict_exercise
-from llmfs.course.exercises.run import Outcome, run
 from llmfs.course.manifest import load_manifest
+
+if TYPE_CHECKING:
+    from llmfs.course.exercises.run import Outcome
 
 #: The tag of a cell that defines names for the chapter's predict exercises.
 FIXTURE_TAG = "fixture"
@@ -169,6 +170,10 @@ def exercise_outcome(
     Raises :class:`CourseError` for an exercise that is not a predict exercise,
     :class:`FixtureError` when its fixture fails and
     :class:`~llmfs.course.exercises.describe.ExpressionError` when the expression fails."""
+    # Imported here: the build reads FIXTURE_TAG without loading the tensor library.
+    from llmfs.course.exercises.entries import is_plain, predict_exercise
+    from llmfs.course.exercises.run import run
+
     exercise = predict_exercise(exercise_id, manifest)
     fixture = fixture_namespace(exercise_id, manifest)
     scope = namespace if fixture is None else fixture
