@@ -13,8 +13,9 @@ Notebook API (all importable from ``llmfs.widgets``):
   widgets;
 * ``predict(expression, exercise_id=..., shape=..., ...)`` then ``check(prediction)``: a predict
   exercise, answered in the text of the ``predict(...)`` cell (the one record, saved with the
-  notebook; :mod:`llmfs.course.exercises.record`); ``hint(exercise_id)`` shows its hints one at
-  a time;
+  notebook; :mod:`llmfs.course.exercises.record`), judged in the exercise's fixture and counted
+  once per distinct prediction; ``hint(exercise_id, n)`` shows its hint ``n`` (1 by default),
+  each counted once;
   ``model_answer(exercise_id)`` shows an explain exercise's model answer and rubric once written.
 * ``StorageDiagram(view)`` or ``StorageDiagram(base, ["sliced = base.slice(1, 1, 3)",
   "sliced.materialize()"])``: the drawn storage diagram (logical cells, one strip per owner, a
