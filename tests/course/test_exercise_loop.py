@@ -181,7 +181,7 @@ def test_a_notebook_run_again_with_the_same_answer_spends_one_try_and_a_hint_cou
             client.execute_cell(cell, index)
         for output in nb.cells[position + 1].outputs:
             shown.append(output.get("data", {}).get("text/plain", output.get("text", "")))
-        return "\n".join(shown)
+        return " ".join(" ".join(shown).split())  # wrapped lines read as one text
 
     def attempts() -> list[dict[str, Any]]:
         return [

@@ -42,7 +42,7 @@ def headline(comparison: Comparison) -> str:
             else (f"{head}{RIGHT_MARK} right")
         )
     # A prediction already tried is shown again, not counted: the headline says so.
-    again = " (the same prediction as an earlier try: not counted again)"
+    again = " (already tried: not counted again)"
     again = again if comparison.repeated else ""
     if comparison.finished:
         return f"{head}{right} of {count} fields right; the answers of the others are shown{again}"
@@ -107,7 +107,8 @@ def plain_text(comparison: Comparison) -> str:
     then the missing fields (incomplete) or one :func:`field_line` per field with its teaching
     lines under it, wrapped at :data:`TEXT_WIDTH` (complete). No table, nothing of the result:
     the widgets add the result's offset table once the exercise is finished."""
-    lines = [headline(comparison), question(comparison)]
+    lines = textwrap.wrap(headline(comparison), TEXT_WIDTH, subsequent_indent="  ")
+    lines.append(question(comparison))
     if not comparison.complete:
         lines.append("still to answer:")
         lines += missing_lines(comparison)

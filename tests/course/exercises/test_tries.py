@@ -36,7 +36,9 @@ def test_the_same_prediction_checked_again_is_shown_again_and_not_counted(
         assert [v.status for v in again.verdicts] == [v.status for v in first.verdicts]
         assert again.tries_left == first.tries_left == {"shape": 3, "strides": 2, "offsets": 2}
         assert not any(v.revealed for v in again.verdicts)
-        assert "not counted again" in repr(again).splitlines()[0]
+        headline = repr(again).split("\npredict ")[0]
+        assert "(already tried: not counted again)" in " ".join(headline.split())
+        assert all(len(line) <= 88 for line in repr(again).splitlines())
     assert [a.attempt for a in load_attempts(attempts_log)] == [1]
     assert load_events(attempts_log) == []
 
