@@ -124,6 +124,9 @@ max-width:60em;margin:2px 0}
 .llmfs-comparison li[data-status=wrong]{list-style:none}
 .llmfs-comparison .llmfs-fields>li{list-style:none;margin-left:-1.2em}
 .llmfs-comparison code{white-space:normal;overflow-wrap:anywhere}
+.llmfs-comparison .llmfs-explanation{border-left:3px solid var(--llmfs-line);
+padding:0 8px;margin:6px 0;max-width:60em}
+.llmfs-comparison .llmfs-explanation pre{white-space:pre-wrap;overflow-wrap:anywhere}
 .jp-OutputArea-output .llmfs,.widget-html-content .llmfs{line-height:1.4}
 """.replace("\n", "")
 
