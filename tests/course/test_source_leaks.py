@@ -99,14 +99,16 @@ HINT_SHARE = 0.5  # a hint sharing runs of tokens over this much of a solution l
 
 @dataclass(frozen=True)
 class Text:
-    """One cell's source as a learner reads it: ``where`` names it (``cell #3 (id ...)``),
-    ``lead_in`` says whether it is in the exercise's lead-in (see the module docstring),
-    ``code`` whether it is a code cell."""
+    """One cell's source (or one hint) as a learner reads it: ``where`` names it (``cell #3
+    (id ...)``, ``hint 2 of 3``), ``lead_in`` says whether it is in the exercise's lead-in (see
+    the module docstring), ``code`` whether it is a code cell, ``below`` whether it is prose
+    under the exercise's cell, down to the next exercise (rule 5)."""
 
     where: str
     source: str
     lead_in: bool
     code: bool = False
+    below: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,11 @@ SUCCESS_WORDS = (
     r"\b(?:works|succeeds|no error|does not raise|doesn't raise|never raises)\b"
 )
 #: How questions offer their choices: no answer in it.
-CHOICES = re.compile(r"\b(?:shared or new|new or shared|yes or no|True or False)\b", re.I)
+CHOICES = re.compile(
+    r"\b(?:shared or new|new or shared|yes or no|True or False)\b"
+    r'|"\w+"(?:\s+"\w+")*\s+or\s+"\w+"',  # quoted options ("lower", "same" or "higher")
+    re.I,
+)
 
 
 def is_long_list(field: str, answer: Any) -> bool:
@@ -251,6 +257,27 @@ def lead_in_patterns(field: str, answer: Any) -> list[str]:
     return []
 
 
+#: A word answer shorter than this ("same", "none") is an everyday word: not searched below.
+MIN_BELOW_WORD = 5
+
+
+def below_patterns(field: str, answer: Any) -> list[str]:
+    """Patterns for ``answer`` anywhere in prose under the exercise (rule 5): what states it
+    next to the exercise's name states it here without the name, since this text is about the
+    exercise just asked; also a number of two or more characters (``2.48``, ``126``) on its
+    own, and a word answer of at least :data:`MIN_BELOW_WORD` letters."""
+    if isinstance(answer, bool):
+        return near_patterns(field, answer)
+    if is_number(answer):
+        text = canonical_number(str(answer))
+        return [number_pattern(answer)] if len(text.lstrip("-")) >= 2 else []
+    if isinstance(answer, str) and answer not in OWNER_WORDS and answer != "none":
+        return [rf"\b{re.escape(answer)}\b"] if len(answer) >= MIN_BELOW_WORD else []
+    if isinstance(answer, list) and len(leaves(answer)) < 2:  # "[0]": only in brackets
+        return [flexible(canonical(repr(answer)))]
+    return near_patterns(field, answer)
+
+
 def stated_by_expression(answer: Any, expression: str) -> bool:
     """Whether the exercise's expression itself writes ``answer`` (then it is no secret): a
     list, or an error name. (A number in the expression is only its argument; a sentence that
@@ -274,6 +301,7 @@ def leaks(question: Question, texts: Sequence[Text]) -> list[str]:
         anywhere = list_patterns(answer) if is_long_list(field, answer) else []
         near = near_patterns(field, answer)
         lead = lead_in_patterns(field, answer)
+        under = [p for p in below_patterns(field, answer) if not _in_expression(p, question)]
         for text in texts:
             source = without_fixture_data(text.source) if text.code else text.source
             for sentence in sentences(source, text.code):
@@ -283,12 +311,20 @@ def leaks(question: Question, texts: Sequence[Text]) -> list[str]:
                     how = _search(lead, sentence)
                 if how is None:
                     how = _search_near(near, names, sentence)
+                if how is None and text.below:
+                    how = _search(under, sentence)
                 if how is not None:
                     found.append(
                         f"{question.id} field {field} ({answer!r}) in {text.where}: {how} "
                         f"in {sentence[:160]!r}"
                     )
     return found
+
+
+def _in_expression(pattern: str, question: Question) -> bool:
+    """Whether ``pattern`` matches the exercise's expression or one of its names: then the
+    text below restates the question, not its answer (``thread_census(13, 10)`` holds 13)."""
+    return any(re.search(pattern, canonical(readable(name))) for name in question.names)
 
 
 #: Calls that make a tensor from literal data: their list arguments are the exercise's data.
@@ -374,9 +410,13 @@ def question_names(expression: str, question_cell: str) -> tuple[str, ...]:
 
 
 def chapter_questions(chapter: Chapter, student: Notebook) -> Iterator[tuple[Question, list[Text]]]:
-    """Each predict exercise of ``chapter`` with the texts a learner has read when reaching its
-    cell in ``student``: the manifest's objectives, then every cell down to the exercise's. The
-    other exercises' expressions are left out of the texts: they are those exercises' questions
+    """Each predict exercise of ``chapter`` with the texts a learner sees while predicting it
+    in ``student``: the manifest's objectives, every cell from the top of the notebook down to
+    the next exercise's cell (its question included: a learner scrolls on before answering),
+    and every hint of the exercise, as ``hint(id)`` prints them. The cells under the exercise
+    down to the next section heading (:data:`SECTION`) or exercise are its lead-in too, and
+    their prose is searched by rule 5. The other exercises'
+    expressions are left out of the texts: they are those exercises' questions
     (``view.reshape([3, 2])`` does not state the shape of ``view.transpose(0, 1)``)."""
     positions = exercise_cells(student, chapter.notebook)
     cells = student["cells"]
@@ -386,6 +426,7 @@ def chapter_questions(chapter: Chapter, student: Notebook) -> Iterator[tuple[Que
         assert exercise.expression is not None
         position = positions[exercise.id]
         previous = max((p for p in positions.values() if p < position), default=0)
+        following = min((p for p in positions.values() if p > position), default=len(cells) + 1)
         question = next(
             (
                 cell_source(cell)
@@ -404,17 +445,36 @@ def chapter_questions(chapter: Chapter, student: Notebook) -> Iterator[tuple[Que
             key=len,
             reverse=True,
         )
+        section = next(
+            (
+                at
+                for at in range(position + 1, following)
+                if cells[at - 1]["cell_type"] == "markdown"
+                and SECTION.match(cell_source(cells[at - 1]))
+            ),
+            following,
+        )
         texts = [objectives] + [
             Text(
                 f"cell #{at} (id {cell['id']!r})",
                 without(others, cell_source(cell)),
-                lead_in=at > previous,
+                lead_in=previous < at < section,
                 code=cell["cell_type"] == "code",
+                below=position < at < section and cell["cell_type"] == "markdown",
             )
-            for at, cell in enumerate(cells[:position], start=1)
+            for at, cell in enumerate(cells[: following - 1], start=1)
+        ]
+        texts += [
+            Text(f"hint {number} of {len(exercise.hints)}", text, lead_in=True)
+            for number, text in enumerate(exercise.hints, start=1)
         ]
         names = question_names(exercise.expression, question)
         yield Question(exercise.id, exercise.expression, answers(chapter, exercise), names), texts
+
+
+#: A markdown cell that opens a new section of the chapter (``## 3. LayerNorm``): the text
+#: under an exercise belongs to it down to the next section or exercise, whichever comes first.
+SECTION = re.compile(r"\s*#{1,2}\s")
 
 
 def without(expressions: Sequence[str], source: str) -> str:
