@@ -273,8 +273,8 @@ def below_patterns(field: str, answer: Any) -> list[str]:
         return [number_pattern(answer)] if len(text.lstrip("-")) >= 2 else []
     if isinstance(answer, str) and answer not in OWNER_WORDS and answer != "none":
         return [rf"\b{re.escape(answer)}\b"] if len(answer) >= MIN_BELOW_WORD else []
-    if isinstance(answer, list) and len(leaves(answer)) < 2:  # "[0]": only in brackets
-        return [flexible(canonical(repr(answer)))]
+    if isinstance(answer, list) and len(leaves(answer)) < 2:  # "[0]": only in brackets,
+        return [rf"(?<![\w\]]){flexible(canonical(repr(answer)))}"]  # not an index: size[1]
     return near_patterns(field, answer)
 
 
@@ -465,7 +465,7 @@ def chapter_questions(chapter: Chapter, student: Notebook) -> Iterator[tuple[Que
             for at, cell in enumerate(cells[: following - 1], start=1)
         ]
         texts += [
-            Text(f"hint {number} of {len(exercise.hints)}", text, lead_in=True)
+            Text(f"hint {number} of {len(exercise.hints)}", text, lead_in=True, below=True)
             for number, text in enumerate(exercise.hints, start=1)
         ]
         names = question_names(exercise.expression, question)
@@ -858,3 +858,117 @@ def test_a_notebook_without_the_hint_import_is_found() -> None:
     }
     assert "hint" not in imported_names("from llmfs.widgets import check, predict", "llmfs.widgets")
     assert "hint" not in imported_names("from llmfs.course import hint", "llmfs.widgets")
+
+
+# -- an explanation that states an answer is never in the student notebook ----------------------
+
+SLICE_EXERCISE = MANIFEST.exercise("ch02.q4")
+SLICE_CHAPTER = dataclasses.replace(
+    MANIFEST.chapter("ch02"),
+    solution="solutions/synthetic.ipynb",
+    notebook="notebooks/synthetic.ipynb",
+    objectives=("read the layout of a slice",),
+    exercises=(SLICE_EXERCISE,),
+)
+EXPLANATION = (
+    "Offset 3 is skipped between the two rows, so the slice is **not** contiguous even though\n"
+    "each row on its own is."
+)
+
+
+def synthetic_solution(explanation_tags: list[str]) -> Notebook:
+    """A one-exercise solution notebook: the question, the predict cell, its check, the
+    explanation (tagged ``explanation_tags``) and the next section."""
+
+    def cell(kind: str, cell_id: str, source: str, tags: Sequence[str] = ()) -> dict[str, Any]:
+        made: dict[str, Any] = {
+            "cell_type": kind,
+            "id": cell_id,
+            "metadata": {"tags": list(tags)} if tags else {},
+            "source": source,
+        }
+        if kind == "code":
+            made.update(execution_count=None, outputs=[])
+        return made
+
+    predict = (
+        'q4 = predict(\n    "view.slice(1, 1, 3)",\n    exercise_id="ch02.q4",\n'
+        + "".join(f"    {name}=None,  # PREDICTION\n" for name in SLICE_EXERCISE.fields)
+        + ")"
+    )
+    return {
+        "cells": [
+            cell("markdown", "title", "# A slice\n\nSlices keep the strides of their owner."),
+            cell("markdown", "question", "### Exercise ch02.q4 — a slice\n\nPredict its layout."),
+            cell("code", "predict", predict, ["exercise:ch02.q4"]),
+            cell("code", "check", "check(q4)"),
+            cell("markdown", "after", EXPLANATION, explanation_tags),
+            cell("markdown", "next", "## 2. The next section\n\nMore rules."),
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def synthetic_leaks(explanation_tags: list[str]) -> list[str]:
+    from llmfs.course.build import student_notebook
+
+    _ANSWERS.setdefault("ch02.q4", answers(MANIFEST.chapter("ch02"), SLICE_EXERCISE))
+    solution = synthetic_solution(explanation_tags)
+    student = student_notebook(solution, SLICE_CHAPTER.solution, SLICE_CHAPTER)
+    return chapter_leaks(SLICE_CHAPTER, student)
+
+
+def test_an_explanation_put_back_under_its_check_is_a_leak() -> None:
+    """The text right under a check is on screen while the learner predicts: as plain markdown
+    the explanation states the slice's contiguity, and the search says where."""
+    found = synthetic_leaks([])
+    assert found and all("ch02.q4 field contiguous" in leak for leak in found), found
+    assert any("id 'after'" in leak and "not contiguous" in leak for leak in found), found
+
+
+def test_an_explanation_tagged_for_its_exercise_leaves_the_student_notebook() -> None:
+    assert synthetic_leaks(["explains:ch02.q4"]) == []
+
+
+@pytest.mark.parametrize(
+    ("question", "texts"),
+    [
+        # under the exercise, prose about the result needs no name to state it (rule 5)
+        (Q2, [Text("cell #9", "It reads offset 23, the last of the block.", True, below=True)]),
+        (ERROR, [Text("cell #9", "So it raises IndexOutOfBoundsError.", True, below=True)]),
+        (WORKS, [Text("cell #9", "The reshape works: it only splits.", True, below=True)]),
+        # every hint is read as the learner reads it
+        (SLICE, [Text("hint 1 of 2", "Its strides are [3, 1], the owner's.", True, below=True)]),
+        (SUM, [Text("hint 2 of 2", "An elementwise op allocates a new owner.", True, below=True)]),
+    ],
+)
+def test_prose_under_an_exercise_and_its_hints_are_searched(
+    question: Question, texts: list[Text]
+) -> None:
+    assert leaks(question, texts), texts[0].source
+
+
+@pytest.mark.parametrize(
+    ("question", "texts"),
+    [
+        # the same sentences far above the exercise, or past the next section, name nothing
+        (Q2, [Text("cell #1", "It reads offset 23, the last of the block.", False)]),
+        (WORKS, [Text("cell #1", "The reshape works: it only splits.", False)]),
+        # the question's quoted options are not an answer
+        (
+            Question("ch10.q2", "compare_runs()", {"loss": "higher"}, ("compare_runs()",)),
+            [Text("cell #9", 'Predict the loss: "lower", "same" or "higher".', True, below=True)],
+        ),
+        # a one-value answer is searched in brackets only ("0" is everywhere), not as an index
+        (
+            Question("ch01.q4", "t.view()", {"offsets": [0]}, ("t.view()",)),
+            [Text("cell #9", "An axis of size 0 holds 0 values; see size[0].", True, below=True)],
+        ),
+    ],
+)
+def test_the_search_under_an_exercise_ignores_what_states_no_answer(
+    question: Question, texts: list[Text]
+) -> None:
+    assert not leaks(question, texts), leaks(question, texts)
