@@ -1,12 +1,15 @@
 """Nothing written above an exercise gives its answer away, and no stub hint is its solution.
 
-A learner reads a student notebook from the top. So for every predict exercise, the source of
-every cell of the student notebook from the first cell down to the exercise's own cell (markdown
-and code, comments included), and the chapter's objectives in the manifest, must not state that
-exercise's answers. The answers are the literals of the solution's ``predict(...)`` cell (read by
-:func:`answerkit.solution_answers`, as the output search of ``test_chapters.py`` reads them).
-Text below an exercise's cell is not searched: it is read after the prediction (and gated text,
-``if after(...)``, only after the check).
+A learner reads a student notebook from the top, and scrolls on while predicting. So for every
+predict exercise, the source of every cell of the student notebook from the first cell down to
+the next exercise's cell (markdown and code, comments included: the next exercise's question is
+on screen too), every hint of the exercise as ``hint(id)`` prints it (the manifest's), and the
+chapter's objectives in the manifest, must not state that exercise's answers. The answers are
+the literals of the solution's ``predict(...)`` cell (read by :func:`answerkit.solution_answers`,
+as the output search of ``test_chapters.py`` reads them). What explains a result lives in the
+solution's ``explains:<id>`` cells, which the build leaves out of the student notebook (the
+check shows them once the exercise is finished); outputs gated by ``if after(...)`` show only
+after the check (``test_chapters.py`` runs the notebooks for those).
 
 Text is read as a learner reads it: markdown emphasis and code backticks dropped, whitespace
 single, and numbers compared in one spelling (:func:`answerkit.canonical`: a Python list or
@@ -20,9 +23,9 @@ tuple, NumPy's ``[585 65 13 1]`` and ``[585. 65. 13. 1.]`` read the same). A fie
    arguments of a tensor-making call in a code cell (``Tensor.from_vec([2, 3], [1, 2, 3, 4, 5,
    6])``: the data the exercise works on);
 2. **the error class name** of an error answer, as a whole word, in the exercise's *lead-in*
-   (the cells after the chapter's previous exercise cell, down to this one) or next to the
-   exercise (rule 3). An error named in a chapter's survey of its rules, above an earlier
-   exercise, is the rule being taught, not this exercise's answer;
+   (the cells after the chapter's previous exercise cell, down to this one, and under it) or
+   next to the exercise (rule 3). An error named in a chapter's survey of its rules, above an
+   earlier exercise, is the rule being taught, not this exercise's answer;
 3. **any answer next to the exercise**: in one sentence that names the exercise, within
    :data:`WINDOW` characters on either side of the name. Its names are its expression and the
    code spans of its question cell that look like an expression (a call, an attribute or an
@@ -41,6 +44,12 @@ tuple, NumPy's ``[585 65 13 1]`` and ``[585. 65. 13. 1.]`` read the same). A fie
    rules single out (``stride 0``, ``stride -1``: a zero or negative entry of a strides
    answer), a yes/no field's word with its value, and an owner's words (``shared``: ``is a
    view``, ``no copy``; ``new``: ``a new owner``, ``a copy``, ``one copy``).
+5. **any answer in the prose under the exercise, or in a hint**, without naming the exercise
+   (this text is about the exercise just asked): what rule 3 finds next to a name, also a
+   number of two or more characters (``2.48``, ``126``) and a word answer of at least
+   :data:`MIN_BELOW_WORD` letters (``higher``). The prose under an exercise is its markdown
+   cells down to the next exercise or section heading (:data:`SECTION`); those cells are part of
+   the exercise's lead-in as well (rules 2 and 4).
 
 Left out of every text: the other exercises' expressions (``view.reshape([3, 2])`` is the
 question of one exercise, not the shape of another's) and the choices a question offers
