@@ -310,7 +310,8 @@ def diagnose(field: str, value: Any, truth: Any, context: Context) -> list[str]:
     """
     plain = context.outcome.plain is not None
     numeric = d.number(value) and d.number(truth)
-    messages = []
+    messages: list[str] = []
+    counts: list[str] = []
     for misconception in MISCONCEPTIONS:
         if misconception.field == NUMBER:
             if not numeric:
@@ -324,8 +325,10 @@ def diagnose(field: str, value: Any, truth: Any, context: Context) -> list[str]:
         except Exception:  # a detector that cannot read this kind of request has nothing to say
             message = None
         if message:
-            messages.append(message)
-    return list(dict.fromkeys(messages))
+            (counts if misconception.field == NUMBER else messages).append(message)
+    # A number's relation to the truth (a factor, a sign) is the least specific reading: it
+    # speaks only where no rule of the request does, so no answer gets two sentences for one slip.
+    return list(dict.fromkeys(messages or counts))
 
 
 #: "raises X", "error: X", "refused" ...: a tensor field predicted as an error.

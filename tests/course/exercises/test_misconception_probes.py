@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from llmfs.course.exercises.compare import same_answer
+from llmfs.course.exercises.describe import ExpressionError
 from llmfs.course.exercises.entries import UnreadableEntry, is_plain, normalize, plain_value
 from llmfs.course.exercises.judge import Verdict, compare
 from llmfs.course.exercises.misconceptions import MISCONCEPTIONS, Context
@@ -400,3 +401,30 @@ def test_the_answer_search_catches_the_arithmetic_and_labelled_forms() -> None:
     assert states_answer("base_offset", 4, "q", "K's first value lives at offset 4")
     assert not states_answer("shape", [4], "row.slice(0, 0, 10, 3)", "ceil((stop - start) / step)")
     assert not states_answer("values", 123, "x[1, 2, 3]", "the value is 100 + the offset")
+
+
+
+CATALOGUED = [
+    (exercise.id, mistake.field, mistake.answer, mistake.message)
+    for chapter in MANIFEST.published_chapters
+    for exercise in chapter.exercises
+    for mistake in exercise.mistakes
+    if exercise.kind == "predict"
+]
+#: The catalogued mistakes of exercises the probes' setups can run (most of the course).
+MIN_CATALOGUED_RUN = 70
+
+
+def test_a_catalogued_mistake_is_said_once() -> None:
+    """No sentence twice: the answer a mistake of the manifest names gets that mistake's
+    sentence alone, not the general rules' restatement of it beside it. Run for every
+    catalogued mistake whose exercise the probes' setups (:data:`SETUPS`) can evaluate."""
+    said: dict[str, tuple[str, ...]] = {}
+    for exercise_id, field, answer, message in CATALOGUED:
+        try:
+            found = verdict(Probe(exercise_id, field, answer, "the catalogue's own"))
+        except ExpressionError:
+            continue  # names the probes' setup does not define
+        said[f"{exercise_id}.{field}={answer!r}"] = found.mistakes
+        assert found.mistakes == (message,), (exercise_id, field, answer, found.mistakes)
+    assert len(said) >= MIN_CATALOGUED_RUN, sorted(said)
