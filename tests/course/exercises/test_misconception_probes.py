@@ -403,7 +403,6 @@ def test_the_answer_search_catches_the_arithmetic_and_labelled_forms() -> None:
     assert not states_answer("values", 123, "x[1, 2, 3]", "the value is 100 + the offset")
 
 
-
 CATALOGUED = [
     (exercise.id, mistake.field, mistake.answer, mistake.message)
     for chapter in MANIFEST.published_chapters
