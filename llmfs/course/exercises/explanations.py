@@ -53,7 +53,8 @@ def notebook_explanations(notebook: Notebook, label: str, chapter: Any) -> list[
 
     Raises :class:`CourseError` naming the cell for an ``explains:`` tag on a cell that is not
     markdown, an empty id, an exercise that is not a predict exercise of ``chapter``, a cell
-    above the exercise it explains, and an explaining cell that is itself an exercise.
+    above the exercise it explains, an explaining cell that is itself an exercise, and one that
+    ends with a colon (it introduced the cell after it, which the check does not show).
     """
     positions = exercise_cells(notebook, label)
     kinds = {exercise.id: exercise.kind for exercise in chapter.exercises}
@@ -81,7 +82,13 @@ def notebook_explanations(notebook: Notebook, label: str, chapter: Any) -> list[
                     f"{where}: it explains {exercise_id}, whose cell (#{positions[exercise_id]}) "
                     "comes after it; an explanation goes below the exercise it answers"
                 )
-        found.append(Explanation(exercises, chapter.id, str(cell.get("id")), cell_source(cell)))
+        text = cell_source(cell)
+        if text.rstrip().endswith(":"):
+            raise CourseError(
+                f"{where}: an explanation ends with a colon, but the check shows it away from "
+                "the cell it introduces; end it with a sentence (say 'the cell below shows it')"
+            )
+        found.append(Explanation(exercises, chapter.id, str(cell.get("id")), text))
     return found
 
 

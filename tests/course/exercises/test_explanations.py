@@ -96,6 +96,7 @@ def test_the_build_leaves_an_explanation_out_and_collects_its_text(chapter: Any)
             _cell("markdown", "bad", "x", ["exercise:ch02.why", "explains:ch02.q1"]),
             "cannot also explain",
         ),
+        (_cell("markdown", "bad", "The trace shows it:", ["explains:ch02.q1"]), "colon"),
     ],
 )
 def test_a_misplaced_explanation_is_a_course_error(
