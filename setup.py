@@ -1,4 +1,4 @@
-"""Build hook: ship the course files (manifest, learner guide, student notebooks) inside the wheel.
+"""Build hook: ship the course files (manifest, explanations, learner guide, notebooks) in a wheel.
 
 An editable install reads them from the checkout; a wheel carries copies under
 ``llmfs/course/_shipped/`` so that ``pip install llmfs && llmfs start`` works anywhere.
@@ -12,7 +12,12 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-COURSE_FILES = ("course/manifest.toml", "course/learner_guide.md", "notebooks/*.ipynb")
+COURSE_FILES = (
+    "course/manifest.toml",
+    "course/explanations.json",
+    "course/learner_guide.md",
+    "notebooks/*.ipynb",
+)
 
 
 class BuildPyWithCourse(build_py):

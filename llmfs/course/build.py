@@ -17,6 +17,12 @@ instructor guide, ``course/instructor_guide.md``, explains them with examples):
   ``NAME=EXPR,  # PREDICTION``), optionally ``# PREDICTION: note``, becomes
   ``NAME = None  # PREDICTION: note (replace None with your answer)``. EXPR must fit on the line.
 * Cells tagged ``solution-only`` are left out; every other cell keeps its id, tags and source.
+* **Explanations**: a markdown cell tagged ``explains:<exercise id>`` (below that predict
+  exercise; one tag per exercise whose answer it gives) is left out of the student notebook and
+  its text goes into the course's explanations file (``course/explanations.json``), which the
+  exercise's ``check(...)`` shows under its verdict once the exercise is finished
+  (:mod:`llmfs.course.exercises.explanations`). The text under a check is on screen while the
+  learner predicts, so an explanation that states the answer lives there, never in the notebook.
 * Outputs and execution counts are cleared; cell metadata keeps only ``tags``, ``editable``,
   ``deletable``, ``jupyter`` and ``slideshow``; notebook metadata keeps ``kernelspec`` and records
   the chapter and the solution it came from.
@@ -46,6 +52,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmfs.course import CourseError
+from llmfs.course.exercises.explanations import (
+    EXPLANATIONS_FILE,
+    explained_exercises,
+    notebook_explanations,
+    render_explanations,
+)
 from llmfs.course.exercises.fixtures import FIXTURE_TAG
 from llmfs.course.exercises.reveals import REVEALS_OFF_SOURCE, REVEALS_OFF_TAG
 from llmfs.course.manifest import Chapter, Manifest, load_manifest
@@ -342,6 +354,7 @@ def student_notebook(
         problems = chapter_disagreements(chapter, solution, label)
         if problems:
             raise CourseError("; ".join(problems))
+        notebook_explanations(solution, label, chapter)  # raises for a misplaced explanation
     cells: list[Cell] = []
     for position, cell in enumerate(solution["cells"], start=1):
         where = cell_label(label, position, cell)
@@ -353,6 +366,8 @@ def student_notebook(
                 f"{where}: a cell tagged {FIXTURE_TAG!r} defines names for the exercises below "
                 f"it and is copied as it is; it cannot be an exercise or {SOLUTION_ONLY_TAG!r}"
             )
+        if explained_exercises(tags):
+            continue  # shown by the exercise's check once it is finished (the module docstring)
         if SOLUTION_ONLY_TAG in tags:
             if exercise_id is not None:
                 raise CourseError(
@@ -480,6 +495,18 @@ def plan_build(
     return outputs
 
 
+def plan_explanations(manifest: Manifest, root: Path | None = None) -> tuple[Path, str]:
+    """The explanations file (where it goes and its exact text) from every published chapter's
+    solution notebook, in course order. Raises :class:`CourseError` as
+    :func:`~llmfs.course.exercises.explanations.notebook_explanations` does."""
+    base = root if root is not None else manifest.root
+    found = []
+    for chapter in manifest.published_chapters:
+        solution = read_notebook(base / chapter.solution, chapter.solution)
+        found.extend(notebook_explanations(solution, chapter.solution, chapter))
+    return base / EXPLANATIONS_FILE, render_explanations(found)
+
+
 def stray_notebooks(manifest: Manifest, root: Path | None = None) -> list[Path]:
     """Notebooks under ``notebooks/`` that no published chapter generates (sorted)."""
     base = root if root is not None else manifest.root
@@ -505,6 +532,12 @@ def stale_notebooks(manifest: Manifest, root: Path | None = None) -> list[str]:
                 f"{relative}: differs from what `llmfs build` generates from "
                 f"{output.chapter.solution} (run `llmfs build`)"
             )
+    path, text = plan_explanations(manifest, base)
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        problems.append(
+            f"{EXPLANATIONS_FILE}: missing or differs from the explanations of the solutions "
+            "(run `llmfs build`)"
+        )
     for path in stray_notebooks(manifest, base):
         problems.append(
             f"{path.relative_to(base).as_posix()}: no published chapter of the manifest "
@@ -602,6 +635,12 @@ def main(args: argparse.Namespace) -> int:
             output.path.parent.mkdir(parents=True, exist_ok=True)
             output.path.write_text(output.text, encoding="utf-8", newline="\n")
             print(f"{relative}: written")
+        path, text = plan_explanations(manifest)
+        if path.is_file() and path.read_text(encoding="utf-8") == text:
+            print(f"{EXPLANATIONS_FILE}: up to date")
+        else:
+            path.write_text(text, encoding="utf-8", newline="\n")
+            print(f"{EXPLANATIONS_FILE}: written")
         guide = write_guide(manifest.root)
         if guide is not None:
             print(guide)

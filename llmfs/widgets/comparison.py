@@ -18,6 +18,7 @@ from html import escape
 
 from llmfs.course.exercises.api import Comparison, draw_with
 from llmfs.course.exercises.feedback import (
+    explanations,
     feedback_lines,
     field_line,
     headline,
@@ -26,7 +27,13 @@ from llmfs.course.exercises.feedback import (
     question,
 )
 from llmfs.course.exercises.state import exercise_state
-from llmfs.widgets.html import mark, render_mapping_html, render_offsets_html, wrap
+from llmfs.widgets.html import (
+    mark,
+    markdown_html,
+    render_mapping_html,
+    render_offsets_html,
+    wrap,
+)
 from llmfs.widgets.text import REJECTED_MARK, render_mapping, render_offsets
 
 
@@ -60,7 +67,8 @@ def render_comparison_text(comparison: Comparison) -> str:
 def render_comparison_html(comparison: Comparison) -> str:
     """The same content as :func:`render_comparison_text`, as wrapped HTML: a headline marked
     with the overall status, the question, one list item per field (``data-field`` and
-    ``data-status``) with its teaching lines, then the result once finished."""
+    ``data-status``) with its teaching lines, then, once finished, the chapter's explanation
+    (markdown, rendered) and the result."""
     status = _status(comparison)
     parts = [
         f'<p class="llmfs-verdict llmfs-headline" data-status="{status}">'
@@ -89,6 +97,10 @@ def render_comparison_html(comparison: Comparison) -> str:
             f"{escape(field_line(v))}{f'<ul>{notes}</ul>' if notes else ''}</li>"
         )
     parts.append(f'<ul class="llmfs-fields">{"".join(fields)}</ul>')
+    parts.extend(
+        f'<div class="llmfs-explanation">{markdown_html(text)}</div>'
+        for text in explanations(comparison)
+    )
     outcome = comparison.outcome
     if comparison.finished and outcome.row is not None:
         row = outcome.row

@@ -17,6 +17,7 @@ tests can read the DOM without parsing styles. Output is deterministic (no ids, 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,24 @@ def _td(text: str, extra: str = "") -> str:
 def wrap(kind: str, body: str) -> str:
     """A top-level fragment: ``<div class="llmfs KIND">`` with the shared stylesheet."""
     return f'<div class="llmfs {kind}">{style_tag()}{body}</div>'
+
+
+def markdown_html(text: str) -> str:
+    """A course author's markdown (an explanation from a solution notebook) as HTML.
+
+    Rendered by mistune (which JupyterLab's nbconvert brings) with its math plugin, so ``$...$``
+    reaches the notebook's MathJax intact; where mistune is missing, as escaped paragraphs with
+    their code spans, which read the same words."""
+    try:
+        import mistune
+    except ImportError:  # pragma: no cover - mistune comes with JupyterLab (the course extra)
+        paragraphs = [p.strip() for p in text.split("\n\n") if p.strip()]
+        return "".join(
+            "<p>" + re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(p, quote=False)) + "</p>"
+            for p in paragraphs
+        )
+    render = mistune.create_markdown(escape=True, plugins=["math", "table"])
+    return str(render(text))
 
 
 def pointer(on: bool) -> str:

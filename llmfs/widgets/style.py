@@ -3,8 +3,11 @@
 Every HTML fragment and every widget wraps its markup in an element of class ``llmfs`` and
 carries this stylesheet, so a table looks the same as a widget and as plain HTML. Rules:
 
-* normal line height (ipywidgets sets 28 px on widget text), lists kept on one line
-  (``white-space: nowrap`` on code and number cells), wide tables and diagrams scroll sideways;
+* normal line height (ipywidgets sets 28 px on widget text), short lists kept on one line
+  (``white-space: nowrap`` on code and number cells); what can grow wide fits its output
+  instead of hiding behind a scroll bar: a trace table wraps its step labels, headers, offsets
+  and values, and a storage diagram scales down to the output's width (a 900 px window shows
+  all of both); only a table too wide even so scrolls sideways;
 * colours are theme variables: JupyterLab's ``--jp-*`` variables with light fallbacks, and dark
   values under JupyterLab's dark theme (``data-jp-theme-light="false"``), VS Code's dark theme
   and ``prefers-color-scheme: dark`` outside both;
@@ -92,7 +95,16 @@ background:var(--llmfs-wrong)}
 border:1px solid var(--llmfs-border);border-radius:3px;padding:2px 10px;cursor:pointer}
 .llmfs button[aria-pressed=true]{font-weight:bold;outline:2px solid var(--llmfs-accent)}
 .llmfs-diagram-scroll{overflow-x:auto;max-width:100%}
-.llmfs-diagram-scroll img.llmfs-diagram-image{max-width:none;display:block}
+.llmfs-diagram-scroll img.llmfs-diagram-image,.llmfs-diagram-scroll svg.llmfs-diagram{
+max-width:100%;height:auto;display:block}
+.llmfs table.llmfs-trace{max-width:100%}
+.llmfs table.llmfs-trace thead th{white-space:normal}
+.llmfs table.llmfs-trace th,.llmfs table.llmfs-trace td{padding:2px 5px}
+.llmfs table.llmfs-trace th[scope=row]{text-align:left}
+.llmfs table.llmfs-trace th[scope=row] code{white-space:normal;overflow-wrap:break-word}
+.llmfs table.llmfs-trace td[data-field=offsets],.llmfs table.llmfs-trace td[data-field=values]{
+white-space:normal;overflow-wrap:break-word;min-width:4em}
+.llmfs table.llmfs-trace td.llmfs-wrap{min-width:10em}
 svg.llmfs-diagram{display:block;font-family:var(--jp-code-font-family,monospace)}
 svg.llmfs-diagram .llmfs-bg{fill:var(--llmfs-bg)}
 svg.llmfs-diagram text{fill:var(--llmfs-fg)}
@@ -124,6 +136,9 @@ max-width:60em;margin:2px 0}
 .llmfs-comparison li[data-status=wrong]{list-style:none}
 .llmfs-comparison .llmfs-fields>li{list-style:none;margin-left:-1.2em}
 .llmfs-comparison code{white-space:normal;overflow-wrap:anywhere}
+.llmfs-comparison .llmfs-explanation{border-left:3px solid var(--llmfs-line);
+padding:0 8px;margin:6px 0;max-width:60em}
+.llmfs-comparison .llmfs-explanation pre{white-space:pre-wrap;overflow-wrap:anywhere}
 .jp-OutputArea-output .llmfs,.widget-html-content .llmfs{line-height:1.4}
 """.replace("\n", "")
 

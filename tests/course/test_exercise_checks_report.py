@@ -34,7 +34,7 @@ from llmfs.course.exercise_checks import (
     run_spec,
 )
 from llmfs.course.exercise_checks.cases import EDGE_KINDS, edge_kinds, view_layout, view_over
-from llmfs.course.exercise_checks.report import CELL_MESSAGE_LIMIT, error_text
+from llmfs.course.exercise_checks.report import CELL_MESSAGE_LIMIT, as_typed, error_text
 from llmfs.course.exercise_checks.spec import case_label, case_order, draw_cases, expected_outcome
 from llmfs.tensor import TensorError, layout
 
@@ -381,3 +381,49 @@ def test_a_report_too_wide_for_a_notebook_output_lists_one_block_per_case() -> N
     )
     narrow = CheckReport("ch01.q1", "passed", (CaseResult("f(1)", "[1]", "[1]", True),))
     assert repr(narrow).splitlines()[1].split() == ["case", "expected", "got", "verdict"]
+
+
+# -- strings as the learner typed them -------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.text() | st.integers() | st.booleans(), st.lists, max_leaves=6))
+def test_a_case_shows_its_data_as_typed_and_reads_back(value: Any) -> None:
+    """Every printable character of a string shows as itself (an emoji, an accent, CJK), the
+    text reads back as the same value, and nothing in it is invisible."""
+    text = as_typed(value)
+    assert json.loads(text) == value
+    assert all(char.isprintable() for char in text)
+    for string in _strings(value):
+        for char in string:
+            if char.isprintable() and char not in '"\\':
+                assert char in text
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [s for item in value for s in _strings(item)]
+    return []
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("\U0001f642", '"\U0001f642"'),  # an emoji, not its surrogate escapes
+        ("\u00e9t\u00e9", '"\u00e9t\u00e9"'),
+        ("a\u200bb", '"a\\u200bb"'),  # a zero-width space would hide: escaped
+        ("\n\t", '"\\n\\t"'),
+        ("\U000e0001", '"\\udb40\\udc01"'),  # an invisible tag character, past the BMP
+    ],
+)
+def test_only_what_would_not_show_is_escaped(value: str, shown: str) -> None:
+    assert as_typed(value) == shown
+
+
+def test_a_case_label_writes_each_argument_as_typed() -> None:
+    from llmfs.course.exercise_checks import SPECS
+
+    spec = SPECS["ch11.train_bpe"]
+    assert case_label(spec, ("\U0001f642", 0)) == 'train_bpe("\U0001f642", 0)'

@@ -1,12 +1,15 @@
 """Nothing written above an exercise gives its answer away, and no stub hint is its solution.
 
-A learner reads a student notebook from the top. So for every predict exercise, the source of
-every cell of the student notebook from the first cell down to the exercise's own cell (markdown
-and code, comments included), and the chapter's objectives in the manifest, must not state that
-exercise's answers. The answers are the literals of the solution's ``predict(...)`` cell (read by
-:func:`answerkit.solution_answers`, as the output search of ``test_chapters.py`` reads them).
-Text below an exercise's cell is not searched: it is read after the prediction (and gated text,
-``if after(...)``, only after the check).
+A learner reads a student notebook from the top, and scrolls on while predicting. So for every
+predict exercise, the source of every cell of the student notebook from the first cell down to
+the next exercise's cell (markdown and code, comments included: the next exercise's question is
+on screen too), every hint of the exercise as ``hint(id)`` prints it (the manifest's), and the
+chapter's objectives in the manifest, must not state that exercise's answers. The answers are
+the literals of the solution's ``predict(...)`` cell (read by :func:`answerkit.solution_answers`,
+as the output search of ``test_chapters.py`` reads them). What explains a result lives in the
+solution's ``explains:<id>`` cells, which the build leaves out of the student notebook (the
+check shows them once the exercise is finished); outputs gated by ``if after(...)`` show only
+after the check (``test_chapters.py`` runs the notebooks for those).
 
 Text is read as a learner reads it: markdown emphasis and code backticks dropped, whitespace
 single, and numbers compared in one spelling (:func:`answerkit.canonical`: a Python list or
@@ -20,9 +23,9 @@ tuple, NumPy's ``[585 65 13 1]`` and ``[585. 65. 13. 1.]`` read the same). A fie
    arguments of a tensor-making call in a code cell (``Tensor.from_vec([2, 3], [1, 2, 3, 4, 5,
    6])``: the data the exercise works on);
 2. **the error class name** of an error answer, as a whole word, in the exercise's *lead-in*
-   (the cells after the chapter's previous exercise cell, down to this one) or next to the
-   exercise (rule 3). An error named in a chapter's survey of its rules, above an earlier
-   exercise, is the rule being taught, not this exercise's answer;
+   (the cells after the chapter's previous exercise cell, down to this one, and under it) or
+   next to the exercise (rule 3). An error named in a chapter's survey of its rules, above an
+   earlier exercise, is the rule being taught, not this exercise's answer;
 3. **any answer next to the exercise**: in one sentence that names the exercise, within
    :data:`WINDOW` characters on either side of the name. Its names are its expression and the
    code spans of its question cell that look like an expression (a call, an attribute or an
@@ -41,6 +44,12 @@ tuple, NumPy's ``[585 65 13 1]`` and ``[585. 65. 13. 1.]`` read the same). A fie
    rules single out (``stride 0``, ``stride -1``: a zero or negative entry of a strides
    answer), a yes/no field's word with its value, and an owner's words (``shared``: ``is a
    view``, ``no copy``; ``new``: ``a new owner``, ``a copy``, ``one copy``).
+5. **any answer in the prose under the exercise, or in a hint**, without naming the exercise
+   (this text is about the exercise just asked): what rule 3 finds next to a name, also a
+   number of two or more characters (``2.48``, ``126``) and a word answer of at least
+   :data:`MIN_BELOW_WORD` letters (``higher``). The prose under an exercise is its markdown
+   cells down to the next exercise or section heading (:data:`SECTION`); those cells are part of
+   the exercise's lead-in as well (rules 2 and 4).
 
 Left out of every text: the other exercises' expressions (``view.reshape([3, 2])`` is the
 question of one exercise, not the shape of another's) and the choices a question offers
@@ -99,14 +108,16 @@ HINT_SHARE = 0.5  # a hint sharing runs of tokens over this much of a solution l
 
 @dataclass(frozen=True)
 class Text:
-    """One cell's source as a learner reads it: ``where`` names it (``cell #3 (id ...)``),
-    ``lead_in`` says whether it is in the exercise's lead-in (see the module docstring),
-    ``code`` whether it is a code cell."""
+    """One cell's source (or one hint) as a learner reads it: ``where`` names it (``cell #3
+    (id ...)``, ``hint 2 of 3``), ``lead_in`` says whether it is in the exercise's lead-in (see
+    the module docstring), ``code`` whether it is a code cell, ``below`` whether it is prose
+    under the exercise's cell, down to the next exercise (rule 5)."""
 
     where: str
     source: str
     lead_in: bool
     code: bool = False
+    below: bool = False
 
 
 @dataclass(frozen=True)
@@ -175,7 +186,11 @@ SUCCESS_WORDS = (
     r"\b(?:works|succeeds|no error|does not raise|doesn't raise|never raises)\b"
 )
 #: How questions offer their choices: no answer in it.
-CHOICES = re.compile(r"\b(?:shared or new|new or shared|yes or no|True or False)\b", re.I)
+CHOICES = re.compile(
+    r"\b(?:shared or new|new or shared|yes or no|True or False)\b"
+    r'|"\w+"(?:\s+"\w+")*\s+or\s+"\w+"',  # quoted options ("lower", "same" or "higher")
+    re.I,
+)
 
 
 def is_long_list(field: str, answer: Any) -> bool:
@@ -251,6 +266,27 @@ def lead_in_patterns(field: str, answer: Any) -> list[str]:
     return []
 
 
+#: A word answer shorter than this ("same", "none") is an everyday word: not searched below.
+MIN_BELOW_WORD = 5
+
+
+def below_patterns(field: str, answer: Any) -> list[str]:
+    """Patterns for ``answer`` anywhere in prose under the exercise (rule 5): what states it
+    next to the exercise's name states it here without the name, since this text is about the
+    exercise just asked; also a number of two or more characters (``2.48``, ``126``) on its
+    own, and a word answer of at least :data:`MIN_BELOW_WORD` letters."""
+    if isinstance(answer, bool):
+        return near_patterns(field, answer)
+    if is_number(answer):
+        text = canonical_number(str(answer))
+        return [number_pattern(answer)] if len(text.lstrip("-")) >= 2 else []
+    if isinstance(answer, str) and answer not in OWNER_WORDS and answer != "none":
+        return [rf"\b{re.escape(answer)}\b"] if len(answer) >= MIN_BELOW_WORD else []
+    if isinstance(answer, list) and len(leaves(answer)) < 2:  # "[0]": only in brackets,
+        return [rf"(?<![\w\]]){flexible(canonical(repr(answer)))}"]  # not an index: size[1]
+    return near_patterns(field, answer)
+
+
 def stated_by_expression(answer: Any, expression: str) -> bool:
     """Whether the exercise's expression itself writes ``answer`` (then it is no secret): a
     list, or an error name. (A number in the expression is only its argument; a sentence that
@@ -274,6 +310,7 @@ def leaks(question: Question, texts: Sequence[Text]) -> list[str]:
         anywhere = list_patterns(answer) if is_long_list(field, answer) else []
         near = near_patterns(field, answer)
         lead = lead_in_patterns(field, answer)
+        under = [p for p in below_patterns(field, answer) if not _in_expression(p, question)]
         for text in texts:
             source = without_fixture_data(text.source) if text.code else text.source
             for sentence in sentences(source, text.code):
@@ -283,12 +320,20 @@ def leaks(question: Question, texts: Sequence[Text]) -> list[str]:
                     how = _search(lead, sentence)
                 if how is None:
                     how = _search_near(near, names, sentence)
+                if how is None and text.below:
+                    how = _search(under, sentence)
                 if how is not None:
                     found.append(
                         f"{question.id} field {field} ({answer!r}) in {text.where}: {how} "
                         f"in {sentence[:160]!r}"
                     )
     return found
+
+
+def _in_expression(pattern: str, question: Question) -> bool:
+    """Whether ``pattern`` matches the exercise's expression or one of its names: then the
+    text below restates the question, not its answer (``thread_census(13, 10)`` holds 13)."""
+    return any(re.search(pattern, canonical(readable(name))) for name in question.names)
 
 
 #: Calls that make a tensor from literal data: their list arguments are the exercise's data.
@@ -374,9 +419,13 @@ def question_names(expression: str, question_cell: str) -> tuple[str, ...]:
 
 
 def chapter_questions(chapter: Chapter, student: Notebook) -> Iterator[tuple[Question, list[Text]]]:
-    """Each predict exercise of ``chapter`` with the texts a learner has read when reaching its
-    cell in ``student``: the manifest's objectives, then every cell down to the exercise's. The
-    other exercises' expressions are left out of the texts: they are those exercises' questions
+    """Each predict exercise of ``chapter`` with the texts a learner sees while predicting it
+    in ``student``: the manifest's objectives, every cell from the top of the notebook down to
+    the next exercise's cell (its question included: a learner scrolls on before answering),
+    and every hint of the exercise, as ``hint(id)`` prints them. The cells under the exercise
+    down to the next section heading (:data:`SECTION`) or exercise are its lead-in too, and
+    their prose is searched by rule 5. The other exercises'
+    expressions are left out of the texts: they are those exercises' questions
     (``view.reshape([3, 2])`` does not state the shape of ``view.transpose(0, 1)``)."""
     positions = exercise_cells(student, chapter.notebook)
     cells = student["cells"]
@@ -386,6 +435,7 @@ def chapter_questions(chapter: Chapter, student: Notebook) -> Iterator[tuple[Que
         assert exercise.expression is not None
         position = positions[exercise.id]
         previous = max((p for p in positions.values() if p < position), default=0)
+        following = min((p for p in positions.values() if p > position), default=len(cells) + 1)
         question = next(
             (
                 cell_source(cell)
@@ -404,17 +454,36 @@ def chapter_questions(chapter: Chapter, student: Notebook) -> Iterator[tuple[Que
             key=len,
             reverse=True,
         )
+        section = next(
+            (
+                at
+                for at in range(position + 1, following)
+                if cells[at - 1]["cell_type"] == "markdown"
+                and SECTION.match(cell_source(cells[at - 1]))
+            ),
+            following,
+        )
         texts = [objectives] + [
             Text(
                 f"cell #{at} (id {cell['id']!r})",
                 without(others, cell_source(cell)),
-                lead_in=at > previous,
+                lead_in=previous < at < section,
                 code=cell["cell_type"] == "code",
+                below=position < at < section and cell["cell_type"] == "markdown",
             )
-            for at, cell in enumerate(cells[:position], start=1)
+            for at, cell in enumerate(cells[: following - 1], start=1)
+        ]
+        texts += [
+            Text(f"hint {number} of {len(exercise.hints)}", text, lead_in=True, below=True)
+            for number, text in enumerate(exercise.hints, start=1)
         ]
         names = question_names(exercise.expression, question)
         yield Question(exercise.id, exercise.expression, answers(chapter, exercise), names), texts
+
+
+#: A markdown cell that opens a new section of the chapter (``## 3. LayerNorm``): the text
+#: under an exercise belongs to it down to the next section or exercise, whichever comes first.
+SECTION = re.compile(r"\s*#{1,2}\s")
 
 
 def without(expressions: Sequence[str], source: str) -> str:
@@ -798,3 +867,117 @@ def test_a_notebook_without_the_hint_import_is_found() -> None:
     }
     assert "hint" not in imported_names("from llmfs.widgets import check, predict", "llmfs.widgets")
     assert "hint" not in imported_names("from llmfs.course import hint", "llmfs.widgets")
+
+
+# -- an explanation that states an answer is never in the student notebook ----------------------
+
+SLICE_EXERCISE = MANIFEST.exercise("ch02.q4")
+SLICE_CHAPTER = dataclasses.replace(
+    MANIFEST.chapter("ch02"),
+    solution="solutions/synthetic.ipynb",
+    notebook="notebooks/synthetic.ipynb",
+    objectives=("read the layout of a slice",),
+    exercises=(SLICE_EXERCISE,),
+)
+EXPLANATION = (
+    "Offset 3 is skipped between the two rows, so the slice is **not** contiguous even though\n"
+    "each row on its own is."
+)
+
+
+def synthetic_solution(explanation_tags: list[str]) -> Notebook:
+    """A one-exercise solution notebook: the question, the predict cell, its check, the
+    explanation (tagged ``explanation_tags``) and the next section."""
+
+    def cell(kind: str, cell_id: str, source: str, tags: Sequence[str] = ()) -> dict[str, Any]:
+        made: dict[str, Any] = {
+            "cell_type": kind,
+            "id": cell_id,
+            "metadata": {"tags": list(tags)} if tags else {},
+            "source": source,
+        }
+        if kind == "code":
+            made.update(execution_count=None, outputs=[])
+        return made
+
+    predict = (
+        'q4 = predict(\n    "view.slice(1, 1, 3)",\n    exercise_id="ch02.q4",\n'
+        + "".join(f"    {name}=None,  # PREDICTION\n" for name in SLICE_EXERCISE.fields)
+        + ")"
+    )
+    return {
+        "cells": [
+            cell("markdown", "title", "# A slice\n\nSlices keep the strides of their owner."),
+            cell("markdown", "question", "### Exercise ch02.q4 — a slice\n\nPredict its layout."),
+            cell("code", "predict", predict, ["exercise:ch02.q4"]),
+            cell("code", "check", "check(q4)"),
+            cell("markdown", "after", EXPLANATION, explanation_tags),
+            cell("markdown", "next", "## 2. The next section\n\nMore rules."),
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def synthetic_leaks(explanation_tags: list[str]) -> list[str]:
+    from llmfs.course.build import student_notebook
+
+    _ANSWERS.setdefault("ch02.q4", answers(MANIFEST.chapter("ch02"), SLICE_EXERCISE))
+    solution = synthetic_solution(explanation_tags)
+    student = student_notebook(solution, SLICE_CHAPTER.solution, SLICE_CHAPTER)
+    return chapter_leaks(SLICE_CHAPTER, student)
+
+
+def test_an_explanation_put_back_under_its_check_is_a_leak() -> None:
+    """The text right under a check is on screen while the learner predicts: as plain markdown
+    the explanation states the slice's contiguity, and the search says where."""
+    found = synthetic_leaks([])
+    assert found and all("ch02.q4 field contiguous" in leak for leak in found), found
+    assert any("id 'after'" in leak and "not contiguous" in leak for leak in found), found
+
+
+def test_an_explanation_tagged_for_its_exercise_leaves_the_student_notebook() -> None:
+    assert synthetic_leaks(["explains:ch02.q4"]) == []
+
+
+@pytest.mark.parametrize(
+    ("question", "texts"),
+    [
+        # under the exercise, prose about the result needs no name to state it (rule 5)
+        (Q2, [Text("cell #9", "It reads offset 23, the last of the block.", True, below=True)]),
+        (ERROR, [Text("cell #9", "So it raises IndexOutOfBoundsError.", True, below=True)]),
+        (WORKS, [Text("cell #9", "The reshape works: it only splits.", True, below=True)]),
+        # every hint is read as the learner reads it
+        (SLICE, [Text("hint 1 of 2", "Its strides are [3, 1], the owner's.", True, below=True)]),
+        (SUM, [Text("hint 2 of 2", "An elementwise op allocates a new owner.", True, below=True)]),
+    ],
+)
+def test_prose_under_an_exercise_and_its_hints_are_searched(
+    question: Question, texts: list[Text]
+) -> None:
+    assert leaks(question, texts), texts[0].source
+
+
+@pytest.mark.parametrize(
+    ("question", "texts"),
+    [
+        # the same sentences far above the exercise, or past the next section, name nothing
+        (Q2, [Text("cell #1", "It reads offset 23, the last of the block.", False)]),
+        (WORKS, [Text("cell #1", "The reshape works: it only splits.", False)]),
+        # the question's quoted options are not an answer
+        (
+            Question("ch10.q2", "compare_runs()", {"loss": "higher"}, ("compare_runs()",)),
+            [Text("cell #9", 'Predict the loss: "lower", "same" or "higher".', True, below=True)],
+        ),
+        # a one-value answer is searched in brackets only ("0" is everywhere), not as an index
+        (
+            Question("ch01.q4", "t.view()", {"offsets": [0]}, ("t.view()",)),
+            [Text("cell #9", "An axis of size 0 holds 0 values; see size[0].", True, below=True)],
+        ),
+    ],
+)
+def test_the_search_under_an_exercise_ignores_what_states_no_answer(
+    question: Question, texts: list[Text]
+) -> None:
+    assert not leaks(question, texts), leaks(question, texts)

@@ -172,12 +172,30 @@ def show_outcome(
     ``limit`` (:func:`error_text`; ``raises`` for the library's answer, ``raised`` for what the
     learner's function did)."""
     if "error" not in outcome:
-        return json.dumps(outcome.get("value"))
+        return as_typed(outcome.get("value"))
     if error is not None:
         return error_text(error, outcome["error"], expected=expected, limit=limit)
     if outcome["error"] == "NotPlainData":
         return f"returned a {outcome.get('type', '?')}, not plain data"
     return f"{'raises' if expected else 'raised'} {outcome['error']}"
+
+
+def as_typed(value: Any) -> str:
+    """A plain value (JSON data: a case's arguments or result) as a learner writes it: JSON
+    text whose strings keep every printable character as itself (``"🙂"``, ``"é"``, not
+    ``"\\ud83d\\ude42"``), and escape only what would not show: control characters, and other
+    characters Python does not print (``str.isprintable``: a zero-width space reads
+    ``\\u200b``), so no character of a string is hidden."""
+    text = json.dumps(value, ensure_ascii=False)
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # JSON spells a character past the BMP as its UTF-16 surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def offset_tables(views: Sequence[tuple[str, TensorView]]) -> str:
@@ -299,6 +317,7 @@ __all__ = [
     "NOT_IMPLEMENTED",
     "CaseResult",
     "CheckReport",
+    "as_typed",
     "check_values",
     "error_text",
     "offset_tables",

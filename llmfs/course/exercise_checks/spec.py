@@ -52,6 +52,7 @@ from llmfs.course.exercise_checks.report import (
     CaseResult,
     CheckReport,
     Status,
+    as_typed,
     offset_tables,
     show_outcome,
 )
@@ -246,8 +247,9 @@ def case_order(spec: ImplementSpec, args: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def case_label(spec: ImplementSpec, args: Sequence[Any]) -> str:
-    """``name(arg, ...)`` for one case."""
-    return f"{spec.function}({', '.join(json.dumps(a) for a in args)})"
+    """``name(arg, ...)`` for one case, each argument as the learner would type it
+    (:func:`~.report.as_typed`: ``train_bpe("🙂", 0)``)."""
+    return f"{spec.function}({', '.join(as_typed(a) for a in args)})"
 
 
 def show_run(run: Run, *, expected: bool, limit: int = CELL_MESSAGE_LIMIT) -> str:

@@ -16,6 +16,7 @@ copies) and of indexing and slicing; :mod:`llmfs.course.exercises.op_detectors` 
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -508,14 +509,227 @@ def slice_end_off_by_one(value: Any, truth: Any, context: Context) -> str | None
     )
 
 
+# -- numbers and counts -------------------------------------------------------------------------
+# These read a number against the truth, so they apply to every numeric field, plain or not
+# (a loss, a count of reads, a base offset): the field kind ``number`` of the catalogue.
+
+#: Half a unit of the second decimal: numbers asked "to 2 decimals" are rounded that far.
+ROUNDING = 0.006
+#: Whole factors up to this are read as "counted several times over" (or once too few).
+LARGEST_FACTOR = 1024
+
+
+def number(value: Any) -> bool:
+    """A real number that is not a boolean."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _close(value: float, target: float) -> bool:
+    """Equal, allowing the rounding of an answer given to 2 decimals (exact for whole numbers)."""
+    if isinstance(value, int) and float(target).is_integer():
+        return value == target
+    return abs(value - target) <= ROUNDING * max(1.0, abs(target))
+
+
+def other_log_base(value: Any, truth: Any, context: Context) -> str | None:
+    """The natural log computed in base 10 or 2 (``1.08`` for ``ln 12 = 2.48``), or the other
+    way round."""
+    if not (number(value) and number(truth)) or truth == 0:
+        return None
+    bases = (math.log(10), math.log(2), 1 / math.log(10), 1 / math.log(2))
+    if any(_close(value, truth / base) for base in bases) and not _close(value, truth):
+        return (
+            "That is the right logarithm taken in another base (10 or 2): a loss, like NumPy's "
+            "np.log, uses the natural logarithm, ln."
+        )
+    return None
+
+
+def flipped_sign(value: Any, truth: Any, context: Context) -> str | None:
+    """The right size with the wrong sign."""
+    if number(value) and number(truth) and truth != 0 and _close(value, -truth):
+        return (
+            "The size is right but the sign is flipped: find the step where the direction turns "
+            "(the minus sign of a formula such as -log p, or the end a reversed axis starts from)."
+        )
+    return None
+
+
+def _whole_factor(value: float, truth: float) -> int | None:
+    """``k`` (2 to :data:`LARGEST_FACTOR`) when ``value`` is ``k`` times ``truth``."""
+    if truth == 0 or value == 0:
+        return None
+    ratio = value / truth
+    k = round(ratio)
+    if 2 <= k <= LARGEST_FACTOR and _close(value, k * truth):
+        return k
+    return None
+
+
+def counted_several_times(value: Any, truth: Any, context: Context) -> str | None:
+    """A count (or a sum) that is a whole multiple of the truth: something counted again."""
+    if not (number(value) and number(truth)) or other_log_base(value, truth, context):
+        return None
+    if _whole_factor(value, truth) is not None:
+        return (
+            "Your number is a whole multiple of the answer: something is counted more than once "
+            "(each value, read, position or step is to be counted once), or summed where the "
+            "question asks for a mean."
+        )
+    if _whole_factor(truth, value) is not None:
+        return (
+            "Your number is a whole fraction of the answer: something that happens several "
+            "times over (per head, per operand, per row, per byte of a value) is counted once."
+        )
+    return None
+
+
+def _common_factor(value: Sequence[Any], truth: Sequence[Any]) -> int | None:
+    """``k`` when every entry of ``value`` is ``k`` times its entry of ``truth`` (zeros match
+    zeros), with at least one entry that is not zero."""
+    factors = set()
+    for given, right in zip(value, truth, strict=True):
+        if right == 0 or given == 0:
+            if given != right:
+                return None
+            continue
+        k = _whole_factor(given, right)
+        if k is None:
+            return None
+        factors.add(k)
+    return factors.pop() if len(factors) == 1 else None
+
+
+def scaled_values(value: Any, truth: Any, context: Context) -> str | None:
+    """Every value the same whole multiple (or fraction) of the truth's: a mean for a sum, a
+    sum for a mean, one count for several."""
+    try:
+        given, right = flat(value), flat(truth)
+    except (TypeError, ValueError):
+        return None
+    if len(given) != len(right) or not all(number(v) for v in (*given, *right)):
+        return None
+    if _common_factor(given, right) is not None:
+        return (
+            "Every value is the same whole multiple of the answer's: a sum where the request "
+            "takes a mean, or each value counted several times."
+        )
+    if _common_factor(right, given) is not None:
+        return (
+            "Every value is the same whole fraction of the answer's: a mean where the request "
+            "takes a sum, or something that happens several times counted once."
+        )
+    return None
+
+
+def float32_spacing(value: Any, truth: Any, context: Context) -> str | None:
+    """A number float32 cannot hold, from 2**24 on (where neighbouring float32 values are 2 or
+    more apart), given where the truth is one it can."""
+    if not (number(value) and number(truth)) or abs(truth) < 2**24 or abs(value) < 2**24:
+        return None
+    if float(value) != float(_float32(value)) and float(truth) == float(_float32(truth)):
+        return (
+            "float32 cannot hold that number: from 2 to the power 24 on, neighbouring float32 "
+            "values are 2 or more apart, so a fraction or an odd step is rounded to the nearest "
+            "one it can hold."
+        )
+    return None
+
+
+def _float32(value: float) -> float:
+    import numpy as np  # the course's numbers, read the way the kernels store them
+
+    return float(np.float32(value))
+
+
+def probability_for_loss(value: Any, truth: Any, context: Context) -> str | None:
+    """A loss given as a probability, or as one unit per wrong guess."""
+    if number(value) and number(truth) and 0 <= value <= 1 < truth:
+        return (
+            "A cross-entropy loss is minus the natural log of the probability the model gives "
+            "the target, averaged over the positions: not the probability itself, nor one unit "
+            "per wrong guess."
+        )
+    return None
+
+
+# -- gradients and the cells a view reads --------------------------------------------------------
+
+
+def _nested_shape(value: Any) -> tuple[int, ...] | None:
+    if not isinstance(value, list):
+        return ()
+    shapes = {_nested_shape(item) for item in value}
+    if len(shapes) > 1 or None in shapes:
+        return None
+    inner = shapes.pop() if shapes else ()
+    return (len(value), *inner) if inner is not None else None
+
+
+def gradient_shape(value: Any, truth: Any, context: Context) -> str | None:
+    """A gradient of another shape than the leaf's (the view's, or another operand's)."""
+    given, right = _nested_shape(value), _nested_shape(truth)
+    if given is not None and right is not None and given != right:
+        return (
+            "A gradient has the shape of the tensor it belongs to, the leaf that requires grad: "
+            "where a view repeats a cell its gradients add up there, and a cell no view reads "
+            "gets 0."
+        )
+    return None
+
+
+def gradient_shape_named(value: Any, truth: Any, context: Context) -> str | None:
+    """A gradient's shape predicted as another tensor's."""
+    if isinstance(value, list) and value != truth:
+        return (
+            "A leaf's gradient always has the leaf's own shape, whatever views and operands the "
+            "loss used it through."
+        )
+    return None
+
+
+def neighbouring_cells(value: Any, truth: Any, context: Context) -> str | None:
+    """The cells of a strided view given as a run of neighbouring cells."""
+    if not (ints(value) and ints(truth)) or len(value) != len(truth) or len(value) < 2:
+        return None
+    run = all(b - a == 1 for a, b in itertools.pairwise(value))
+    spread = any(b - a != 1 for a, b in itertools.pairwise(truth))
+    if run and spread:
+        return (
+            "Those cells are neighbours in storage, but a view reads through its strides: "
+            "cells a stride apart, with the ones between them left out."
+        )
+    return None
+
+
+def product_keeps_operand_shape(value: Any, truth: Any, context: Context) -> str | None:
+    """A product's shape given as one operand's shape."""
+    call = context.outcome.call
+    if call is None or call.method not in ("einsum", "matmul", "__matmul__"):
+        return None
+    shapes = [list(view.shape) for view in call.operands if view is not None]
+    given = list(value) if isinstance(value, (list, tuple)) else None
+    if given is not None and given != list(truth) and given in shapes:
+        return (
+            "A product's result has the axes its output keeps (the rows of the first operand, "
+            "the columns of the second, the batch axes), not the shape of one operand."
+        )
+    return None
+
+
 __all__ = [
     "Detector",
     "column_major",
     "contiguity",
     "copy_keeps_source",
+    "counted_several_times",
     "dims_for_strides",
     "expand_zero_stride",
     "flip_keeps_direction",
+    "flipped_sign",
+    "float32_spacing",
+    "gradient_shape",
+    "gradient_shape_named",
     "head_axis_order",
     "index_without_strides",
     "ints",
@@ -524,13 +738,19 @@ __all__ = [
     "kept_source_layout",
     "merge_outer_stride",
     "method",
+    "neighbouring_cells",
     "new_owner_walk",
+    "number",
     "operand",
+    "other_log_base",
     "owner_kind",
+    "probability_for_loss",
+    "product_keeps_operand_shape",
     "redo",
     "reversed_order",
     "row_major",
     "scalar_axes",
+    "scaled_values",
     "shows",
     "slice_base_offset_zero",
     "slice_end_off_by_one",

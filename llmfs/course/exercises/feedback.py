@@ -1,5 +1,6 @@
 """The words of a comparison, verdict first: the headline, the question, one line per field and
-the teaching lines under a wrong one (or, before a complete attempt, what is still missing).
+the teaching lines under a wrong one (or, before a complete attempt, what is still missing), and,
+once the exercise is finished, the chapter's explanation of its answer.
 
 :func:`plain_text` is the whole comparison as wrapped lines (the ``text/plain`` of a ``check``);
 the widgets lay the same words out as HTML and add the result's offset table once the exercise
@@ -12,6 +13,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from llmfs.course.exercises.entries import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
+from llmfs.course.exercises.explanations import explanations_for
 from llmfs.course.exercises.judge import Verdict
 from llmfs.course.exercises.reveals import REVEALS_OFF
 
@@ -124,11 +126,21 @@ def plain_text(comparison: Comparison) -> str:
             lines += textwrap.wrap(
                 line, TEXT_WIDTH, initial_indent="      ", subsequent_indent="      "
             )
+    for text in explanations(comparison):
+        lines += ["", *text.strip().splitlines()]
     return "\n".join(lines)
+
+
+def explanations(comparison: Comparison) -> tuple[str, ...]:
+    """The chapter's explanations of the exercise (markdown), once the comparison finished it
+    (every field right or revealed): they state the answer, so they never show before
+    (:mod:`~llmfs.course.exercises.explanations`)."""
+    return explanations_for(comparison.exercise_id, comparison.complete and comparison.finished)
 
 
 __all__ = [
     "TEXT_WIDTH",
+    "explanations",
     "feedback_lines",
     "field_line",
     "headline",

@@ -47,11 +47,21 @@ class Context:
 @dataclass(frozen=True)
 class Misconception:
     """A named mistake: ``field`` is the kind of field it applies to, ``detect`` returns the
-    one-sentence explanation when a wrong answer shows it (else ``None``)."""
+    one-sentence explanation when a wrong answer shows it (else ``None``).
+
+    ``field`` :data:`NUMBER` applies to every field whose answer and truth are both numbers
+    (a loss, a count, a base offset). ``plain`` says the detector also reads the fields of a
+    plain outcome (an expression that gives a dict of plain values), where a field's name says
+    what it holds (``grad``, ``cells``, ``loss``) but no request was traced."""
 
     name: str
     field: str
     detect: Callable[[Any, Any, Context], str | None]
+    plain: bool = False
+
+
+#: The field kind of the detectors that read any number against the truth.
+NUMBER = "number"
 
 
 def _row_major(shape: Sequence[int]) -> tuple[int, ...]:
@@ -216,9 +226,13 @@ def _offsets_for_values(value: Any, truth: Any, context: Context) -> str | None:
 
 
 def _named(
-    name: str, fields: str, detect: Callable[[Any, Any, Context], str | None]
+    name: str,
+    fields: str,
+    detect: Callable[[Any, Any, Context], str | None],
+    *,
+    plain: bool = False,
 ) -> list[Misconception]:
-    return [Misconception(name, field, detect) for field in fields.split()]
+    return [Misconception(name, field, detect, plain) for field in fields.split()]
 
 
 #: The catalogue: every named misconception, per kind of field (each has a test).
@@ -267,6 +281,21 @@ MISCONCEPTIONS: tuple[Misconception, ...] = (
     *_named("a Python error for an llmfs refusal", "error", od.foreign_error),
     *_named("success predicted for a refused request", "error", od.refused_request),
     *_named("an error whose rule the request keeps", "error", od.wrong_refusal),
+    *_named("a product keeps an operand's shape", "shape", d.product_keeps_operand_shape),
+    *_named("a logarithm in another base", NUMBER, d.other_log_base, plain=True),
+    *_named("the sign flipped", NUMBER, d.flipped_sign, plain=True),
+    *_named("counted several times, or once too few", NUMBER, d.counted_several_times, plain=True),
+    *_named("a number float32 cannot hold", NUMBER, d.float32_spacing, plain=True),
+    *_named("every value scaled by one factor", "values", d.scaled_values),
+    *_named("a loss given as a probability", "loss", d.probability_for_loss, plain=True),
+    *_named("a gradient in another shape", "grad", d.gradient_shape, plain=True),
+    *_named("a gradient's shape named", "grad_shape", d.gradient_shape_named, plain=True),
+    *_named(
+        "neighbouring cells for a strided view",
+        "cells q_cells read_from read_offsets",
+        d.neighbouring_cells,
+        plain=True,
+    ),
 )
 
 
@@ -274,24 +303,32 @@ def diagnose(field: str, value: Any, truth: Any, context: Context) -> list[str]:
     """The messages of every catalogued misconception that a wrong ``value`` shows.
 
     A plain outcome's key named ``error`` (an error class name, or ``none``) is diagnosed as an
-    ``error`` field. A detector that cannot read this kind of request stays silent (one that
-    raises counts as silent: a learner's check never fails on an explanation; the probe tests
-    call every detector directly, so a raising detector fails there).
+    ``error`` field; its other keys only by the detectors marked ``plain`` (and a number, by
+    those of kind :data:`NUMBER`). A detector that cannot read this kind of request stays
+    silent (one that raises counts as silent: a learner's check never fails on an explanation;
+    the probe tests call every detector directly, so a raising detector fails there).
     """
-    if context.outcome.plain is not None:
-        if field != "error" or not isinstance(value, str):
-            return []
-    messages = []
+    plain = context.outcome.plain is not None
+    numeric = d.number(value) and d.number(truth)
+    messages: list[str] = []
+    counts: list[str] = []
     for misconception in MISCONCEPTIONS:
-        if misconception.field != field:
+        if misconception.field == NUMBER:
+            if not numeric:
+                continue
+        elif misconception.field != field:
+            continue
+        if plain and not misconception.plain and not (field == "error" and isinstance(value, str)):
             continue
         try:
             message = misconception.detect(value, truth, context)
-        except Exception:  # a detector that cannot read this request has nothing to say
+        except Exception:  # a detector that cannot read this kind of request has nothing to say
             message = None
         if message:
-            messages.append(message)
-    return list(dict.fromkeys(messages))
+            (counts if misconception.field == NUMBER else messages).append(message)
+    # A number's relation to the truth (a factor, a sign) is the least specific reading: it
+    # speaks only where no rule of the request does, so no answer gets two sentences for one slip.
+    return list(dict.fromkeys(messages or counts))
 
 
 #: "raises X", "error: X", "refused" ...: a tensor field predicted as an error.
@@ -326,4 +363,4 @@ def predicted_raise(predicted: Any, error: Any = None) -> str | None:
     return None
 
 
-__all__ = ["MISCONCEPTIONS", "Context", "Misconception", "diagnose", "predicted_raise"]
+__all__ = ["MISCONCEPTIONS", "NUMBER", "Context", "Misconception", "diagnose", "predicted_raise"]

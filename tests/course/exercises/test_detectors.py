@@ -237,10 +237,65 @@ def test_each_detector_fires_on_its_misconception_only(case: Case) -> None:
     assert verdict.status == "wrong" and message in verdict.mistakes
 
 
+#: Detectors of numbers and of plain results (a dict of values, no traced request): each case's
+#: expression gives a dict, and ``field`` is one of its keys.
+PLAIN_CASES: tuple[Case, ...] = (
+    Case("other_log_base", '{"loss": round(math.log(12), 2)}', "loss", 1.08, 1.24, "base"),
+    Case("other_log_base", '{"loss": round(math.log(12), 2)}', "loss", 3.58, 2.5, "natural"),
+    Case("flipped_sign", '{"loss": round(math.log(12), 2)}', "loss", -2.48, -1.0, "sign"),
+    Case("flipped_sign", '{"offset": 2}', "offset", -2, -3, "sign"),
+    Case("counted_several_times", '{"reads": 16}', "reads", 32, 24, "multiple"),
+    Case("counted_several_times", '{"reads": 16}', "reads", 8, 12, "fraction"),
+    Case("counted_several_times", '{"loss": 2.48}', "loss", 7.45, 7.0, "mean"),
+    Case("float32_spacing", '{"stored": 16777216.0}', "stored", 16777216.5, 16777218.0, "2 or"),
+    Case("probability_for_loss", '{"loss": 2.48}', "loss", 0.5, 1.5, "probability"),
+    Case(
+        "gradient_shape",
+        '{"grad": [[1, 1], [1, 1]]}',
+        "grad",
+        [1, 1, 1, 1],
+        [[1, 2], [3, 4]],
+        "shape of the tensor",
+    ),
+    Case("gradient_shape_named", '{"grad_shape": [2, 3]}', "grad_shape", [3, 2], None, "own shape"),
+    Case("neighbouring_cells", '{"cells": [1, 4, 7]}', "cells", [1, 2, 3], [1, 4, 8], "stride"),
+)
+
+
+@pytest.mark.parametrize("case", PLAIN_CASES, ids=_case_id)
+def test_each_number_and_plain_detector_fires_on_its_misconception_only(case: Case) -> None:
+    detect = _detector(case.detector)
+    outcome = run(case.expression, {"math": math}, plain=True)
+    truth = outcome.truth(case.field)
+    context = Context(outcome, {})
+    message = detect(case.wrong, truth, context)
+    assert message is not None and case.says in message, message
+    assert detect(truth, truth, context) is None
+    if case.unrelated is not None:
+        assert detect(case.unrelated, truth, context) is None
+    (verdict,) = compare({case.field: case.wrong}, outcome)
+    assert verdict.status == "wrong" and message in verdict.mistakes
+
+
+def test_a_product_shape_and_scaled_values_are_named() -> None:
+    a = Tensor.from_vec([2, 3], [1, 2, 3, 4, 5, 6])
+    b = Tensor.from_vec([3, 2], [1, 0, 0, 1, 1, 1])
+    product = run('einsum("ik,kj->ij", a, b)', {"einsum": einsum, "a": a, "b": b})
+    context = Context(product, {})
+    assert "one operand" in (d.product_keeps_operand_shape((2, 3), (2, 2), context) or "")
+    assert d.product_keeps_operand_shape((3, 3), (2, 2), context) is None
+    summed = run("ops.sum(base, axis=0)", _names())
+    truth = summed.truth("values")
+    assert "mean where" in (d.scaled_values([15, 16, 17], truth, Context(summed, {})) or "")
+    assert "sum where" in (d.scaled_values([60, 64, 68], truth, Context(summed, {})) or "")
+    assert d.scaled_values([15, 16, 18], truth, Context(summed, {})) is None
+
+
 def test_every_general_detector_of_the_catalogue_has_a_case() -> None:
     modules = {d.__name__, od.__name__}
     general = {m.detect.__name__ for m in MISCONCEPTIONS if m.detect.__module__ in modules}
-    assert general == {case.detector for case in CASES}
+    covered = {case.detector for case in (*CASES, *PLAIN_CASES)}
+    assert general == covered | {"product_keeps_operand_shape", "scaled_values"}
 
 
 def test_no_detector_message_states_a_number_of_the_truth() -> None:
