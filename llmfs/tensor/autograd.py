@@ -323,7 +323,7 @@ def _accumulate(leaf: Tensor, grad: np.ndarray, owned: bool) -> None:
         leaf._grad = Tensor._adopt_layout(grad if owned else grad.copy(), leaf._layout)
         return
     with leaf._grad.mutate() as storage:
-        storage.writable_array()[...] += grad
+        storage._array()[...] += grad
 
 
 # --------------------------------------------------------------------------------------------
@@ -504,7 +504,31 @@ def _reduction_backward(
         hits = _mask(ops.equal(ctx.values(x, "its operand"), out), ctx.result)
         share = ops.div(g, ops.sum(hits, axis=tuple(axes), keepdims=True))
         return ops.mul(hits, share)
-    raise NotDifferentiableError(op, "a product's gradient is not implemented in llmfs")
+    if op == "prod":
+        others = _products_of_the_others(_grad_array(ctx.values(x, "its operand")), axes)
+        return ops.mul(g, Tensor._adopt(others.reshape(-1), x.shape))
+    raise NotDifferentiableError(op, f"no gradient rule for the reduction {op!r}")
+
+
+def _products_of_the_others(values: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    """d(prod over ``axes``)/dx: at every position, the product of the other values of its
+    group (the values that were multiplied with it), as a new array of ``values``' shape.
+
+    It is the product of the values before it times the product of the values after it (two
+    exclusive running products), never ``prod / x``: so a group with one zero sends the product
+    of the others to the zero's position and 0 elsewhere, and a group with two or more zeros
+    sends 0 everywhere, as PyTorch's rule does."""
+    if values.size == 0:
+        return np.zeros(values.shape, dtype=values.dtype)
+    count = len(axes)
+    ends = tuple(range(values.ndim - count, values.ndim))
+    moved = np.moveaxis(values, tuple(axes), ends)  # the reduced axes last, in order
+    lead = moved.shape[: values.ndim - count]
+    group = moved.reshape((*lead, -1))
+    ones = np.ones((*lead, 1), dtype=values.dtype)
+    before = np.cumprod(np.concatenate([ones, group[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, group[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return np.moveaxis((before * after).reshape(moved.shape), ends, tuple(axes))
 
 
 def _reduction_rule(op: str) -> Rule:
@@ -739,7 +763,7 @@ RULES: dict[str, Rule] = {
     "scale": _scale,
     "floor_divide": _not_differentiable("its result is piecewise constant"),
     "remainder": _not_differentiable("its result jumps at every multiple of the divisor"),
-    "prod": _not_differentiable("a product's gradient is not implemented in llmfs"),
+    "prod": _reduction_rule("prod"),
     "sum": _reduction_rule("sum"),
     "mean": _reduction_rule("mean"),
     "max": _reduction_rule("max"),

@@ -40,7 +40,7 @@ class GradMethods:
     """The autograd methods every tensor type has (``ViewMethods`` inherits them).
 
     Reads the ``_requires_grad`` slot, which each concrete class declares: a view copies it from
-    what it is derived from, when it is made (see :mod:`llmfs.tensor.tape`).
+    what it is derived from, when it is made with grad mode on (see :mod:`llmfs.tensor.tape`).
     """
 
     __slots__ = ()
@@ -62,7 +62,8 @@ class GradMethods:
     @property
     def requires_grad(self) -> bool:
         """Whether ops on this are recorded for :meth:`backward` (PyTorch's name). A view has
-        the flag of what it was derived from, at the time it was made. Setting it is
+        the flag of what it was derived from, at the time it was made (``False`` when it was
+        made inside ``no_grad()``: a constant, as in PyTorch). Setting it is
         ``requires_grad_(value)``."""
         return self._requires_grad
 

@@ -57,7 +57,7 @@ from llmfs.tensor.grad_methods import GradMethods, ViewGrad
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import allocating, numpy_view, read_only_view
-from llmfs.tensor.tape import differentiable
+from llmfs.tensor.tape import differentiable, is_grad_enabled
 from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
@@ -118,7 +118,9 @@ class ViewMethods(OperatorMixin, GradMethods):
         owner = self.owner
         if owner._writer or owner._version != self._version:
             self._check_fresh()
-        return TensorView._trusted(owner, layout, self._requires_grad)
+        # A view made under no_grad() is a constant, as in PyTorch: it requires grad only when
+        # what it is derived from does and grad mode is on.
+        return TensorView._trusted(owner, layout, self._requires_grad and is_grad_enabled())
 
     # -- metadata ----------------------------------------------------------------------------
 
@@ -618,7 +620,7 @@ class TensorView(ViewMethods, ViewGrad):
         Raises :class:`InvalidLayoutError`.
         """
         layout.validate(_size(owner))
-        return cls._trusted(owner, layout, owner._requires_grad)
+        return cls._trusted(owner, layout, owner._requires_grad and is_grad_enabled())
 
     def _check_fresh(self) -> None:
         owner = self._owner
