@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from llmfs.tensor import dispatch as _dispatch
 from llmfs.tensor.autograd import gradcheck
 from llmfs.tensor.backends import (
     Backend,
@@ -148,6 +149,11 @@ from llmfs.tensor.tape import no_grad
 from llmfs.tensor.tensor import MutableStorage, Tensor
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
 from llmfs.tensor.writes import copyto
+
+# The speed code above the rules: the numpy backend's cached dispatch and the views' layout memo,
+# put in front of the ops and the view methods through their hooks (the rules run unchanged
+# without them; dispatch.uninstall() takes them away).
+_dispatch.install()
 
 __all__ = [
     "FLOAT_DTYPES",

@@ -13,7 +13,8 @@ iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape
 offset 0, owner: itself) and ``TensorView`` both inherit it, so ``t.reshape(...)`` and
 ``t.view().reshape(...)`` are the same code. The autograd surface (``requires_grad``,
 ``backward``, ``detach``, ``grad``) is mixed in from :mod:`llmfs.tensor.grad_methods`; the axis
-algebra looks its derived layouts up in :mod:`llmfs.tensor.derived`.
+algebra runs each method's layout rule (speed code may install a memo of them,
+:data:`derive_layout`).
 
 Every reader that copies values (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) asks
 the active backend to copy (``Backend.copy``): the reference backend walks the offset cursor, the
@@ -44,7 +45,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from llmfs.tensor.derived import derive
 from llmfs.tensor.errors import (
     ConcurrentWriteError,
     IndexOutOfBoundsError,
@@ -62,6 +62,13 @@ from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
     from llmfs.tensor.tensor import Tensor
+
+
+#: The memo of derived layouts, when speed code installs one (:func:`llmfs.tensor.dispatch.install`
+#: puts :func:`llmfs.tensor.derived.derive` here): called as ``derive_layout(method, layout,
+#: args, rule, before_rule)``, it returns ``rule(layout)``, remembered. ``None``: every view
+#: method runs its layout rule.
+derive_layout: Callable[..., Layout] | None = None
 
 
 def _varargs(args: tuple[object, ...]) -> object:
@@ -344,9 +351,11 @@ class ViewMethods(OperatorMixin, GradMethods):
         reads out to NumPy (``host=True``: by :func:`~llmfs.tensor.ops.reader_for`, which never
         refuses a dtype the storage holds)."""
         ops = _ops()
-        planned = ops.copy_planned(self)
-        if planned is not None:
-            return planned
+        planner = ops.planner
+        if planner is not None:
+            planned = planner.copy(self)
+            if planned is not None:
+                return planned
         self._check_fresh()
         owner, layout = self.owner, self.layout
         dtype = owner._storage.dtype
@@ -437,10 +446,17 @@ class ViewMethods(OperatorMixin, GradMethods):
         rule: Callable[[Layout], Layout],
         fresh_first: bool = False,
     ) -> TensorView:
-        """``self._derive(rule(self.layout))`` through the derived-layout cache
-        (:func:`llmfs.tensor.derived.derive`); ``fresh_first``: check freshness before ``rule``."""
+        """``self._derive(rule(self.layout))``: the view method ``method`` with ``args`` is the
+        layout rule ``rule``. ``fresh_first``: check freshness before ``rule`` (so a stale view
+        with a bad argument says it is stale). When a layout memo is installed
+        (:data:`derive_layout`), it may answer for the rule."""
+        memo = derive_layout
+        if memo is None:
+            if fresh_first:
+                self._check_fresh()
+            return self._derive(rule(self._layout))
         before = self._check_fresh if fresh_first else None
-        return self._derive(derive(method, self._layout, args, rule, before))
+        return self._derive(memo(method, self._layout, args, rule, before))
 
     def reshape(self, *shape: Any) -> TensorView:
         """The same values in the same logical order under a new shape, without copying.
