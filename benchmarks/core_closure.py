@@ -46,7 +46,6 @@ SPEED = (
     "llmfs.tensor.backends.threads",
     "llmfs.tensor.dispatch",
     "llmfs.tensor.derived",
-    "llmfs.tensor.fast",
 )
 
 LIMIT = 6000

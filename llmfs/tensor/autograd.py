@@ -50,12 +50,13 @@ from __future__ import annotations
 
 import math
 import string
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from llmfs.tensor import ops
+from llmfs.tensor import above, ops
 from llmfs.tensor.backends import get_backend
 from llmfs.tensor.dtypes import is_number
 from llmfs.tensor.einsum.labels import bind
@@ -821,3 +822,5 @@ __all__ = [
     "unbroadcast",
     "view_backward",
 ]
+
+above.provide("autograd", sys.modules[__name__])

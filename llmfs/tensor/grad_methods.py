@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
 import numpy as np
 
+from llmfs.tensor import above
 from llmfs.tensor.dtypes import FLOAT_DTYPES
 from llmfs.tensor.errors import DTypeError, TensorError
 
@@ -122,10 +123,8 @@ class GradMethods:
         :class:`~llmfs.tensor.errors.SavedTensorModifiedError` when a tensor an op saved was
         written after the op ran. See :mod:`llmfs.tensor.autograd`.
         """
-        # The engine runs the ops' backward rules, built on top of the views: imported on use.
-        from llmfs.tensor.autograd import backward
-
-        backward(cast("ViewMethods", self), gradient)
+        # The engine runs the ops' backward rules, built on top of the views: above.autograd.
+        above.autograd.backward(cast("ViewMethods", self), gradient)
 
     def detach(self) -> TensorView:
         """A view of the same storage and layout that does not require grad (PyTorch's

@@ -57,11 +57,13 @@ from __future__ import annotations
 
 import builtins
 import numbers as _numbers
+import sys
 from collections.abc import Sequence
 from typing import Protocol
 
 import numpy as np
 
+from llmfs.tensor import above
 from llmfs.tensor.backends import get_backend
 from llmfs.tensor.backends.base import COMPARISON_OPS, LOGICAL_OPS, Backend, read_array
 from llmfs.tensor.dtypes import (
@@ -1036,12 +1038,10 @@ def einsum(expression: str, *operands: object, dtype: object | None = None) -> T
     list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending
     label or operand.
     """
-    # einsum's plans run the ops of this module, so einsum is imported on use, not at the top.
-    from llmfs.tensor.einsum.plan import plan_for
-
+    # einsum's plans run the ops of this module: they are reached through above.einsum.
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    plan = plan_for(expression, *operands, dtype=dtype)
+    plan = above.einsum.plan_for(expression, *operands, dtype=dtype)
     with allocating(element_count(plan.output_shape), plan.output_dtype):
         return plan.execute(*operands)
 
@@ -1097,3 +1097,5 @@ __all__ = [
     "tanh",
     "where",
 ]
+
+above.provide("ops", sys.modules[__name__])

@@ -37,14 +37,13 @@ rather than values from two versions (see "Threads" in :mod:`llmfs.tensor.tensor
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from llmfs.tensor import above
 from llmfs.tensor.errors import (
     ConcurrentWriteError,
     IndexOutOfBoundsError,
@@ -350,7 +349,7 @@ class ViewMethods(OperatorMixin, GradMethods):
         :func:`~llmfs.tensor.ops.backend_for` picks, which may refuse a dtype) and behind the
         reads out to NumPy (``host=True``: by :func:`~llmfs.tensor.ops.reader_for`, which never
         refuses a dtype the storage holds)."""
-        ops = _ops()
+        ops = above.ops
         planner = ops.planner
         if planner is not None:
             planned = planner.copy(self)
@@ -578,10 +577,8 @@ class ViewMethods(OperatorMixin, GradMethods):
         ``table[ids]`` is ``take(table, ids, axis=0).view()``: the values are copied into a NEW
         owner (as NumPy copies for integer-array indexing) and this is the whole view of it."""
         if isinstance(key, ViewMethods):
-            # The compute layer (ops) is built on top of the views: imported on use.
-            from llmfs.tensor.ops import take
-
-            return take(self, key, axis=0).view()
+            # The compute layer (ops) is built on top of the views: reached through above.ops.
+            return above.ops.take(self, key, axis=0).view()
         self._check_fresh()
         return self._derive(self.layout.index(key))
 
@@ -678,16 +675,6 @@ class TensorView(ViewMethods, ViewGrad):
     def is_stale(self) -> bool:
         """True once the owner has been mutated since this view was made (or is being written)."""
         return bool(self._owner._writer) or self._owner._version != self._version
-
-
-@functools.cache
-def _ops() -> ModuleType:
-    """:mod:`llmfs.tensor.ops`, which chooses the backend that copies. The compute layer (ops,
-    then backends) is built on top of the views, so it is imported on first use, then kept: an
-    import statement in :meth:`ViewMethods.materialize` would cost more than a small copy."""
-    from llmfs.tensor import ops
-
-    return ops
 
 
 def _rebuild_view(owner: Tensor, layout: Layout) -> TensorView:
