@@ -9,8 +9,9 @@ What is recorded
 * Every ``Tensor`` and ``TensorView`` carries one slot, ``_requires_grad``. A leaf sets it with
   ``requires_grad=True`` (or ``t.requires_grad_()``); a view copies it from what it was derived
   from when it is made, while grad mode is on (so a view made *before* ``requires_grad_()``,
-  or inside ``no_grad()``, does not require grad: a constant, as in PyTorch); an op's result
-  gets it when the op was recorded.
+  or inside ``no_grad()``, does not require grad: a constant, through which no gradient flows,
+  as in PyTorch, which keeps the flag on such a view but gives it no ``grad_fn``); an op's
+  result gets it when the op was recorded.
 * A view op records nothing: a view's layout (shape, strides, offset over its owner's storage)
   *is* the record of every view op that made it, and its backward is one rule over that layout
   (:func:`llmfs.tensor.autograd.view_backward`).
