@@ -248,13 +248,17 @@ def _add_gradient(
     gradient arrives."""
     storage = owner._storage
     entry = buffers.get(id(owner))
+    whole = layout.offset == 0 and layout.size == storage.size and layout.is_contiguous()
     if entry is None:
-        if layout.offset == 0 and layout.size == storage.size and layout.is_contiguous():
+        if whole:
             flat = np.ascontiguousarray(grad, dtype=storage.dtype).reshape(-1)
             buffers[id(owner)] = [flat, False]
             return
         entry = buffers[id(owner)] = [None, True]
     elif not entry[1]:
+        if whole:  # two whole gradients: their sum, in one pass, is the engine's own buffer
+            entry[:] = [entry[0] + np.asarray(grad, dtype=storage.dtype).reshape(-1), True]
+            return
         entry[:] = [entry[0].copy(), True]
     entry[0] = view_backward(grad, layout, storage.size, storage.dtype, into=entry[0])
 
