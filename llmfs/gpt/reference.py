@@ -269,42 +269,28 @@ def generate(
     sampler = sampling.check_sampler(config, temperature, top_k, seed)
     check_params(params, config)
     p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
-    batch, t = prompt.shape
-    out = np.empty((batch, t + max_new_tokens), dtype=np.int64)
-    out[:, :t] = prompt
-    shape = (2, batch, config.n_head, config.n_ctx, config.head_size)
-    caches = [np.zeros(shape) for _ in range(config.n_layer)] if kv_cache else None
-    cached_from, filled = -1, 0  # the cache holds out[:, cached_from : cached_from + filled]
-    for length in range(t, t + max_new_tokens):
-        start = sampling.window_start(length, config.n_ctx)
-        if caches is None:
-            logits = _window_logits(p64, config, out[:, start:length])
-        elif start == cached_from and filled == length - start - 1:
-            logits = _cached_logits(p64, config, out[:, length - 1 : length], caches, filled)
-            filled += 1
-        else:  # the first step, or the window slid: every position moved, so refill
-            logits = _cached_logits(p64, config, out[:, start:length], caches, 0)
-            cached_from, filled = start, length - start
-        out[:, length] = sampler.choose(logits)
-    return out
+    shape = (2, len(prompt), config.n_head, config.n_ctx, config.head_size)
+    caches = [np.zeros(shape) for _ in range(config.n_layer)]
+    return sampling.generate_with(
+        prompt,
+        max_new_tokens,
+        config.n_ctx,
+        sampler,
+        lambda window: _window_logits(p64, config, window),
+        lambda new, pos: _cached_logits(p64, config, new, caches, pos),
+        sampling.Window() if kv_cache else None,
+    )
 
 
 def solve(params: Params, config: GPTConfig, a: int, b: int) -> str:
     """The model's answer text to ``a + b`` (three digits, least significant first)."""
-    ids = np.asarray(task.encode(task.prompt(a, b)), dtype=np.int64)
-    return task.decode(generate(params, config, ids, task.ANSWER_LENGTH)[0, len(ids) :])
+    return task.solve_with(lambda ids, n: generate(params, config, ids, n), a, b)
 
 
 def accuracy(params: Params, config: GPTConfig, problems: np.ndarray) -> float:
     """Fraction of ``problems`` (``[n, 2]``) whose greedy answer is exactly right, computed now
     (all problems in one batch)."""
-    problems = np.asarray(problems)
-    if len(problems) == 0:
-        raise TaskError("accuracy of no problems is undefined: problems is empty")
-    generated = generate(params, config, task.prompts(problems), task.ANSWER_LENGTH)
-    generated = generated[:, task.PROMPT_LENGTH :]
-    expected = task.sequences(problems)[:, task.PROMPT_LENGTH :]
-    return float((generated == expected).all(axis=1).mean())
+    return task.accuracy_with(lambda ids, n: generate(params, config, ids, n), problems)
 
 
 def held_out_accuracy(params: Params, config: GPTConfig) -> float:

@@ -1,9 +1,11 @@
 """What generation shares between the NumPy reference and the :mod:`llmfs.tensor` model: the
-checks of its arguments, the sliding context window, and the choice of the next token.
+checks of its arguments, the generation loop with its sliding context window and KV-cache state
+(:func:`generate_with`), and the choice of the next token.
 
 Both ``generate`` functions (:func:`llmfs.gpt.reference.generate` and
-:func:`llmfs.gpt.tensor_model.generate`) compute the last position's logits their own way and hand
-them here, as float64 NumPy, so that the same logits and the same seed choose the same tokens.
+:func:`llmfs.gpt.tensor_model.generate`) compute the last position's logits their own way (the
+step functions they pass to :func:`generate_with`) and hand them here, as float64 NumPy, so that
+the same logits and the same seed choose the same tokens.
 
 The choice of a token from a row of logits ``z`` (NumPy only, no tensor library):
 
@@ -23,7 +25,9 @@ Greedy steps draw nothing. ``seed=None`` draws from fresh OS entropy (not reprod
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -143,4 +147,74 @@ def window_start(length: int, n_ctx: int) -> int:
     return max(0, length - n_ctx)
 
 
-__all__ = ["GenerationError", "Sampler", "check_prompt", "check_sampler", "window_start"]
+class CacheWindow(Protocol):
+    """Which positions a KV cache holds: the keys and values of the tokens
+    ``start..start + length - 1`` of the sequence, computed at positions ``0..length - 1``."""
+
+    start: int
+    length: int
+
+    def reset(self, start: int) -> None:
+        """Empties the cache for a window that starts at ``start`` (``length`` becomes 0)."""
+
+
+@dataclass
+class Window:
+    """A :class:`CacheWindow` that keeps only the two numbers (a cache whose arrays the step
+    function holds)."""
+
+    start: int = -1
+    length: int = 0
+
+    def reset(self, start: int) -> None:
+        self.start, self.length = start, 0
+
+
+def generate_with(
+    prompt: np.ndarray,
+    max_new_tokens: int,
+    n_ctx: int,
+    sampler: Sampler,
+    window_logits: Callable[[np.ndarray], np.ndarray],
+    cached_logits: Callable[[np.ndarray, int], np.ndarray],
+    cache: CacheWindow | None,
+) -> np.ndarray:
+    """The generation loop of both models: appends ``max_new_tokens`` tokens to ``prompt``
+    (``[B, T]`` int64, checked) and returns ``[B, T + max_new_tokens]`` int64.
+
+    Each step reads the last ``n_ctx`` tokens (:func:`window_start`) and chooses the next token
+    from the last position's logits with ``sampler``. Without a ``cache`` the logits are
+    ``window_logits(window)``, the whole window run again. With one, a step that extends the
+    window the cache holds runs only the new token, ``cached_logits(new, pos)`` at position
+    ``pos``; the first step, and every step after the window slid (every token then moves to a
+    new position, so its keys and values change in every block), resets the cache and runs the
+    whole window from position 0. Both give the same tokens.
+    """
+    batch, t = prompt.shape
+    out = np.empty((batch, t + max_new_tokens), dtype=np.int64)
+    out[:, :t] = prompt
+    for length in range(t, t + max_new_tokens):
+        start = window_start(length, n_ctx)
+        if cache is None:
+            logits = window_logits(out[:, start:length])
+        elif cache.start == start and cache.length == length - start - 1:
+            logits = cached_logits(out[:, length - 1 : length], cache.length)
+            cache.length += 1
+        else:  # the first step, or the window slid: every position moved, so refill
+            cache.reset(start)
+            logits = cached_logits(out[:, start:length], 0)
+            cache.length = length - start
+        out[:, length] = sampler.choose(logits)
+    return out
+
+
+__all__ = [
+    "CacheWindow",
+    "GenerationError",
+    "Sampler",
+    "Window",
+    "check_prompt",
+    "check_sampler",
+    "generate_with",
+    "window_start",
+]
