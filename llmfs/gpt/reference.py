@@ -25,7 +25,6 @@ import math
 import numpy as np
 
 from llmfs.gpt import sampling, task
-from llmfs.gpt.errors import TaskError
 from llmfs.gpt.model import GPTConfig, Params, check_params
 
 #: sqrt(2 / pi), the constant of GELU's tanh form.
@@ -102,28 +101,9 @@ def block(x: np.ndarray, params: Params, i: int, config: GPTConfig) -> np.ndarra
     )
 
 
-def _as_batch(tokens: np.ndarray, config: GPTConfig) -> tuple[np.ndarray, bool]:
-    ids = np.asarray(tokens)
-    single = ids.ndim == 1
-    if single:
-        ids = ids[None, :]
-    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
-        raise TaskError(
-            f"tokens must be [T] or [B, T] ints, got shape {list(np.shape(tokens))} of {ids.dtype}"
-        )
-    t = ids.shape[1]
-    if not 1 <= t <= config.n_ctx:
-        raise TaskError(f"sequence length {t} is outside 1..n_ctx = {config.n_ctx}")
-    if ids.size and (ids.min() < 0 or ids.max() >= config.vocab_size):
-        raise TaskError(
-            f"token ids {int(ids.min())}..{int(ids.max())} fall outside 0..{config.vocab_size - 1}"
-        )
-    return ids, single
-
-
 def embed(tokens: np.ndarray, params: Params, config: GPTConfig) -> np.ndarray:
     """Token embedding plus position embedding: ``[B, T, n_embd]`` float64."""
-    ids, _ = _as_batch(tokens, config)
+    ids, _ = sampling.check_tokens(config, tokens)
     wte = params["wte.weight"].astype(np.float64)
     wpe = params["wpe.weight"].astype(np.float64)
     return wte[ids] + wpe[: ids.shape[1]]
@@ -132,7 +112,7 @@ def embed(tokens: np.ndarray, params: Params, config: GPTConfig) -> np.ndarray:
 def forward(params: Params, config: GPTConfig, tokens: np.ndarray) -> np.ndarray:
     """Logits of every position, float64: ``[T, vocab]`` for ``[T]`` tokens, ``[B, T, vocab]`` for
     ``[B, T]``. Raises :class:`TaskError` on a length outside ``1..n_ctx`` or an unknown id."""
-    ids, single = _as_batch(tokens, config)
+    ids, single = sampling.check_tokens(config, tokens)
     p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
     x = embed(ids, p64, config)
     for i in range(config.n_layer):
@@ -149,7 +129,7 @@ def activations(params: Params, config: GPTConfig, tokens: np.ndarray) -> dict[s
     ``"embed"``; for each block ``i``: ``"h.{i}.ln_1"``, ``"h.{i}.attn"`` (the attention output
     before the residual add), ``"h.{i}.resid_attn"`` (after it), ``"h.{i}.ln_2"``, ``"h.{i}.mlp"``,
     ``"h.{i}.out"``; then ``"ln_f"`` and ``"logits"`` (equal to :func:`forward`'s)."""
-    ids, _ = _as_batch(tokens, config)
+    ids, _ = sampling.check_tokens(config, tokens)
     p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
     eps = config.layer_norm_eps
     out: dict[str, np.ndarray] = {}

@@ -141,6 +141,27 @@ def check_prompt(config: GPTConfig, ids: object, max_new_tokens: object) -> np.n
     return array.astype(np.int64)
 
 
+def check_tokens(config: GPTConfig, tokens: object) -> tuple[np.ndarray, bool]:
+    """The tokens of one forward pass as a ``[B, T]`` int array, and whether they were one
+    ``[T]`` sequence. Raises :class:`~llmfs.gpt.errors.TaskError` for another rank or dtype, a
+    length outside ``1..n_ctx`` or an id outside the vocabulary."""
+    ids = np.asarray(tokens)
+    given = list(ids.shape)
+    single = ids.ndim == 1
+    if single:
+        ids = ids[None, :]
+    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+        raise TaskError(f"tokens must be [T] or [B, T] ints, got shape {given} of {ids.dtype}")
+    t = ids.shape[1]
+    if not 1 <= t <= config.n_ctx:
+        raise TaskError(f"sequence length {t} is outside 1..n_ctx = {config.n_ctx}")
+    if ids.size and (ids.min() < 0 or ids.max() >= config.vocab_size):
+        raise TaskError(
+            f"token ids {int(ids.min())}..{int(ids.max())} fall outside 0..{config.vocab_size - 1}"
+        )
+    return ids, single
+
+
 def window_start(length: int, n_ctx: int) -> int:
     """Where the context of the next step starts in a sequence of ``length`` tokens: its last
     ``n_ctx`` tokens are read (positions ``0..n_ctx - 1`` of the position embedding)."""
@@ -215,6 +236,7 @@ __all__ = [
     "Window",
     "check_prompt",
     "check_sampler",
+    "check_tokens",
     "generate_with",
     "window_start",
 ]

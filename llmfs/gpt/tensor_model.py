@@ -246,29 +246,11 @@ def block(
     return out
 
 
-def _as_batch(tokens: object, config: GPTConfig) -> tuple[np.ndarray, bool]:
-    ids = np.asarray(tokens)
-    given = list(ids.shape)
-    single = ids.ndim == 1
-    if single:
-        ids = ids[None, :]
-    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
-        raise TaskError(f"tokens must be [T] or [B, T] ints, got shape {given} of {ids.dtype}")
-    t = ids.shape[1]
-    if not 1 <= t <= config.n_ctx:
-        raise TaskError(f"sequence length {t} is outside 1..n_ctx = {config.n_ctx}")
-    if ids.size and (ids.min() < 0 or ids.max() >= config.vocab_size):
-        raise TaskError(
-            f"token ids {int(ids.min())}..{int(ids.max())} fall outside 0..{config.vocab_size - 1}"
-        )
-    return ids, single
-
-
 def embed(tokens: object, w: TensorParams, config: GPTConfig, trace: Trace | None = None) -> Tensor:
     """Token embedding plus position embedding: ``[B, T, C]``. The token rows are gathered with
     ``take(wte, ids)``; the positions are a slice VIEW of ``wpe`` that broadcasts over the
     batch."""
-    ids, _ = _as_batch(tokens, config)
+    ids, _ = sampling.check_tokens(config, tokens)
     rows = lt.take(w["wte.weight"], Tensor.from_numpy(ids.astype(np.int64)), axis=0)
     _note(trace, "token rows = take(wte, ids)", rows)
     positions = w["wpe.weight"].slice(0, 0, ids.shape[1])
@@ -284,7 +266,7 @@ def forward(
     """Logits of every position: ``[T, vocab]`` for ``[T]`` tokens, ``[B, T, vocab]`` for
     ``[B, T]``, in the weights' dtype. ``trace`` (optional) records every step. Raises
     :class:`TaskError` on a length outside ``1..n_ctx`` or an unknown id."""
-    ids, single = _as_batch(tokens, config)
+    ids, single = sampling.check_tokens(config, tokens)
     x = embed(ids, w, config, trace)
     for i in range(config.n_layer):
         x = block(x, w, i, config, trace)
