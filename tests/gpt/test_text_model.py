@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmfs.gpt import reference, tensor_model
+from llmfs.gpt import reference, tensor_model, text_corpus
 from llmfs.gpt import text_model as tm
 from llmfs.gpt.checkpoint import sha256_of
 from llmfs.gpt.errors import ChecksumMismatchError, WeightsError
@@ -90,7 +90,7 @@ def test_a_tokenizer_other_than_the_recorded_one_is_refused(
     shutil.copy(vocab, tmp_path / "vocab.json")
     lines = merges.read_text().splitlines()
     (tmp_path / "merges.txt").write_text("\n".join(lines[:-1]) + "\n")  # one merge fewer
-    monkeypatch.setattr(tm, "MERGES_PATH", tmp_path / "merges.txt")
+    monkeypatch.setattr(text_corpus, "MERGES_PATH", tmp_path / "merges.txt")
     with pytest.raises(ChecksumMismatchError, match=r"merges\.txt has SHA-256 .* not the one"):
         tm.load_text_model()
 
