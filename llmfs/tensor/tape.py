@@ -56,8 +56,9 @@ def is_grad_enabled() -> bool:
 
 class no_grad:
     """``with no_grad():`` (or ``@no_grad()``): ops inside record nothing, so their results do
-    not require grad, as PyTorch's ``torch.no_grad``. Thread-local; nests; restores the mode it
-    found on exit, also when the block raises."""
+    not require grad, and views made inside do not require grad either: both are constants,
+    through which no gradient flows later, as in PyTorch's ``torch.no_grad``. Thread-local;
+    nests; restores the mode it found on exit, also when the block raises."""
 
     def __init__(self) -> None:
         self._before: list[bool] = []
