@@ -1,23 +1,26 @@
 """The package's imports run one way.
 
-The layers, lowest first: errors <- layout <- views <- backends <- ops <- einsum <- gpt <- course
-engine (CourseError, the manifest, the attempts log, the exercise engine) <- widgets <- course
-tools (build, start, grading, the exercise checks, the command line). So the tensor library never
-reaches into the course, and the course and the widgets never import each other both ways: the
-widgets read the manifest and write the attempts log, the course's tools use the widgets.
+The layers, lowest first, are the package's own packages and modules (:data:`LAYERS`): a module
+belongs to the layer of the longest package or module name in the table that contains it, so a
+new module of ``llmfs.gpt`` is in the gpt layer without being listed. Inside ``llmfs.tensor``,
+whose modules sit side by side, the table names each module group: the errors, the layout
+algebra, the tensor types (tape, owner, view, their operators and gradient methods), the
+backends, the ops, einsum and autograd, the speed code above them (the cached dispatch and the
+layout memo) and the package's facade. Then gpt, the course engine, the widgets and the course
+tools.
 
 The rules, each checked on the package below and shown to fail on a small package made for it:
 
-* every module has an explicit layer in :data:`LAYERS` (a new module fails until it gets one);
+* every module is in a layer (a module outside every entry of the table fails);
 * every import points to its own layer or below: module-level imports, imports inside functions
-  and ``importlib.import_module("...")`` / ``__import__("...")`` calls with a literal name alike.
-  The only exceptions are the function-local imports named in :data:`INVERSIONS`, each with its
-  reason; a comment beside an import excuses nothing;
-* the imports form no cycle once the inversions are set aside (the inversions close the one
-  cycle the core has on purpose: the tensor types route ``+`` and ``materialize`` to the ops
-  built on them);
-* every inversion is still an import of the package, inside a function, and runs upward (a stale
-  or needless entry is removed, so the list stays short).
+  and ``importlib.import_module("...")`` / ``__import__("...")`` calls with a literal name alike,
+  with no exception (a call that must run up the layers goes through
+  :mod:`llmfs.tensor.above`, where the upper layer puts itself);
+* the imports form no cycle, function-local imports included;
+* an import names a module that exists;
+* transitively, at run time: importing the modules of a layer (in a fresh interpreter) loads no
+  module of a higher layer, which also catches what the source does not show (an
+  ``import_module`` of a computed name).
 
 The graph is read from the source with :mod:`ast` (nothing is imported). ``from package import
 name`` counts as an import of the submodule ``package.name`` when that submodule exists, else of
@@ -30,204 +33,75 @@ from __future__ import annotations
 
 import ast
 import functools
+import json
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "llmfs"
 
-#: The layers, lowest first: a module's layer is its index here.
-LAYER_NAMES = (
-    "errors",
-    "layout",
-    "views",
-    "backends",
-    "ops",
-    "einsum",
-    "gpt",
-    "course engine",
-    "widgets",
-    "course tools",
+#: The layers, lowest first: (name, the packages and modules it holds). A module is in the layer
+#: of the longest entry that is its name or a package containing it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("errors", ("llmfs.tensor.errors", "llmfs.tensor.error_base")),
+    ("layout", ("llmfs.tensor.layout", "llmfs.tensor.checks", "llmfs.tensor.dtypes")),
+    (
+        "tensor types",
+        (
+            "llmfs.tensor.above",
+            "llmfs.tensor.tape",
+            "llmfs.tensor.tensor",
+            "llmfs.tensor.view",
+            "llmfs.tensor.grad_methods",
+            "llmfs.tensor.operators",
+            "llmfs.tensor.traversal",
+            "llmfs.tensor.strided",
+        ),
+    ),
+    ("backends", ("llmfs.tensor.backends",)),
+    ("ops", ("llmfs.tensor.ops", "llmfs.tensor.writes", "llmfs.tensor.functional")),
+    ("einsum and autograd", ("llmfs.tensor.einsum", "llmfs.tensor.autograd")),
+    ("speed", ("llmfs.tensor.dispatch", "llmfs.tensor.derived")),
+    ("tensor facade", ("llmfs.tensor",)),
+    ("gpt", ("llmfs.gpt",)),
+    ("course engine", ("llmfs.course",)),
+    ("widgets", ("llmfs.widgets",)),
+    (
+        "course tools",
+        (
+            "llmfs",
+            "llmfs.__main__",
+            "llmfs.cli",
+            "llmfs.demo",
+            "llmfs.course.build",
+            "llmfs.course.grading",
+            "llmfs.course.names_table",
+            "llmfs.course.notebooks",
+            "llmfs.course.start",
+            # The exercise checks report with the widgets' text tables (report.py imports
+            # llmfs.widgets.text), and the grader runs them: they sit with the tools.
+            "llmfs.course.exercise_checks",
+            # `llmfs figures` regenerates every committed figure: a command.
+            "llmfs.widgets.figures",
+        ),
+    ),
 )
 
-#: Every module of the package, its layer and that layer's name (checked against
-#: :data:`LAYER_NAMES`). A module may import modules of its own layer or below.
-LAYERS: list[tuple[str, int, str]] = [
-    ("llmfs.tensor.error_base", 0, "errors"),  # how an error class is declared
-    ("llmfs.tensor.errors", 0, "errors"),
-    ("llmfs.tensor.checks", 1, "layout"),  # the input checks and limits the algebra stands on
-    ("llmfs.tensor.layout", 1, "layout"),
-    ("llmfs.tensor.dtypes", 1, "layout"),
-    ("llmfs.tensor.tensor", 2, "views"),
-    ("llmfs.tensor.view", 2, "views"),
-    ("llmfs.tensor.derived", 2, "views"),  # the views' derived-layout cache
-    ("llmfs.tensor.grad_methods", 2, "views"),  # the autograd surface of Tensor and TensorView
-    ("llmfs.tensor.traversal", 2, "views"),
-    ("llmfs.tensor.strided", 2, "views"),
-    ("llmfs.tensor.operators", 2, "views"),
-    # The tape (grad mode, the recording decorator): below the views and ops it decorates.
-    ("llmfs.tensor.tape", 2, "views"),
-    ("llmfs.tensor.backends", 3, "backends"),
-    ("llmfs.tensor.backends.base", 3, "backends"),
-    ("llmfs.tensor.backends.numpy_backend", 3, "backends"),
-    ("llmfs.tensor.backends.numpy_copies", 3, "backends"),  # the numpy backend's fast copies
-    ("llmfs.tensor.backends.threads", 3, "backends"),  # the threads those copies split over
-    ("llmfs.tensor.backends.reference", 3, "backends"),
-    ("llmfs.tensor.backends.metal", 3, "backends"),
-    ("llmfs.tensor.backends.metal.backend", 3, "backends"),
-    ("llmfs.tensor.backends.metal.device", 3, "backends"),
-    ("llmfs.tensor.backends.metal.emulator", 3, "backends"),
-    ("llmfs.tensor.backends.metal.errors", 3, "backends"),
-    ("llmfs.tensor.backends.metal.lint", 3, "backends"),
-    ("llmfs.tensor.backends.metal.msl", 3, "backends"),
-    ("llmfs.tensor.backends.metal.ops", 3, "backends"),
-    ("llmfs.tensor.backends.metal.toolchain", 3, "backends"),
-    ("llmfs.tensor.ops", 4, "ops"),
-    ("llmfs.tensor.dispatch", 4, "ops"),  # the ops' cached dispatch decisions
-    ("llmfs.tensor.writes", 4, "ops"),  # copyto casts with the ops' dtype rules
-    ("llmfs.tensor.functional", 4, "ops"),  # layers as single ops (gelu, layer_norm, softmax)
-    # einsum's plans are built from the ops; autograd's backward rules run ops and einsums.
-    ("llmfs.tensor.einsum", 5, "einsum"),
-    ("llmfs.tensor.einsum.contraction", 5, "einsum"),
-    ("llmfs.tensor.einsum.descriptor", 5, "einsum"),
-    ("llmfs.tensor.einsum.labels", 5, "einsum"),
-    ("llmfs.tensor.einsum.output", 5, "einsum"),
-    ("llmfs.tensor.einsum.parse", 5, "einsum"),
-    ("llmfs.tensor.einsum.plan", 5, "einsum"),
-    ("llmfs.tensor.autograd", 5, "einsum"),
-    ("llmfs.tensor", 5, "einsum"),  # the package facade re-exports every layer below
-    # The capstone model, on the tensor library and on NumPy. Its figure and its training
-    # command draw with the widgets, so they sit higher (below).
-    ("llmfs.gpt", 6, "gpt"),
-    ("llmfs.gpt.__main__", 6, "gpt"),
-    ("llmfs.gpt.checkpoint", 6, "gpt"),
-    ("llmfs.gpt.errors", 6, "gpt"),
-    ("llmfs.gpt.experiment", 6, "gpt"),
-    ("llmfs.gpt.evaluate", 6, "gpt"),
-    ("llmfs.gpt.model", 6, "gpt"),
-    ("llmfs.gpt.reference", 6, "gpt"),
-    ("llmfs.gpt.task", 6, "gpt"),
-    ("llmfs.gpt.sampling", 6, "gpt"),  # generation's arguments and token choice
-    ("llmfs.gpt.kv_cache", 6, "gpt"),  # the KV cache owners of tensor_model.generate
-    ("llmfs.gpt.tensor_model", 6, "gpt"),
-    ("llmfs.gpt.tokenizer", 6, "gpt"),
-    ("llmfs.gpt.tensor_train", 6, "gpt"),
-    ("llmfs.gpt.text_model", 6, "gpt"),  # the text model: corpus, tokenizer, training, loader
-    # CourseError (the package's __init__), where the course lives, the manifest, the attempts
-    # log and the exercise engine: the widgets read and write them, so they sit below the widgets.
-    ("llmfs.course", 7, "course engine"),
-    ("llmfs.course.paths", 7, "course engine"),
-    ("llmfs.course.manifest", 7, "course engine"),
-    ("llmfs.course.attempts", 7, "course engine"),
-    ("llmfs.course.exercises", 7, "course engine"),
-    ("llmfs.course.exercises.api", 7, "course engine"),
-    ("llmfs.course.exercises.compare", 7, "course engine"),
-    ("llmfs.course.exercises.describe", 7, "course engine"),
-    ("llmfs.course.exercises.detectors", 7, "course engine"),
-    ("llmfs.course.exercises.entries", 7, "course engine"),
-    ("llmfs.course.exercises.feedback", 7, "course engine"),
-    ("llmfs.course.exercises.hints", 7, "course engine"),
-    ("llmfs.course.exercises.judge", 7, "course engine"),
-    ("llmfs.course.exercises.misconceptions", 7, "course engine"),
-    ("llmfs.course.exercises.op_detectors", 7, "course engine"),
-    ("llmfs.course.exercises.record", 7, "course engine"),
-    ("llmfs.course.exercises.rows", 7, "course engine"),
-    ("llmfs.course.exercises.reveals", 7, "course engine"),
-    ("llmfs.course.exercises.run", 7, "course engine"),
-    ("llmfs.course.exercises.state", 7, "course engine"),
-    ("llmfs.widgets", 8, "widgets"),
-    ("llmfs.widgets.comparison", 8, "widgets"),
-    ("llmfs.widgets.diagram", 8, "widgets"),
-    ("llmfs.widgets.examples", 8, "widgets"),
-    ("llmfs.widgets.html", 8, "widgets"),
-    ("llmfs.widgets.live", 8, "widgets"),
-    ("llmfs.widgets.model", 8, "widgets"),
-    ("llmfs.widgets.plot", 8, "widgets"),
-    ("llmfs.widgets.predict", 8, "widgets"),
-    ("llmfs.widgets.rows", 8, "widgets"),
-    ("llmfs.widgets.storage", 8, "widgets"),
-    ("llmfs.widgets.style", 8, "widgets"),
-    ("llmfs.widgets.svg", 8, "widgets"),
-    ("llmfs.widgets.text", 8, "widgets"),
-    # The capstone's loss figure is drawn with the widgets' plot helpers (gpt/plot.py imports
-    # widgets/plot.py), so it is a widget whatever its package.
-    ("llmfs.gpt.plot", 8, "widgets"),
-    ("llmfs.__main__", 9, "course tools"),
-    ("llmfs", 9, "course tools"),  # the root holds only __version__, read by the tools
-    ("llmfs.cli", 9, "course tools"),
-    ("llmfs.demo", 9, "course tools"),
-    ("llmfs.course.build", 9, "course tools"),
-    ("llmfs.course.names_table", 9, "course tools"),
-    ("llmfs.course.notebooks", 9, "course tools"),
-    ("llmfs.course.start", 9, "course tools"),
-    # The exercise checks report with the widgets' tables and verdicts (report.py and spec.py
-    # import widgets), and the grader runs them: they are course tools, above the widgets.
-    ("llmfs.course.exercise_checks", 9, "course tools"),
-    ("llmfs.course.exercise_checks.attention", 9, "course tools"),
-    ("llmfs.course.exercise_checks.broadcasting", 9, "course tools"),
-    ("llmfs.course.exercise_checks.cases", 9, "course tools"),
-    ("llmfs.course.exercise_checks.outcomes", 9, "course tools"),
-    ("llmfs.course.exercise_checks.reshape", 9, "course tools"),
-    ("llmfs.course.exercise_checks.strides", 9, "course tools"),
-    ("llmfs.course.exercise_checks.views", 9, "course tools"),
-    ("llmfs.course.exercise_checks.einsum", 9, "course tools"),
-    ("llmfs.course.exercise_checks.gpt", 9, "course tools"),
-    ("llmfs.course.exercise_checks.gradients", 9, "course tools"),
-    ("llmfs.course.exercise_checks.kernels", 9, "course tools"),
-    ("llmfs.course.exercise_checks.report", 9, "course tools"),
-    ("llmfs.course.exercise_checks.shortcuts", 9, "course tools"),
-    ("llmfs.course.exercise_checks.spec", 9, "course tools"),
-    ("llmfs.course.exercise_checks.training", 9, "course tools"),
-    ("llmfs.course.exercise_checks.generation", 9, "course tools"),
-    ("llmfs.course.exercise_checks.cooperate", 9, "course tools"),
-    ("llmfs.course.grading", 9, "course tools"),
-    ("llmfs.course.grading.channel", 9, "course tools"),
-    ("llmfs.course.grading.collect", 9, "course tools"),
-    ("llmfs.course.grading.extract", 9, "course tools"),
-    ("llmfs.course.grading.isolation", 9, "course tools"),
-    ("llmfs.course.grading.grade", 9, "course tools"),
-    ("llmfs.course.grading.gradebook", 9, "course tools"),
-    ("llmfs.course.grading.kernel", 9, "course tools"),
-    ("llmfs.course.grading.key", 9, "course tools"),
-    ("llmfs.course.grading.limits", 9, "course tools"),
-    ("llmfs.course.grading.reports", 9, "course tools"),
-    ("llmfs.course.grading.runner", 9, "course tools"),
-    ("llmfs.course.grading.sandbox", 9, "course tools"),
-    ("llmfs.course.grading.score", 9, "course tools"),
-    ("llmfs.course.grading.selfcheck", 9, "course tools"),
-    ("llmfs.course.grading.worker", 9, "course tools"),
-    # `llmfs figures` regenerates every committed figure, the capstone's loss curve (gpt.plot)
-    # among them: a command, above the widgets it draws with.
-    ("llmfs.widgets.figures", 9, "course tools"),
-    # `python -m llmfs.gpt.train` trains the capstone and draws its loss figure (gpt.plot).
-    ("llmfs.gpt.train", 9, "course tools"),
-]
 
-#: The imports that run up the layers: (importer, imported, why). Each must stay inside a
-#: function (it runs on first use, once both modules are loaded); nothing else may run upward.
-INVERSIONS: list[tuple[str, str, str]] = [
-    (
-        "llmfs.tensor.operators",
-        "llmfs.tensor.ops",
-        "a + b, a < b and the other operators of a tensor or view are the ops' functions",
-    ),
-    (
-        "llmfs.tensor.view",
-        "llmfs.tensor.ops",
-        "materialize(), to_numpy(), tolist() and integer-array indexing copy with the backend "
-        "that ops chooses",
-    ),
-    (
-        "llmfs.tensor.grad_methods",
-        "llmfs.tensor.autograd",
-        "t.backward() runs the engine, whose rules compute with the ops built on the views",
-    ),
-    (
-        "llmfs.tensor.ops",
-        "llmfs.tensor.einsum.plan",
-        "ops.einsum runs an einsum plan, and the plans compute with the ops",
-    ),
-]
+def layer_index(module: str, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> int | None:
+    """The layer of ``module``: that of the longest entry that is ``module`` or a package
+    containing it; ``None`` when no entry contains it."""
+    best: tuple[int, int] | None = None
+    for index, (_, entries) in enumerate(layers):
+        for entry in entries:
+            if module == entry or module.startswith(entry + "."):
+                if best is None or len(entry) > best[0]:
+                    best = (len(entry), index)
+    return None if best is None else best[1]
 
 
 @dataclass(frozen=True)
@@ -363,95 +237,103 @@ def find_cycle(edges: Sequence[tuple[str, str]]) -> list[str] | None:
 
 @dataclass(frozen=True)
 class Rules:
-    """A package and what its imports must obey."""
+    """A package and the layers its imports must obey."""
 
     root: Path
-    layers: Sequence[tuple[str, int, str]]
-    layer_names: Sequence[str]
-    inversions: Sequence[tuple[str, str, str]]
+    layers: Sequence[tuple[str, Sequence[str]]]
 
-    def layer_of(self) -> dict[str, int]:
-        return {module: layer for module, layer, _ in self.layers}
+    def names(self) -> list[str]:
+        return [name for name, _ in self.layers]
 
     def missing_layers(self) -> list[str]:
-        known = self.layer_of()
-        problems = [
-            f"{name} has no layer: add it to LAYERS in {__file__}, at the layer of what it "
-            "imports and of what imports it"
+        return [
+            f"{name} is in no layer: add its package or module to LAYERS in {__file__}, at the "
+            "layer of what it imports and of what imports it"
             for name in all_modules(self.root)
-            if name not in known
+            if layer_index(name, self.layers) is None
         ]
-        seen: set[str] = set()
-        for module, layer, label in self.layers:
-            if module in seen:
-                problems.append(f"LAYERS lists {module} twice: keep one entry")
-            seen.add(module)
-            if not 0 <= layer < len(self.layer_names) or self.layer_names[layer] != label:
-                problems.append(
-                    f"LAYERS gives {module} layer {layer} named {label!r}: the layers "
-                    f"are {list(enumerate(self.layer_names))}"
-                )
-        return problems
 
     def upward_imports(self, edges: Sequence[Import]) -> list[str]:
-        known = self.layer_of()
         modules = all_modules(self.root)
-        allowed = {(a, b) for a, b, _ in self.inversions}
+        names = self.names()
         problems = []
         for edge in edges:
-            mine, theirs = known.get(edge.importer), known.get(edge.imported)
             if edge.imported not in modules:
                 problems.append(
                     f"{edge.importer}:{edge.line} imports {edge.imported}, which "
                     "is no module of the package"
                 )
-            if mine is None or theirs is None or theirs <= mine:
                 continue
-            if not edge.module_level and (edge.importer, edge.imported) in allowed:
+            mine = layer_index(edge.importer, self.layers)
+            theirs = layer_index(edge.imported, self.layers)
+            if mine is None or theirs is None or theirs <= mine:
                 continue
             where = "at module level" if edge.module_level else "inside a function"
             problems.append(
-                f"{edge.importer}:{edge.line} (layer {mine}, {self.layer_names[mine]}) imports "
-                f"{edge.imported} (layer {theirs}, {self.layer_names[theirs]}) {where}: imports "
-                f"run {' <- '.join(self.layer_names)}; move the code, or name the inversion and "
-                "its reason in INVERSIONS if it must run upward"
+                f"{edge.importer}:{edge.line} (layer {mine}, {names[mine]}) imports "
+                f"{edge.imported} (layer {theirs}, {names[theirs]}) {where}: imports run "
+                f"{' <- '.join(names)}; move the code, or let the upper module put itself in "
+                "llmfs.tensor.above for the lower one to call"
             )
         return problems
 
     def cycles(self, edges: Sequence[Import]) -> list[str]:
-        allowed = {(a, b) for a, b, _ in self.inversions}
-        pairs = [(e.importer, e.imported) for e in edges if (e.importer, e.imported) not in allowed]
-        cycle = find_cycle(pairs)
+        cycle = find_cycle([(e.importer, e.imported) for e in edges])
         return [] if cycle is None else ["import cycle: " + " -> ".join(cycle)]
-
-    def stale_inversions(self, edges: Sequence[Import]) -> list[str]:
-        known = self.layer_of()
-        local = {(e.importer, e.imported) for e in edges if not e.module_level}
-        problems = []
-        for importer, imported, _ in self.inversions:
-            if (importer, imported) not in local:
-                problems.append(
-                    f"INVERSIONS names {importer} -> {imported}, which is no "
-                    "function-local import: remove the entry"
-                )
-            elif known.get(imported, -1) <= known.get(importer, -1):
-                problems.append(
-                    f"INVERSIONS names {importer} -> {imported}, which does not run "
-                    "upward: remove the entry"
-                )
-        return problems
 
     def problems(self) -> list[str]:
         edges = import_graph(self.root)
+        return [*self.missing_layers(), *self.upward_imports(edges), *self.cycles(edges)]
+
+    def loaded_above(self, layer: int, modules: Sequence[str]) -> list[str]:
+        """Imports ``modules`` (all of layer ``layer``) in a fresh interpreter and names every
+        module of the package they load from a higher layer. Their parent packages run first
+        (Python imports a package before its modules); what those load is not counted here, as
+        the packages' own imports are checked with their own layers."""
+        top = self.root.name
+        parents = sorted(
+            {".".join(m.split(".")[:k]) for m in modules for k in range(1, m.count(".") + 1)}
+        )
+        mine = f"m == {top!r} or m.startswith({top + '.'!r})"
+        code = (
+            "import importlib, json, sys\n"
+            f"for name in {parents!r}:\n"
+            "    importlib.import_module(name)\n"
+            f"before = {{m for m in sys.modules if {mine}}}\n"
+            f"for name in {list(modules)!r}:\n"
+            "    importlib.import_module(name)\n"
+            f"print(json.dumps(sorted(m for m in sys.modules if ({mine}) and m not in before)))\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=self.root.parent,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        loaded = json.loads(result.stdout.strip().splitlines()[-1])
+        names = self.names()
         return [
-            *self.missing_layers(),
-            *self.upward_imports(edges),
-            *self.cycles(edges),
-            *self.stale_inversions(edges),
+            f"importing layer {layer} ({names[layer]}) loads {name} (layer {theirs}, "
+            f"{names[theirs]})"
+            for name in loaded
+            if (theirs := layer_index(name, self.layers)) is not None and theirs > layer
         ]
 
+    def modules_by_layer(self) -> dict[int, list[str]]:
+        """The modules of each layer that can be imported without running a program (a
+        ``__main__`` module runs its command when imported)."""
+        out: dict[int, list[str]] = {}
+        for name in all_modules(self.root):
+            index = layer_index(name, self.layers)
+            if index is not None and name.split(".")[-1] != "__main__":
+                out.setdefault(index, []).append(name)
+        return out
 
-PACKAGE = Rules(PACKAGE_ROOT, LAYERS, LAYER_NAMES, INVERSIONS)
+
+PACKAGE = Rules(PACKAGE_ROOT, LAYERS)
 
 
 @functools.cache
@@ -472,13 +354,8 @@ def test_imports_point_down_the_layers() -> None:
     assert problems == [], "\n".join(problems)
 
 
-def test_imports_form_no_cycle_but_the_named_inversions() -> None:
+def test_imports_form_no_cycle() -> None:
     problems = PACKAGE.cycles(package_graph())
-    assert problems == [], "\n".join(problems)
-
-
-def test_every_inversion_is_a_function_local_import_running_upward() -> None:
-    problems = PACKAGE.stale_inversions(package_graph())
     assert problems == [], "\n".join(problems)
 
 
@@ -505,6 +382,21 @@ def test_the_engine_and_the_grader_never_import_widgets() -> None:
     assert offenders == []
 
 
+@pytest.mark.parametrize("layer", range(len(LAYERS)), ids=[name for name, _ in LAYERS])
+def test_importing_a_layer_loads_nothing_above_it(layer: int) -> None:
+    modules = PACKAGE.modules_by_layer().get(layer, [])
+    assert modules, f"layer {layer} holds no module"
+    problems = PACKAGE.loaded_above(layer, modules)
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_layers_are_the_packages_modules_with_no_entry_twice() -> None:
+    entries = [entry for _, group in LAYERS for entry in group]
+    assert len(entries) == len(set(entries))
+    modules = all_modules()
+    assert [e for e in entries if e not in modules] == []
+
+
 # -- each rule fails when broken ------------------------------------------------------------------
 
 
@@ -519,13 +411,24 @@ def make_package(tmp_path: Path, files: dict[str, str]) -> Path:
     return root
 
 
-#: ``pkg.low`` below ``pkg.high``; the package's __init__ at the bottom (it is empty).
-SMALL_LAYERS = [("pkg", 0, "low"), ("pkg.low", 0, "low"), ("pkg.high", 1, "high")]
-SMALL_NAMES = ("low", "high")
+#: ``pkg.low`` (and anything else in the package) below ``pkg.high``.
+SMALL_LAYERS = (("low", ("pkg",)), ("high", ("pkg.high",)))
 
 
-def small_rules(root: Path, *inversions: tuple[str, str, str]) -> Rules:
-    return Rules(root, SMALL_LAYERS, SMALL_NAMES, inversions)
+def small_rules(root: Path) -> Rules:
+    return Rules(root, SMALL_LAYERS)
+
+
+def test_a_module_is_in_the_layer_of_its_longest_entry() -> None:
+    assert layer_index("pkg.low", SMALL_LAYERS) == 0
+    assert layer_index("pkg.high", SMALL_LAYERS) == 1
+    assert layer_index("pkg.high.deep", SMALL_LAYERS) == 1
+    assert layer_index("pkg.higher", SMALL_LAYERS) == 0  # a name prefix is not a package
+    assert layer_index("other", SMALL_LAYERS) is None
+    assert layer_index("llmfs.gpt.new_module") == layer_index("llmfs.gpt")
+    assert layer_index("llmfs.tensor.backends.metal.emulator") == layer_index(
+        "llmfs.tensor.backends"
+    )
 
 
 def test_a_package_that_keeps_the_rules_has_no_problems(tmp_path: Path) -> None:
@@ -536,23 +439,18 @@ def test_a_package_that_keeps_the_rules_has_no_problems(tmp_path: Path) -> None:
             "high.py": "from pkg import low\n\ndef f():\n    from . import low\n",
         },
     )
-    assert small_rules(root).problems() == []
+    rules = small_rules(root)
+    assert rules.problems() == []
+    for layer, modules in rules.modules_by_layer().items():
+        assert rules.loaded_above(layer, modules) == []
 
 
 def test_a_module_without_a_layer_is_reported(tmp_path: Path) -> None:
-    root = make_package(tmp_path, {"low.py": "", "high.py": "", "new.py": "import pkg.low\n"})
-    problems = small_rules(root).problems()
-    assert len(problems) == 1 and problems[0].startswith("pkg.new has no layer: add it to LAYERS")
-
-
-def test_a_layer_named_wrongly_or_twice_is_reported(tmp_path: Path) -> None:
     root = make_package(tmp_path, {"low.py": "", "high.py": ""})
-    rules = Rules(root, [*SMALL_LAYERS[:2], ("pkg.high", 1, "low")], SMALL_NAMES, ())
-    assert rules.problems() == [
-        "LAYERS gives pkg.high layer 1 named 'low': the layers are [(0, 'low'), (1, 'high')]"
-    ]
-    twice = Rules(root, [*SMALL_LAYERS, ("pkg.low", 0, "low")], SMALL_NAMES, ())
-    assert twice.problems() == ["LAYERS lists pkg.low twice: keep one entry"]
+    rules = Rules(root, (("low", ("pkg.low",)), ("high", ("pkg.high.x",))))
+    problems = rules.problems()
+    assert [p.split(" ")[0] for p in problems] == ["pkg", "pkg.high"]
+    assert all(" is in no layer: add its package or module to LAYERS" in p for p in problems)
 
 
 def test_an_upward_module_level_import_is_reported(tmp_path: Path) -> None:
@@ -571,22 +469,22 @@ def test_an_upward_import_in_a_function_is_reported_whatever_its_comment(tmp_pat
     assert len(problems) == 1 and "pkg.low:3" in problems[0] and "inside a function" in problems[0]
 
 
-def test_a_named_inversion_is_allowed_in_a_function_only(tmp_path: Path) -> None:
-    inversion = ("pkg.low", "pkg.high", "the reason")
-    local = make_package(tmp_path / "a", {"low.py": "def f():\n    import pkg.high\n"})
-    (local / "high.py").write_text("", encoding="utf-8")
-    assert small_rules(local, inversion).problems() == []
-    module_level = make_package(tmp_path / "b", {"low.py": "import pkg.high\n", "high.py": ""})
-    problems = small_rules(module_level, inversion).problems()
-    assert [p.split(" ")[0] for p in problems] == ["pkg.low:1", "INVERSIONS"]
-    assert "is no function-local import: remove the entry" in problems[1]
-
-
-def test_an_inversion_that_does_not_run_upward_is_reported(tmp_path: Path) -> None:
-    root = make_package(tmp_path, {"low.py": "", "high.py": "def f():\n    import pkg.low\n"})
-    problems = small_rules(root, ("pkg.high", "pkg.low", "no need")).problems()
-    assert problems == [
-        "INVERSIONS names pkg.high -> pkg.low, which does not run upward: remove the entry"
+def test_loading_a_higher_layer_at_run_time_is_reported(tmp_path: Path) -> None:
+    # A computed name: the source shows no import of pkg.high, the interpreter loads it.
+    low = "import importlib\nimportlib.import_module('pkg.' + 'high')\n"
+    root = make_package(tmp_path, {"low.py": low, "high.py": ""})
+    rules = small_rules(root)
+    assert rules.problems() == []
+    assert rules.loaded_above(0, ["pkg.low"]) == [
+        "importing layer 0 (low) loads pkg.high (layer 1, high)"
+    ]
+    # Through a module of its own layer, loaded at import: the same report.
+    helper = make_package(
+        tmp_path / "b", {"low.py": "import pkg.helper\n", "helper.py": "import pkg.high\n"}
+    )
+    (helper / "high.py").write_text("", encoding="utf-8")
+    assert small_rules(helper).loaded_above(0, ["pkg.low"]) == [
+        "importing layer 0 (low) loads pkg.high (layer 1, high)"
     ]
 
 
@@ -605,8 +503,7 @@ def test_importlib_and_dunder_import_names_are_imports(tmp_path: Path) -> None:
 def test_a_cycle_through_a_function_local_import_is_reported(tmp_path: Path) -> None:
     files = {"low.py": "import pkg.other\n", "other.py": "def f():\n    from pkg import low\n"}
     root = make_package(tmp_path, {**files, "high.py": ""})
-    layers = [*SMALL_LAYERS, ("pkg.other", 0, "low")]
-    problems = Rules(root, layers, SMALL_NAMES, ()).problems()
+    problems = small_rules(root).problems()
     assert problems == ["import cycle: pkg.low -> pkg.other -> pkg.low"]
 
 

@@ -4,7 +4,7 @@
 :func:`loss_figure`, from the record shipped beside the weights
 (:data:`llmfs.gpt.checkpoint.TINY_GPT_RECORD_PATH`), so the committed figure regenerates byte for
 byte without retraining. The figure uses the course's fixed fonts and is saved without dates or
-version strings (:mod:`llmfs.widgets.plot`); matplotlib is imported only here.
+version strings (:mod:`llmfs.gpt.figure_files`); matplotlib is imported only when drawing.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmfs.gpt.checkpoint import TINY_GPT_RECORD_PATH
 from llmfs.gpt.errors import ConfigError
+from llmfs.gpt.figure_files import figure_style, new_figure, save
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -42,9 +43,6 @@ def loss_text(record: dict[str, Any]) -> str:
 def loss_figure(record: dict[str, Any]) -> tuple[Figure, str]:
     """``(figure, text)``: the training loss (log scale) and the held-out accuracy against the
     step, and :func:`loss_text`."""
-    # Loaded on use: the figure helpers need matplotlib, which training without figures skips.
-    from llmfs.widgets.plot import figure_style, new_figure
-
     steps = [s for s, _ in record["loss_curve"]]
     losses = [v for _, v in record["loss_curve"]]
     acc_steps = [s for s, _ in record["held_out_accuracy_curve"]]
@@ -72,8 +70,6 @@ def loss_figure(record: dict[str, Any]) -> tuple[Figure, str]:
 def write_loss_figure(record: dict[str, Any], folder: Path) -> list[Path]:
     """Writes ``capstone_loss.png``, ``.svg`` and ``.txt`` (the CSV of :func:`loss_text`) into
     ``folder``; returns the paths."""
-    # Loaded on use, as in loss_figure.
-    from llmfs.widgets.plot import save
 
     folder.mkdir(parents=True, exist_ok=True)
     figure, text = loss_figure(record)
@@ -139,8 +135,6 @@ class LiveTrainingPlot:
 
     def figure(self) -> Figure:
         """The figure of the steps so far."""
-        from llmfs.widgets.plot import figure_style, new_figure
-
         with figure_style():
             figure = new_figure(9.0, 3.2)
             figure.patch.set_facecolor("white")
@@ -176,8 +170,6 @@ class LiveTrainingPlot:
         import io
 
         from IPython.display import Image
-
-        from llmfs.widgets.plot import figure_style
 
         buffer = io.BytesIO()
         with figure_style():

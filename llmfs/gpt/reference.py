@@ -25,7 +25,6 @@ import math
 import numpy as np
 
 from llmfs.gpt import sampling, task
-from llmfs.gpt.errors import TaskError
 from llmfs.gpt.model import GPTConfig, Params, check_params
 
 #: sqrt(2 / pi), the constant of GELU's tanh form.
@@ -102,28 +101,9 @@ def block(x: np.ndarray, params: Params, i: int, config: GPTConfig) -> np.ndarra
     )
 
 
-def _as_batch(tokens: np.ndarray, config: GPTConfig) -> tuple[np.ndarray, bool]:
-    ids = np.asarray(tokens)
-    single = ids.ndim == 1
-    if single:
-        ids = ids[None, :]
-    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
-        raise TaskError(
-            f"tokens must be [T] or [B, T] ints, got shape {list(np.shape(tokens))} of {ids.dtype}"
-        )
-    t = ids.shape[1]
-    if not 1 <= t <= config.n_ctx:
-        raise TaskError(f"sequence length {t} is outside 1..n_ctx = {config.n_ctx}")
-    if ids.size and (ids.min() < 0 or ids.max() >= config.vocab_size):
-        raise TaskError(
-            f"token ids {int(ids.min())}..{int(ids.max())} fall outside 0..{config.vocab_size - 1}"
-        )
-    return ids, single
-
-
 def embed(tokens: np.ndarray, params: Params, config: GPTConfig) -> np.ndarray:
     """Token embedding plus position embedding: ``[B, T, n_embd]`` float64."""
-    ids, _ = _as_batch(tokens, config)
+    ids, _ = sampling.check_tokens(config, tokens)
     wte = params["wte.weight"].astype(np.float64)
     wpe = params["wpe.weight"].astype(np.float64)
     return wte[ids] + wpe[: ids.shape[1]]
@@ -132,7 +112,7 @@ def embed(tokens: np.ndarray, params: Params, config: GPTConfig) -> np.ndarray:
 def forward(params: Params, config: GPTConfig, tokens: np.ndarray) -> np.ndarray:
     """Logits of every position, float64: ``[T, vocab]`` for ``[T]`` tokens, ``[B, T, vocab]`` for
     ``[B, T]``. Raises :class:`TaskError` on a length outside ``1..n_ctx`` or an unknown id."""
-    ids, single = _as_batch(tokens, config)
+    ids, single = sampling.check_tokens(config, tokens)
     p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
     x = embed(ids, p64, config)
     for i in range(config.n_layer):
@@ -149,7 +129,7 @@ def activations(params: Params, config: GPTConfig, tokens: np.ndarray) -> dict[s
     ``"embed"``; for each block ``i``: ``"h.{i}.ln_1"``, ``"h.{i}.attn"`` (the attention output
     before the residual add), ``"h.{i}.resid_attn"`` (after it), ``"h.{i}.ln_2"``, ``"h.{i}.mlp"``,
     ``"h.{i}.out"``; then ``"ln_f"`` and ``"logits"`` (equal to :func:`forward`'s)."""
-    ids, _ = _as_batch(tokens, config)
+    ids, _ = sampling.check_tokens(config, tokens)
     p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
     eps = config.layer_norm_eps
     out: dict[str, np.ndarray] = {}
@@ -269,42 +249,28 @@ def generate(
     sampler = sampling.check_sampler(config, temperature, top_k, seed)
     check_params(params, config)
     p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
-    batch, t = prompt.shape
-    out = np.empty((batch, t + max_new_tokens), dtype=np.int64)
-    out[:, :t] = prompt
-    shape = (2, batch, config.n_head, config.n_ctx, config.head_size)
-    caches = [np.zeros(shape) for _ in range(config.n_layer)] if kv_cache else None
-    cached_from, filled = -1, 0  # the cache holds out[:, cached_from : cached_from + filled]
-    for length in range(t, t + max_new_tokens):
-        start = sampling.window_start(length, config.n_ctx)
-        if caches is None:
-            logits = _window_logits(p64, config, out[:, start:length])
-        elif start == cached_from and filled == length - start - 1:
-            logits = _cached_logits(p64, config, out[:, length - 1 : length], caches, filled)
-            filled += 1
-        else:  # the first step, or the window slid: every position moved, so refill
-            logits = _cached_logits(p64, config, out[:, start:length], caches, 0)
-            cached_from, filled = start, length - start
-        out[:, length] = sampler.choose(logits)
-    return out
+    shape = (2, len(prompt), config.n_head, config.n_ctx, config.head_size)
+    caches = [np.zeros(shape) for _ in range(config.n_layer)]
+    return sampling.generate_with(
+        prompt,
+        max_new_tokens,
+        config.n_ctx,
+        sampler,
+        lambda window: _window_logits(p64, config, window),
+        lambda new, pos: _cached_logits(p64, config, new, caches, pos),
+        sampling.Window() if kv_cache else None,
+    )
 
 
 def solve(params: Params, config: GPTConfig, a: int, b: int) -> str:
     """The model's answer text to ``a + b`` (three digits, least significant first)."""
-    ids = np.asarray(task.encode(task.prompt(a, b)), dtype=np.int64)
-    return task.decode(generate(params, config, ids, task.ANSWER_LENGTH)[0, len(ids) :])
+    return task.solve_with(lambda ids, n: generate(params, config, ids, n), a, b)
 
 
 def accuracy(params: Params, config: GPTConfig, problems: np.ndarray) -> float:
     """Fraction of ``problems`` (``[n, 2]``) whose greedy answer is exactly right, computed now
     (all problems in one batch)."""
-    problems = np.asarray(problems)
-    if len(problems) == 0:
-        raise TaskError("accuracy of no problems is undefined: problems is empty")
-    generated = generate(params, config, task.prompts(problems), task.ANSWER_LENGTH)
-    generated = generated[:, task.PROMPT_LENGTH :]
-    expected = task.sequences(problems)[:, task.PROMPT_LENGTH :]
-    return float((generated == expected).all(axis=1).mean())
+    return task.accuracy_with(lambda ids, n: generate(params, config, ids, n), problems)
 
 
 def held_out_accuracy(params: Params, config: GPTConfig) -> float:

@@ -1,9 +1,11 @@
 """What generation shares between the NumPy reference and the :mod:`llmfs.tensor` model: the
-checks of its arguments, the sliding context window, and the choice of the next token.
+checks of its arguments, the generation loop with its sliding context window and KV-cache state
+(:func:`generate_with`), and the choice of the next token.
 
 Both ``generate`` functions (:func:`llmfs.gpt.reference.generate` and
-:func:`llmfs.gpt.tensor_model.generate`) compute the last position's logits their own way and hand
-them here, as float64 NumPy, so that the same logits and the same seed choose the same tokens.
+:func:`llmfs.gpt.tensor_model.generate`) compute the last position's logits their own way (the
+step functions they pass to :func:`generate_with`) and hand them here, as float64 NumPy, so that
+the same logits and the same seed choose the same tokens.
 
 The choice of a token from a row of logits ``z`` (NumPy only, no tensor library):
 
@@ -23,7 +25,9 @@ Greedy steps draw nothing. ``seed=None`` draws from fresh OS entropy (not reprod
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -137,10 +141,102 @@ def check_prompt(config: GPTConfig, ids: object, max_new_tokens: object) -> np.n
     return array.astype(np.int64)
 
 
+def check_tokens(config: GPTConfig, tokens: object) -> tuple[np.ndarray, bool]:
+    """The tokens of one forward pass as a ``[B, T]`` int array, and whether they were one
+    ``[T]`` sequence. Raises :class:`~llmfs.gpt.errors.TaskError` for another rank or dtype, a
+    length outside ``1..n_ctx`` or an id outside the vocabulary."""
+    ids = np.asarray(tokens)
+    given = list(ids.shape)
+    single = ids.ndim == 1
+    if single:
+        ids = ids[None, :]
+    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
+        raise TaskError(f"tokens must be [T] or [B, T] ints, got shape {given} of {ids.dtype}")
+    t = ids.shape[1]
+    if not 1 <= t <= config.n_ctx:
+        raise TaskError(f"sequence length {t} is outside 1..n_ctx = {config.n_ctx}")
+    if ids.size and (ids.min() < 0 or ids.max() >= config.vocab_size):
+        raise TaskError(
+            f"token ids {int(ids.min())}..{int(ids.max())} fall outside 0..{config.vocab_size - 1}"
+        )
+    return ids, single
+
+
 def window_start(length: int, n_ctx: int) -> int:
     """Where the context of the next step starts in a sequence of ``length`` tokens: its last
     ``n_ctx`` tokens are read (positions ``0..n_ctx - 1`` of the position embedding)."""
     return max(0, length - n_ctx)
 
 
-__all__ = ["GenerationError", "Sampler", "check_prompt", "check_sampler", "window_start"]
+class CacheWindow(Protocol):
+    """Which positions a KV cache holds: the keys and values of the tokens
+    ``start..start + length - 1`` of the sequence, computed at positions ``0..length - 1``."""
+
+    start: int
+    length: int
+
+    def reset(self, start: int) -> None:
+        """Empties the cache for a window that starts at ``start`` (``length`` becomes 0)."""
+
+
+@dataclass
+class Window:
+    """A :class:`CacheWindow` that keeps only the two numbers (a cache whose arrays the step
+    function holds)."""
+
+    start: int = -1
+    length: int = 0
+
+    def reset(self, start: int) -> None:
+        self.start, self.length = start, 0
+
+
+def generate_with(
+    prompt: np.ndarray,
+    max_new_tokens: int,
+    n_ctx: int,
+    sampler: Sampler,
+    window_logits: Callable[[np.ndarray], np.ndarray],
+    cached_logits: Callable[[np.ndarray, int], np.ndarray],
+    cache: CacheWindow | None,
+) -> np.ndarray:
+    """The generation loop of both models: appends ``max_new_tokens`` tokens to ``prompt``
+    (``[B, T]`` int64, checked) and returns ``[B, T + max_new_tokens]`` int64.
+
+    Each step reads the last ``n_ctx`` tokens (:func:`window_start`) and chooses the next token
+    from the last position's logits with ``sampler``. Without a ``cache`` the logits are
+    ``window_logits(window)``, the whole window run again. With one, a step that extends the
+    window the cache holds runs only the new token, ``cached_logits(new, pos)`` at position
+    ``pos``; the first step, and every step after the window slid (every token then moves to a
+    new position, so its keys and values change in every block), resets the cache and runs the
+    whole window from position 0. Both give the same tokens.
+    """
+    batch, t = prompt.shape
+    out = np.empty((batch, t + max_new_tokens), dtype=np.int64)
+    out[:, :t] = prompt
+    for length in range(t, t + max_new_tokens):
+        start = window_start(length, n_ctx)
+        if cache is None:
+            logits = window_logits(out[:, start:length])
+        elif cache.start == start and cache.length == length - start - 1:
+            logits = cached_logits(out[:, length - 1 : length], cache.length)
+            cache.length += 1
+        else:  # the first step, or the window slid: every position moved, so refill
+            cache.reset(start)
+            logits = cached_logits(out[:, start:length], 0)
+            cache.length = length - start
+        out[:, length] = sampler.choose(logits)
+    return out
+
+
+__all__ = [
+    "CacheWindow",
+    "GenerationError",
+    "Sampler",
+    "Window",
+    "check_prompt",
+    "check_sampler",
+    "check_tokens",
+    "generate_with",
+    "window_start",
+]

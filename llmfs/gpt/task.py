@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -160,3 +160,36 @@ def digest(problems: np.ndarray) -> str:
     """SHA-256 of ``problems`` as little-endian int64 bytes: pins a split (the training record
     stores the held-out set's digest)."""
     return hashlib.sha256(np.ascontiguousarray(problems, dtype="<i8").tobytes()).hexdigest()
+
+
+def solve_with(generate: Callable[[np.ndarray, int], np.ndarray], a: int, b: int) -> str:
+    """The answer text a model gives to ``a + b`` (three digits, least significant first):
+    ``generate(ids, n)`` appends ``n`` tokens to the ``[T]`` prompt ``ids`` and returns the
+    ``[1, T + n]`` sequence (either model's ``generate``)."""
+    ids = np.asarray(encode(prompt(a, b)), dtype=np.int64)
+    return decode(generate(ids, ANSWER_LENGTH)[0, len(ids) :])
+
+
+def accuracy_with(
+    generate: Callable[[np.ndarray, int], np.ndarray],
+    problems: np.ndarray | Sequence[Sequence[int]],
+    batch_size: int | None = None,
+) -> float:
+    """Fraction of ``problems`` (``[n, 2]``) whose generated answer is exactly right, computed
+    now with ``generate`` (as in :func:`solve_with`, on ``[B, T]`` prompts) in batches of
+    ``batch_size`` problems (all at once when ``None``).
+
+    Raises :class:`TaskError` for no problems or a ``batch_size`` below 1."""
+    problems = np.asarray(problems)
+    if len(problems) == 0:
+        raise TaskError("accuracy of no problems is undefined: problems is empty")
+    if batch_size is not None and batch_size < 1:
+        raise TaskError(f"batch_size must be at least 1, got {batch_size}")
+    size = len(problems) if batch_size is None else batch_size
+    right = 0
+    for start in range(0, len(problems), size):
+        chunk = problems[start : start + size]
+        generated = generate(prompts(chunk), ANSWER_LENGTH)[:, PROMPT_LENGTH:]
+        expected = sequences(chunk)[:, PROMPT_LENGTH:]
+        right += int((generated == expected).all(axis=1).sum())
+    return right / len(problems)

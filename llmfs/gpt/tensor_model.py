@@ -246,29 +246,11 @@ def block(
     return out
 
 
-def _as_batch(tokens: object, config: GPTConfig) -> tuple[np.ndarray, bool]:
-    ids = np.asarray(tokens)
-    given = list(ids.shape)
-    single = ids.ndim == 1
-    if single:
-        ids = ids[None, :]
-    if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
-        raise TaskError(f"tokens must be [T] or [B, T] ints, got shape {given} of {ids.dtype}")
-    t = ids.shape[1]
-    if not 1 <= t <= config.n_ctx:
-        raise TaskError(f"sequence length {t} is outside 1..n_ctx = {config.n_ctx}")
-    if ids.size and (ids.min() < 0 or ids.max() >= config.vocab_size):
-        raise TaskError(
-            f"token ids {int(ids.min())}..{int(ids.max())} fall outside 0..{config.vocab_size - 1}"
-        )
-    return ids, single
-
-
 def embed(tokens: object, w: TensorParams, config: GPTConfig, trace: Trace | None = None) -> Tensor:
     """Token embedding plus position embedding: ``[B, T, C]``. The token rows are gathered with
     ``take(wte, ids)``; the positions are a slice VIEW of ``wpe`` that broadcasts over the
     batch."""
-    ids, _ = _as_batch(tokens, config)
+    ids, _ = sampling.check_tokens(config, tokens)
     rows = lt.take(w["wte.weight"], Tensor.from_numpy(ids.astype(np.int64)), axis=0)
     _note(trace, "token rows = take(wte, ids)", rows)
     positions = w["wpe.weight"].slice(0, 0, ids.shape[1])
@@ -284,7 +266,7 @@ def forward(
     """Logits of every position: ``[T, vocab]`` for ``[T]`` tokens, ``[B, T, vocab]`` for
     ``[B, T]``, in the weights' dtype. ``trace`` (optional) records every step. Raises
     :class:`TaskError` on a length outside ``1..n_ctx`` or an unknown id."""
-    ids, single = _as_batch(tokens, config)
+    ids, single = sampling.check_tokens(config, tokens)
     x = embed(ids, w, config, trace)
     for i in range(config.n_layer):
         x = block(x, w, i, config, trace)
@@ -415,23 +397,16 @@ def generate(
     prompt = sampling.check_prompt(config, ids, max_new_tokens)
     sampler = sampling.check_sampler(config, temperature, top_k, seed)
     _check_tensor_params(w, config)
-    batch, t = prompt.shape
-    out = np.empty((batch, t + max_new_tokens), dtype=np.int64)
-    out[:, :t] = prompt
-    cache = KVCache(config, batch, w["wte.weight"].dtype) if kv_cache else None
-    for length in range(t, t + max_new_tokens):
-        start = sampling.window_start(length, config.n_ctx)
-        if cache is None:
-            logits = _window_logits(w, config, out[:, start:length])
-        elif cache.start == start and cache.length == length - start - 1:
-            logits = cached_logits(w, config, out[:, length - 1 : length], cache, cache.length)
-            cache.length += 1
-        else:  # the first step, or the window slid: every position moved, so refill
-            cache.reset(start)
-            logits = cached_logits(w, config, out[:, start:length], cache, 0)
-            cache.length = length - start
-        out[:, length] = sampler.choose(logits)
-    return out
+    cache = KVCache(config, len(prompt), w["wte.weight"].dtype) if kv_cache else None
+    return sampling.generate_with(
+        prompt,
+        max_new_tokens,
+        config.n_ctx,
+        sampler,
+        lambda window: _window_logits(w, config, window),
+        lambda new, pos: cached_logits(w, config, new, cache, pos),  # type: ignore[arg-type]
+        cache,
+    )
 
 
 def _check_tensor_params(w: TensorParams, config: GPTConfig) -> None:
@@ -453,8 +428,7 @@ def _check_tensor_params(w: TensorParams, config: GPTConfig) -> None:
 
 def solve(w: TensorParams, config: GPTConfig, a: int, b: int) -> str:
     """The model's answer text to ``a + b`` (three digits, least significant first)."""
-    ids = np.asarray(task.encode(task.prompt(a, b)), dtype=np.int64)
-    return task.decode(generate(w, config, ids, task.ANSWER_LENGTH)[0, len(ids) :])
+    return task.solve_with(lambda ids, n: generate(w, config, ids, n), a, b)
 
 
 def accuracy(
@@ -462,19 +436,7 @@ def accuracy(
 ) -> float:
     """Fraction of ``problems`` (``[n, 2]``) answered exactly right, computed now through
     :mod:`llmfs.tensor` in batches of ``batch_size``."""
-    problems = np.asarray(problems)
-    if len(problems) == 0:
-        raise TaskError("accuracy of no problems is undefined: problems is empty")
-    if batch_size < 1:
-        raise TaskError(f"batch_size must be at least 1, got {batch_size}")
-    right = 0
-    for start in range(0, len(problems), batch_size):
-        chunk = problems[start : start + batch_size]
-        generated = generate(w, config, task.prompts(chunk), task.ANSWER_LENGTH)
-        generated = generated[:, task.PROMPT_LENGTH :]
-        expected = task.sequences(chunk)[:, task.PROMPT_LENGTH :]
-        right += int((generated == expected).all(axis=1).sum())
-    return right / len(problems)
+    return task.accuracy_with(lambda ids, n: generate(w, config, ids, n), problems, batch_size)
 
 
 def held_out_accuracy(w: TensorParams, config: GPTConfig) -> float:

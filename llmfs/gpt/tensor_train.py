@@ -203,12 +203,12 @@ class AdamW:
                 self.exp_avg[name] = Tensor.zeros(p.shape, dtype=p.dtype)
                 self.exp_avg_sq[name] = Tensor.zeros(p.shape, dtype=p.dtype)
             with self.exp_avg[name].mutate() as m_storage:
-                m = m_storage.writable_array().reshape(p.shape)
+                m = m_storage._array().reshape(p.shape)
                 m *= beta1  # m = beta1 * m + (1 - beta1) * g
                 m += (1 - beta1) * grad
                 step = m / first  # m_hat, then lr * m_hat / (sqrt(v_hat) + eps)
             with self.exp_avg_sq[name].mutate() as v_storage:
-                v = v_storage.writable_array().reshape(p.shape)
+                v = v_storage._array().reshape(p.shape)
                 square = (1 - beta2) * grad
                 square *= grad
                 v *= beta2  # v = beta2 * v + (1 - beta2) * g * g
@@ -219,7 +219,7 @@ class AdamW:
             step *= rate
             step /= denominator
             with p.mutate() as p_storage:
-                value = p_storage.writable_array().reshape(p.shape)  # a Tensor is row-major
+                value = p_storage._array().reshape(p.shape)  # a Tensor is row-major
                 if self.weight_decay and (self.decay is None or self.decay(name)):
                     value *= keep  # decoupled: not part of the gradient
                 value -= step

@@ -45,6 +45,10 @@ the same machine and BLAS kernel (one thread); across kernels the sums round dif
 run ends at other weights, as the adder's record explains (:mod:`llmfs.gpt.train`). The shipped
 file is pinned by its checksum and record, not by retraining.
 
+The jobs live in their own modules, re-exported here: the data in :mod:`llmfs.gpt.text_corpus`,
+the training run in :mod:`llmfs.gpt.text_training`, the shipped model in
+:mod:`llmfs.gpt.text_loading`; this module keeps the record and the command line.
+
 Commands (``python -m llmfs.gpt.text_model ...``): ``corpus`` rewrites the corpus from a
 checkout (``--check`` only compares), ``tokenizer`` retrains the tokenizer files from the
 shipped corpus, ``train --out PATH`` trains and writes the weights, checksum and record,
@@ -55,476 +59,74 @@ against the baselines (the held-out loss recomputed now) and three samples.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
-import re
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from llmfs.gpt import reference, tensor_model
 from llmfs.gpt.checkpoint import (
-    WEIGHTS_DIR,
     load_params,
     save_params,
     sha256_of,
-    verify_checksum,
     write_checksum,
 )
-from llmfs.gpt.errors import ChecksumMismatchError, ConfigError, GPTError
+from llmfs.gpt.errors import ConfigError, GPTError
 from llmfs.gpt.experiment import (
     ProgressBar,
     TrainConfig,
     blas_environment,
-    learning_rate,
 )
-from llmfs.gpt.model import GPTConfig, Params, check_params, count_parameters, init_params
-from llmfs.gpt.tensor_train import cross_entropy, to_numpy_params, trainable
+from llmfs.gpt.model import GPTConfig, count_parameters
+from llmfs.gpt.text_corpus import (
+    CORPUS_PATH,
+    DATA_DIR,
+    HELD_OUT_EVERY,
+    MERGES_PATH,
+    SOURCES,
+    SOURCES_COMMIT,
+    SPLIT_BLOCK,
+    TEXT_CONFIG,
+    TEXT_GPT_PATH,
+    TEXT_GPT_RECORD_PATH,
+    TEXT_GPT_SHA256_PATH,
+    TEXT_TRAIN,
+    VOCAB_PATH,
+    VOCAB_SIZE,
+    Split,
+    TextModelError,
+    checkout_root,
+    corpus_of,
+    corpus_text,
+    extract_corpus,
+    held_out_loss,
+    held_out_windows,
+    load_tokenizer,
+    markdown_prose,
+    notebook_prose,
+    sha256_text,
+    split,
+    tokenizer_files,
+    train_tokenizer,
+    unigram_baselines,
+    windows,
+)
+from llmfs.gpt.text_loading import (
+    TextModel,
+    load_text_model,
+    sample,
+)
+from llmfs.gpt.text_training import (
+    TextTrainResult,
+    train,
+)
 from llmfs.gpt.tokenizer import BPETokenizer
-from llmfs.tensor import use_backend
-
-
-class TextModelError(GPTError):
-    """A corpus source that is missing or unreadable, a token stream too short for the split or
-    the windows, or a shipped record that does not describe its files."""
-
-
-# --------------------------------------------------------------------------------------------
-# The files
-# --------------------------------------------------------------------------------------------
-
-#: The corpus and the tokenizer, shipped beside this module.
-DATA_DIR = Path(__file__).resolve().parent / "data"
-CORPUS_PATH = DATA_DIR / "corpus.txt"
-VOCAB_PATH = DATA_DIR / "vocab.json"
-MERGES_PATH = DATA_DIR / "merges.txt"
-#: The shipped weights (float32), their checksum and the training record.
-TEXT_GPT_PATH = WEIGHTS_DIR / "text_gpt.npz"
-TEXT_GPT_SHA256_PATH = WEIGHTS_DIR / "text_gpt.sha256"
-TEXT_GPT_RECORD_PATH = WEIGHTS_DIR / "text_gpt.json"
-
-#: The corpus's sources, relative to a checkout's root, in corpus order.
-SOURCES: tuple[str, ...] = (
-    "notebooks/ch01_storage_shape_strides.ipynb",
-    "notebooks/ch02_shared_storage_views.ipynb",
-    "notebooks/ch03_merge_split_reshape.ipynb",
-    "notebooks/ch04_broadcasting_reductions.ipynb",
-    "notebooks/ch05_elementwise_metal_kernels.ipynb",
-    "notebooks/ch06_einsum_contraction_plans.ipynb",
-    "notebooks/ch07_attention_heads.ipynb",
-    "notebooks/ch08_tiny_gpt.ipynb",
-    "notebooks/ch09_gradients_through_views.ipynb",
-    "notebooks/ch10_train_the_adder.ipynb",
-    "course/learner_guide.md",
-    "README.md",
-)
-
-#: The commit whose :data:`SOURCES` gave the shipped corpus (``git show COMMIT:PATH`` reads them
-#: back; the corpus of a later commit differs wherever the prose was edited since).
-SOURCES_COMMIT = "a02e6f92c10e7e85c33d5328d92d4b93ba210748"
-
-#: The tokenizer's size: 256 bytes, 511 merges, ``<|endoftext|>``.
-VOCAB_SIZE = 768
-#: Tokens per block of the split, and which blocks are held out (every tenth).
-SPLIT_BLOCK = 1024
-HELD_OUT_EVERY = 10
-
-#: The shipped model: 4 blocks of 4 heads over 128 features, 128 positions.
-TEXT_CONFIG = GPTConfig(vocab_size=VOCAB_SIZE, n_ctx=128, n_embd=128, n_head=4, n_layer=4)
-#: Its training run.
-TEXT_TRAIN = TrainConfig(
-    seed=0,
-    steps=1000,
-    batch_size=16,
-    learning_rate=2e-3,
-    warmup_steps=100,
-    min_lr_ratio=0.05,
-    beta1=0.9,
-    beta2=0.99,
-    adam_eps=1e-8,
-    weight_decay=0.1,
-    log_every=25,
-    eval_every=100,
-)
-
-# --------------------------------------------------------------------------------------------
-# The corpus
-# --------------------------------------------------------------------------------------------
-
-_FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-def _tidy(text: str) -> str:
-    """``\\n`` line ends, no trailing spaces, at most one blank line in a row, no blank lines
-    at either end."""
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
-    out: list[str] = []
-    for line in lines:
-        if line or (out and out[-1]):
-            out.append(line)
-    while out and not out[-1]:
-        out.pop()
-    return "\n".join(out)
-
-
-def markdown_prose(text: str) -> str:
-    """A markdown text without its fenced code blocks (from a line opening a fence, three
-    backticks or tildes, to the line that closes it, both included), tidied."""
-    kept: list[str] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        match = _FENCE.match(line)
-        if fence is None and match:
-            fence = match.group(1)
-        elif fence is not None and match and match.group(1) == fence:
-            fence = None
-        elif fence is None:
-            kept.append(line)
-    return _tidy("\n".join(kept))
-
-
-def notebook_prose(text: str, source: str = "the notebook") -> str:
-    """The markdown cells of a notebook's JSON, in order, each without fenced code, separated by
-    one blank line. Raises :class:`TextModelError` when ``text`` is not a notebook."""
-    try:
-        notebook = json.loads(text)
-        cells = notebook["cells"]
-        parts = []
-        for cell in cells:
-            if cell.get("cell_type") != "markdown":
-                continue
-            body = cell["source"]
-            parts.append(markdown_prose("".join(body) if isinstance(body, list) else body))
-    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
-        raise TextModelError(f"{source} is not a notebook's JSON: {error!r}") from None
-    return "\n\n".join(part for part in parts if part)
-
-
-def corpus_of(documents: Sequence[tuple[str, str]]) -> str:
-    """The corpus of ``(name, text)`` sources: the prose of each (a name ending in ``.ipynb``:
-    :func:`notebook_prose`; any other: :func:`markdown_prose`), in order, separated by one blank
-    line, ending in one newline. A pure function of the names and texts."""
-    parts = [
-        notebook_prose(text, name) if name.endswith(".ipynb") else markdown_prose(text)
-        for name, text in documents
-    ]
-    return "\n\n".join(parts) + "\n"
-
-
-def extract_corpus(root: Path | str, sources: Sequence[str] = SOURCES) -> str:
-    """The corpus (:func:`corpus_of`) of ``sources`` read from the checkout at ``root``. Raises
-    :class:`TextModelError` naming a source that is missing or not UTF-8."""
-    root = Path(root)
-    documents = []
-    for name in sources:
-        try:
-            documents.append((name, (root / name).read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as error:
-            raise TextModelError(
-                f"corpus source {name} cannot be read under {root}: {error}"
-            ) from None
-    return corpus_of(documents)
-
-
-def checkout_root() -> Path:
-    """The root of the checkout this module lies in (the corpus's sources are there)."""
-    return Path(__file__).resolve().parent.parent.parent
-
-
-def corpus_text() -> str:
-    """The shipped corpus, the model's training text (UTF-8)."""
-    return CORPUS_PATH.read_text(encoding="utf-8")
-
-
-def sha256_text(text: str) -> str:
-    """Hex SHA-256 of ``text``'s UTF-8 bytes."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-# --------------------------------------------------------------------------------------------
-# The tokenizer and the token streams
-# --------------------------------------------------------------------------------------------
-
-
-def tokenizer_files() -> tuple[Path, Path]:
-    """The shipped tokenizer's ``(vocab.json, merges.txt)``, GPT-2's file format."""
-    return VOCAB_PATH, MERGES_PATH
-
-
-def train_tokenizer(text: str, vocab_size: int = VOCAB_SIZE) -> BPETokenizer:
-    """The tokenizer of ``text``: :meth:`BPETokenizer.train` with ``vocab_size`` ids."""
-    return BPETokenizer.train(text, vocab_size)
-
-
-def load_tokenizer() -> BPETokenizer:
-    """The shipped tokenizer, read from its files."""
-    return BPETokenizer.from_files(*tokenizer_files())
-
-
-@dataclass(frozen=True)
-class Split:
-    """The training and held-out token streams (int64) of a corpus."""
-
-    train: np.ndarray
-    held_out: np.ndarray
-
-
-def split(
-    ids: Sequence[int] | np.ndarray, block: int = SPLIT_BLOCK, every: int = HELD_OUT_EVERY
-) -> Split:
-    """Cuts ``ids`` into blocks of ``block`` tokens (the last may be shorter); block ``i`` is held
-    out when ``i % every == every - 1``. Each part is its blocks concatenated in order. Raises
-    :class:`TextModelError` when either part would be empty."""
-    stream = np.asarray(ids, dtype=np.int64)
-    if block < 1 or every < 2:
-        raise TextModelError(f"split needs block >= 1 and every >= 2, got {block} and {every}")
-    index = np.arange(len(stream)) // block
-    held = index % every == every - 1
-    if not held.any() or held.all():
-        raise TextModelError(
-            f"{len(stream)} tokens in blocks of {block} leave no held-out block "
-            f"(block {every - 1} is the first held out)"
-        )
-    return Split(stream[~held], stream[held])
-
-
-def windows(stream: np.ndarray, n_ctx: int, cfg: TrainConfig) -> Iterator[np.ndarray]:
-    """The ``cfg.steps`` batches of a run, in order: ``[cfg.batch_size, n_ctx + 1]`` windows of
-    ``stream`` at starts drawn uniformly from ``0..len - n_ctx - 1`` by a NumPy ``Generator``
-    seeded with ``cfg.seed``. Raises :class:`TextModelError` when the stream is shorter than one
-    window."""
-    last = len(stream) - n_ctx - 1
-    if last < 0:
-        raise TextModelError(f"a stream of {len(stream)} tokens holds no window of {n_ctx + 1}")
-    rng = np.random.default_rng(cfg.seed)
-    offsets = np.arange(n_ctx + 1)
-    for _ in range(cfg.steps):
-        starts = rng.integers(0, last + 1, size=cfg.batch_size)
-        yield stream[starts[:, None] + offsets]
-
-
-def held_out_windows(stream: np.ndarray, n_ctx: int) -> np.ndarray:
-    """``[n, n_ctx + 1]``: the windows ``stream[i * n_ctx : i * n_ctx + n_ctx + 1]`` that fit, so
-    that every token after the first is predicted exactly once (over windows of ``n_ctx``
-    inputs). Raises :class:`TextModelError` when none fits."""
-    count = (len(stream) - 1) // n_ctx
-    if count < 1:
-        raise TextModelError(f"a stream of {len(stream)} tokens holds no window of {n_ctx + 1}")
-    starts = np.arange(count) * n_ctx
-    return np.asarray(stream[starts[:, None] + np.arange(n_ctx + 1)], dtype=np.int64)
-
-
-def held_out_loss(
-    params: Params, config: GPTConfig, stream: np.ndarray, batch_size: int = 16
-) -> float:
-    """The mean cross-entropy (nats per token) of every next token of :func:`held_out_windows`,
-    by the float64 NumPy reference (:func:`llmfs.gpt.reference.forward`)."""
-    data = held_out_windows(stream, config.n_ctx)
-    total, count = 0.0, 0
-    for begin in range(0, len(data), batch_size):
-        chunk = data[begin : begin + batch_size]
-        logits = reference.forward(params, config, chunk[:, :-1])
-        shift = logits.max(axis=-1, keepdims=True)
-        log_z = np.log(np.exp(logits - shift).sum(axis=-1)) + shift[..., 0]
-        picked = np.take_along_axis(logits, chunk[:, 1:, None], axis=-1)[..., 0]
-        total += float((log_z - picked).sum())
-        count += picked.size
-    return total / count
-
-
-def unigram_baselines(parts: Split, vocab_size: int) -> dict[str, float]:
-    """What a model that ignores context scores on the held-out tokens (nats per token):
-    ``train_unigram``, the cross-entropy under the training stream's token frequencies with one
-    added to every count (no token gets probability 0), and ``held_out_entropy``, the held-out
-    tokens' own unigram entropy, the least any single distribution over the vocabulary can
-    score on them."""
-    train_counts = np.bincount(parts.train, minlength=vocab_size).astype(np.float64) + 1.0
-    log_p = np.log(train_counts / train_counts.sum())
-    held_counts = np.bincount(parts.held_out, minlength=vocab_size).astype(np.float64)
-    freq = held_counts / held_counts.sum()
-    nonzero = freq > 0
-    return {
-        "train_unigram": float(-log_p[parts.held_out].mean()),
-        "held_out_entropy": float(-(freq[nonzero] * np.log(freq[nonzero])).sum()),
-    }
-
-
-# --------------------------------------------------------------------------------------------
-# Training
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TextTrainResult:
-    """A run's float64 parameters (those after step ``selected_step``), every step's loss, the
-    loss curve (the mean of every ``log_every`` steps) and the held-out loss curve."""
-
-    params: Params
-    losses: list[float] = field(default_factory=list)
-    curve: list[tuple[int, float]] = field(default_factory=list)
-    held_out_curve: list[tuple[int, float]] = field(default_factory=list)
-    selected_step: int = 0
-
-
-def train(
-    config: GPTConfig,
-    cfg: TrainConfig,
-    parts: Split,
-    log: Callable[[str], Any] | None = None,
-    backend: str = "numpy",
-    dtype: object = np.float32,
-    progress: ProgressBar | None = None,
-    keep_best: bool = False,
-) -> TextTrainResult:
-    """Trains ``config``'s model from :func:`~llmfs.gpt.model.init_params` with ``cfg.seed`` on
-    :func:`windows` of ``parts.train`` with the tensor engine (forward of
-    :mod:`llmfs.gpt.tensor_model`, autograd, :func:`cross_entropy` on every position,
-    :class:`AdamW`, :func:`learning_rate`) on ``backend`` in ``dtype``. The loss curve has the
-    mean of every ``cfg.log_every`` steps (and of the last, shorter window); the held-out loss
-    (:func:`held_out_loss` of ``parts.held_out``) is measured every ``cfg.eval_every`` steps and
-    at the last. ``log`` gets one line per logged point; ``progress`` one update per step.
-
-    The result holds the parameters after the last step, or with ``keep_best`` those of the
-    measurement with the lowest held-out loss (the first, on a tie), as nanoGPT keeps the
-    checkpoint of its best validation loss: a model this size memorises a corpus this small,
-    and past that point more steps lower the training loss and raise the held-out one."""
-    start = init_params(config, seed=cfg.seed)
-    every = np.ones((cfg.batch_size, config.n_ctx))
-    result = TextTrainResult(start)
-    window: list[float] = []
-    best = math.inf
-    with use_backend(backend):
-        w, optimizer = trainable(start, cfg, dtype)
-        for step, batch in enumerate(windows(parts.train, config.n_ctx, cfg)):
-            loss = cross_entropy(
-                tensor_model.forward(w, config, batch[:, :-1]), batch[:, 1:], every
-            )
-            loss.backward()
-            lr = learning_rate(step, cfg)
-            optimizer.step(lr)
-            optimizer.zero_grad()
-            value = float(loss.item())
-            result.losses.append(value)
-            window.append(value)
-            if progress is not None:
-                progress.update(value)
-            done = step + 1
-            if done % cfg.log_every and done != cfg.steps:
-                continue
-            mean = float(np.mean(window))
-            window = []
-            result.curve.append((done, mean))
-            line = f"step {done:5d}  lr {lr:.2e}  loss {mean:.4f}"
-            if done % cfg.eval_every == 0 or done == cfg.steps:
-                now = to_numpy_params(w)
-                held = held_out_loss(now, config, parts.held_out)
-                result.held_out_curve.append((done, held))
-                if keep_best and held < best:
-                    best, result.params, result.selected_step = held, now, done
-                line += f"  held-out loss {held:.4f}"
-            if log is not None:
-                log(line)
-        if not keep_best:
-            result.params, result.selected_step = to_numpy_params(w), cfg.steps
-    return result
-
-
-# --------------------------------------------------------------------------------------------
-# The shipped model
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TextModel:
-    """The shipped text model: ``weights`` (GPT-2-named float32 NumPy arrays, what
-    :func:`llmfs.gpt.generate` takes; :func:`llmfs.gpt.tensor_model.tensor_params` makes the
-    tensors :func:`llmfs.gpt.tensor_model.generate` takes), ``config``, ``tokenizer`` (the
-    shipped :class:`BPETokenizer`) and ``record`` (the training record's dict)."""
-
-    weights: Params
-    config: GPTConfig
-    tokenizer: BPETokenizer
-    record: dict[str, Any]
-
-
-def _check_hash(path: Path, expected: object, what: str) -> None:
-    actual = sha256_of(path)
-    if actual != expected:
-        raise ChecksumMismatchError(
-            f"{path.name} has SHA-256 {actual}, but the record {what} {expected}: the "
-            f"tokenizer is not the one the model was trained with"
-        )
-
-
-def load_text_model(path: Path | str | None = None) -> TextModel:
-    """The shipped text model (or the one at ``path``, an ``.npz`` with its ``.sha256`` and
-    ``.json`` record beside it), after verifying: the weights' SHA-256 against the checksum file
-    (:class:`ChecksumMismatchError`), the record's ``sha256`` against it too, the tokenizer
-    files' SHA-256 against the record (:class:`ChecksumMismatchError`), and every name and shape
-    against the record's config (:class:`~llmfs.gpt.errors.WeightsError`). Raises
-    :class:`TextModelError` for a record that is missing or not one of this model."""
-    path = Path(path) if path is not None else TEXT_GPT_PATH
-    digest = verify_checksum(path)
-    record_path = path.with_suffix(".json")
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-        model = record["model"]
-        config = GPTConfig(**model)
-        tokenizer_record = record["tokenizer"]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TextModelError(f"the training record {record_path} cannot be read: {error}") from None
-    except (KeyError, TypeError, ConfigError) as error:
-        raise TextModelError(
-            f"the training record {record_path} does not describe a model: {error!r}"
-        ) from None
-    if record.get("sha256") != digest:
-        raise ChecksumMismatchError(
-            f"{path.name} has SHA-256 {digest}, but its record {record_path.name} describes "
-            f"{record.get('sha256')}: the record belongs to other weights"
-        )
-    vocab, merges = tokenizer_files()
-    _check_hash(vocab, tokenizer_record.get("vocab_sha256"), "names")
-    _check_hash(merges, tokenizer_record.get("merges_sha256"), "names")
-    tokenizer = BPETokenizer.from_files(vocab, merges)
-    if tokenizer.vocab_size != config.vocab_size:
-        raise TextModelError(
-            f"the tokenizer has {tokenizer.vocab_size} ids, the model {config.vocab_size}"
-        )
-    params = load_params(path)
-    check_params(params, config)
-    return TextModel(params, config, tokenizer, record)
-
-
-def sample(
-    model: TextModel,
-    prompt: str,
-    max_new_tokens: int,
-    *,
-    temperature: float = 0.8,
-    top_k: int | None = 40,
-    seed: int | None = 0,
-) -> str:
-    """The prompt and ``max_new_tokens`` tokens after it, decoded: :func:`llmfs.gpt.generate`
-    (the NumPy reference, KV cache on) of the prompt's encoding."""
-    ids = model.tokenizer.encode(prompt)
-    out = reference.generate(
-        model.weights,
-        model.config,
-        ids,
-        max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        seed=seed,
-    )
-    return model.tokenizer.decode(out[0].tolist())
-
 
 # --------------------------------------------------------------------------------------------
 # The record and the commands
@@ -872,6 +474,50 @@ __all__ = [
     "windows",
 ]
 
+
+__all__ = [
+    "COMMAND",
+    "CORPUS_PATH",
+    "DATA_DIR",
+    "HELD_OUT_EVERY",
+    "MERGES_PATH",
+    "SOURCES",
+    "SOURCES_COMMIT",
+    "SPLIT_BLOCK",
+    "TEXT_CONFIG",
+    "TEXT_GPT_PATH",
+    "TEXT_GPT_RECORD_PATH",
+    "TEXT_GPT_SHA256_PATH",
+    "TEXT_TRAIN",
+    "VOCAB_PATH",
+    "VOCAB_SIZE",
+    "Split",
+    "TextModel",
+    "TextModelError",
+    "TextTrainResult",
+    "checkout_root",
+    "corpus_of",
+    "corpus_split",
+    "corpus_text",
+    "extract_corpus",
+    "held_out_loss",
+    "held_out_windows",
+    "load_text_model",
+    "load_tokenizer",
+    "main",
+    "make_record",
+    "markdown_prose",
+    "notebook_prose",
+    "report",
+    "sample",
+    "sha256_text",
+    "split",
+    "tokenizer_files",
+    "train",
+    "train_tokenizer",
+    "unigram_baselines",
+    "windows",
+]
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,6 +17,8 @@
 
 from __future__ import annotations
 
+from llmfs.tensor import dispatch as _dispatch
+from llmfs.tensor import errors
 from llmfs.tensor.autograd import gradcheck
 from llmfs.tensor.backends import (
     Backend,
@@ -26,66 +28,11 @@ from llmfs.tensor.backends import (
     set_default_backend,
     use_backend,
 )
-from llmfs.tensor.backends.metal.errors import (
-    KernelArgumentError,
-    KernelCompileError,
-    KernelLaunchError,
-    KernelLintError,
-    KernelMemoryError,
-    KernelNotFoundError,
-    MetalDTypeError,
-    MetalError,
-    MetalUnavailableError,
-)
+from llmfs.tensor.backends.metal import errors as _metal_errors
 from llmfs.tensor.backends.threads import get_num_threads, set_num_threads
 from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
-from llmfs.tensor.errors import (
-    AllocationError,
-    AutogradError,
-    AxisOutOfRangeError,
-    BackendUnavailableError,
-    BroadcastError,
-    ClosedMutationError,
-    ConcurrentWriteError,
-    DescriptorError,
-    DTypeError,
-    DuplicateAxisError,
-    EinsumError,
-    ElementCountMismatchError,
-    EmptyReductionError,
-    GradcheckError,
-    GradientShapeError,
-    IndexOutOfBoundsError,
-    InvalidArgumentError,
-    InvalidAxisRangeError,
-    InvalidIndexError,
-    InvalidLayoutError,
-    InvalidShapeError,
-    InvalidStepError,
-    MatmulShapeError,
-    NegativeSliceBoundError,
-    NoGradientError,
-    NonContiguousReshapeError,
-    NotDifferentiableError,
-    OutputBufferError,
-    OverlappingWriteError,
-    PermutationLengthMismatchError,
-    PlanMismatchError,
-    RankMismatchError,
-    ReduceError,
-    ReshapeElementCountMismatchError,
-    SavedTensorModifiedError,
-    ShapeOverflowError,
-    SliceEndOutOfBoundsError,
-    SliceStartAfterEndError,
-    SqueezeError,
-    StaleViewError,
-    TensorError,
-    TensorViewError,
-    UnsupportedOperationError,
-    ViewTooLargeError,
-)
+from llmfs.tensor.errors import AutogradError, StaleViewError, TensorError, TensorViewError
 from llmfs.tensor.layout import (
     Layout,
     broadcast_shapes,
@@ -149,71 +96,27 @@ from llmfs.tensor.tensor import MutableStorage, Tensor
 from llmfs.tensor.view import TensorView, as_strided, copying_transpose, materialize
 from llmfs.tensor.writes import copyto
 
+# The speed code above the rules: the numpy backend's cached dispatch and the views' layout memo,
+# put in front of the ops and the view methods through their hooks (the rules run unchanged
+# without them; dispatch.uninstall() takes them away).
+_dispatch.install()
+
 __all__ = [
     "FLOAT_DTYPES",
     "INTEGER_DTYPES",
     "SUPPORTED_DTYPES",
-    "AllocationError",
     "AutogradError",
-    "AxisOutOfRangeError",
     "Backend",
-    "BackendUnavailableError",
-    "BroadcastError",
-    "ClosedMutationError",
-    "ConcurrentWriteError",
     "ContractionPlan",
-    "DTypeError",
-    "DescriptorError",
-    "DuplicateAxisError",
-    "EinsumError",
     "EinsumPlan",
-    "ElementCountMismatchError",
-    "EmptyReductionError",
-    "GradcheckError",
-    "GradientShapeError",
-    "IndexOutOfBoundsError",
-    "InvalidArgumentError",
-    "InvalidAxisRangeError",
-    "InvalidIndexError",
-    "InvalidLayoutError",
-    "InvalidShapeError",
-    "InvalidStepError",
-    "KernelArgumentError",
-    "KernelCompileError",
-    "KernelLaunchError",
-    "KernelLintError",
-    "KernelMemoryError",
-    "KernelNotFoundError",
     "Layout",
-    "MatmulShapeError",
-    "MetalDTypeError",
-    "MetalError",
-    "MetalUnavailableError",
     "MutableStorage",
-    "NegativeSliceBoundError",
-    "NoGradientError",
-    "NonContiguousReshapeError",
-    "NotDifferentiableError",
-    "OutputBufferError",
-    "OverlappingWriteError",
-    "PermutationLengthMismatchError",
-    "PlanMismatchError",
-    "RankMismatchError",
-    "ReduceError",
-    "ReshapeElementCountMismatchError",
-    "SavedTensorModifiedError",
-    "ShapeOverflowError",
-    "SliceEndOutOfBoundsError",
-    "SliceStartAfterEndError",
-    "SqueezeError",
     "StaleViewError",
     "Tensor",
     "TensorDescriptor",
     "TensorError",
     "TensorView",
     "TensorViewError",
-    "UnsupportedOperationError",
-    "ViewTooLargeError",
     "abs",
     "add",
     "all",
@@ -232,6 +135,7 @@ __all__ = [
     "div",
     "einsum",
     "equal",
+    "errors",
     "exp",
     "floor_divide",
     "get_backend",
@@ -281,3 +185,16 @@ __all__ = [
     "validate",
     "where",
 ]
+
+
+def __getattr__(name: str) -> type[Exception]:
+    """Every error class by its own name as well (``lt.OverlappingWriteError``), as learners'
+    code and older notebooks name them: the library's errors live in :mod:`llmfs.tensor.errors`
+    (``lt.errors.OverlappingWriteError``) and the Metal backend's beside it; this package exports
+    only their bases (:class:`TensorError`, :class:`TensorViewError`, :class:`AutogradError`)
+    and :class:`StaleViewError`, the chapters' own."""
+    for module in (errors, _metal_errors):
+        found = getattr(module, name, None)
+        if name in module.__all__ and isinstance(found, type) and issubclass(found, Exception):
+            return found
+    raise AttributeError(f"module 'llmfs.tensor' has no attribute {name!r}")

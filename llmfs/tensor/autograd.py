@@ -19,11 +19,10 @@ covered by that one function, because the layout already is the composition of t
 * a slice's gradient lands in exactly the cells it read, the others stay 0;
 * two views of one storage (``x[:2] * x[1:]``) add into the same buffer.
 
-:func:`owner_gradient` is the same rule with fast paths (the whole owner needs no scatter; a
-broadcast is summed first; a layout that never meets itself is one strided assignment), and
-:func:`add_owner_gradient` adds a further gradient of the same owner in place through its
-view's layout, both held to the plain rule by the tests; the ``reference`` backend always
-runs the plain rule, offset by offset along the offset cursor.
+The adding itself is the backend's ``scatter_add`` (the backend protocol's one primitive for
+autograd): the ``reference`` backend runs the rule as written, offset by offset along the
+offset cursor; the numpy backend sums a broadcast first and writes a layout that never meets
+itself with one strided assignment, and the tests hold it to the plain rule.
 
 Invariants of the tape
 ----------------------
@@ -51,12 +50,13 @@ from __future__ import annotations
 
 import math
 import string
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from llmfs.tensor import ops
+from llmfs.tensor import above, ops
 from llmfs.tensor.backends import get_backend
 from llmfs.tensor.dtypes import is_number
 from llmfs.tensor.einsum.labels import bind
@@ -76,7 +76,6 @@ from llmfs.tensor.layout import Layout, normalize_axes
 from llmfs.tensor.strided import numpy_view, writable_view
 from llmfs.tensor.tape import Node, is_grad_enabled, no_grad
 from llmfs.tensor.tensor import Tensor
-from llmfs.tensor.traversal import StridedOffsets
 from llmfs.tensor.view import TensorView, ViewMethods
 
 Grad = Tensor | TensorView
@@ -88,100 +87,30 @@ Rule = Callable[["Context", Tensor], list[tuple[TensorView, Grad]]]
 # --------------------------------------------------------------------------------------------
 
 
-def storage_offsets(layout: Layout, storage_size: int) -> np.ndarray:
-    """Every storage offset ``layout`` reads, in logical row-major order (int64): the values of
-    the storage ``0, 1, ..., storage_size - 1`` read through the layout, so the offsets come
-    from the same strided read as every view's values (no second copy of the offset rule)."""
-    return numpy_view(np.arange(storage_size, dtype=np.int64), layout).reshape(-1)
-
-
 def view_backward(
-    grad: np.ndarray, layout: Layout, storage_size: int, dtype: np.dtype
+    grad: np.ndarray,
+    layout: Layout,
+    storage_size: int,
+    dtype: np.dtype,
+    into: np.ndarray | None = None,
 ) -> np.ndarray:
     """THE backward of every view: the gradient of a view reading ``layout`` is scattered and
-    added into a zero buffer of its owner's storage (``storage_size`` values of ``dtype``), at
-    the offsets the view reads: ``buffer[offset(c)] += grad[c]`` for every coordinate ``c``.
+    added into a buffer of its owner's storage (``storage_size`` values of ``dtype``), at the
+    offsets the view reads: ``buffer[offset(c)] += grad[c]`` for every coordinate ``c``.
 
-    ``grad`` has the view's shape. Cells the view never reads get 0; a cell read by several
-    coordinates (a zero stride, an overlapping explicit layout) gets their sum. On the
-    ``reference`` backend the loop walks the offset cursor (``view.logical_offsets()``), one
-    offset at a time; elsewhere it is NumPy's unbuffered scatter-add (``np.add.at``) over the
-    same offsets. Returns the buffer (a new 1-D array).
+    ``grad`` has the view's shape. The buffer is ``into`` (a gradient that already reached the
+    owner through another view, added to in place) or a new zero buffer. Cells the view never
+    reads get nothing; a cell read by several coordinates (a zero stride, an overlapping
+    explicit layout) gets their sum. The adding is the active backend's ``scatter_add``: the
+    ``reference`` backend walks the offset cursor (``view.logical_offsets()``) one offset at a
+    time, the numpy backend sums broadcast axes first and adds with one strided assignment.
+    Returns the buffer.
     """
-    buffer = np.zeros(storage_size, dtype=dtype)
-    values = np.asarray(grad, dtype=dtype).reshape(-1)
-    if values.size == 0:
-        return buffer
-    if get_backend().name == "reference":
-        for offset, value in zip(StridedOffsets(layout, storage_size), values):
-            buffer[offset] += value
-    else:
-        np.add.at(buffer, storage_offsets(layout, storage_size), values)
+    buffer = np.zeros(storage_size, dtype=dtype) if into is None else into
+    values = np.asarray(grad, dtype=dtype)
+    if values.size:
+        get_backend().scatter_add(buffer, layout, values)
     return buffer
-
-
-def owner_gradient(grad: np.ndarray, view: TensorView) -> tuple[np.ndarray, bool]:
-    """:func:`view_backward` of ``view`` with the fast paths that pay, and the same result:
-
-    * a view of the whole owner in row-major order (the owner itself, any reshape of it) reads
-      every cell once in storage order: the gradient *is* the buffer (no copy; returned as not
-      owned, so the caller copies before adding into it);
-    * zero-stride axes are summed first (a broadcast's gradient is a sum), which leaves a
-      layout of size 1 there;
-    * a layout that reaches each cell at most once (no two coordinates meet,
-      :meth:`~llmfs.tensor.layout.Layout.overlapping_coordinates`:
-      every view op's layouts of an owner) is one strided assignment into the zero buffer;
-    * anything else (an explicit overlapping layout) runs the plain rule.
-
-    The ``reference`` backend always runs the plain rule. Returns ``(buffer, owned)``.
-    """
-    owner = view._owner
-    layout = view._layout
-    size = owner._storage.size
-    dtype = owner._storage.dtype
-    if get_backend().name == "reference":
-        return view_backward(grad, layout, size, dtype), True
-    if layout.offset == 0 and layout.size == size and layout.is_contiguous():
-        # (contiguous: the buffer becomes a gradient tensor's storage; a broadcast is copied)
-        return np.ascontiguousarray(grad, dtype=dtype).reshape(-1), False
-    grad, layout = _broadcast_summed(grad, layout, dtype)
-    if layout.overlapping_coordinates() is not None:
-        return view_backward(grad, layout, size, dtype), True
-    buffer = np.zeros(size, dtype=dtype)
-    if layout.size:
-        writable_view(buffer, layout)[...] = grad
-    return buffer, True
-
-
-def add_owner_gradient(buffer: np.ndarray, grad: np.ndarray, view: TensorView) -> None:
-    """``buffer += owner_gradient(grad, view)[0]`` in place, without the zero buffer: a second
-    gradient reaching one owner (``q``, ``k`` and ``v``, three slices of one projection) is
-    added straight into the cells its view reads, zero-stride axes summed first. A layout that
-    meets itself, and the ``reference`` backend, add the plain rule's buffer. ``buffer`` is
-    the owner's gradient (its storage's size and dtype), owned by the caller."""
-    layout = view._layout
-    dtype = buffer.dtype
-    if get_backend().name == "reference":
-        buffer += view_backward(grad, layout, buffer.size, dtype)
-        return
-    grad, layout = _broadcast_summed(np.asarray(grad, dtype=dtype), layout, dtype)
-    if layout.overlapping_coordinates() is not None:
-        buffer += view_backward(grad, layout, buffer.size, dtype)
-    elif layout.size:
-        cells = writable_view(buffer, layout)
-        cells += grad
-
-
-def _broadcast_summed(grad: np.ndarray, layout: Layout, dtype: np.dtype) -> tuple[Any, Layout]:
-    """A broadcast's gradient is a sum: ``grad`` summed over the zero-stride axes of ``layout``
-    (kept as size 1), and the layout with those axes of size 1."""
-    shape, strides = layout.shape, layout.strides
-    broadcast = tuple(a for a, (n, s) in enumerate(zip(shape, strides)) if s == 0 and n > 1)
-    if not broadcast:
-        return grad, layout
-    grad = np.sum(grad, axis=broadcast, keepdims=True, dtype=dtype)
-    shape = tuple(1 if a in broadcast else n for a, n in enumerate(shape))
-    return grad, Layout(shape, strides, layout.offset)
 
 
 # --------------------------------------------------------------------------------------------
@@ -280,12 +209,11 @@ def backward(root: ViewMethods, gradient: object = None) -> None:
         raise NoGradientError(type(root).__name__, root.shape)
     seed = _seed(root, gradient)
     owner = root.owner
+    # The gradient reaching each owner, storage-shaped, and whether the engine owns that array
+    # (a whole owner's gradient may be the rule's own array, copied before anything is added).
     buffers: dict[int, list[Any]] = {}
     with no_grad():
-        if isinstance(root, TensorView):
-            buffers[id(owner)] = list(owner_gradient(seed, root))
-        else:
-            buffers[id(owner)] = [seed.reshape(-1), True]
+        _add_gradient(buffers, seed, root.owner, root.layout)
         for tensor in _topological(owner):
             entry = buffers.pop(id(tensor), None)
             if entry is None:
@@ -307,14 +235,32 @@ def backward(root: ViewMethods, gradient: object = None) -> None:
                 target = view._owner
                 if not target._requires_grad:
                     continue
-                array = _grad_array(input_grad)
-                present = buffers.get(id(target))
-                if present is None:
-                    buffers[id(target)] = list(owner_gradient(array, view))
-                elif present[1]:
-                    add_owner_gradient(present[0], array, view)
-                else:
-                    buffers[id(target)] = [present[0] + owner_gradient(array, view)[0], True]
+                _add_gradient(buffers, _grad_array(input_grad), target, view._layout)
+
+
+def _add_gradient(
+    buffers: dict[int, list[Any]], grad: np.ndarray, owner: Tensor, layout: Layout
+) -> None:
+    """Adds the gradient ``grad`` of a view of ``owner`` through ``layout`` into the owner's
+    buffer by the one view rule (:func:`view_backward`). The first gradient of the whole owner
+    in row-major order (the owner itself, any reshape of it) reads every cell once in storage
+    order, so it *is* the buffer: it is kept as it is, not owned, and copied only when a second
+    gradient arrives."""
+    storage = owner._storage
+    entry = buffers.get(id(owner))
+    whole = layout.offset == 0 and layout.size == storage.size and layout.is_contiguous()
+    if entry is None:
+        if whole:
+            flat = np.ascontiguousarray(grad, dtype=storage.dtype).reshape(-1)
+            buffers[id(owner)] = [flat, False]
+            return
+        entry = buffers[id(owner)] = [None, True]
+    elif not entry[1]:
+        if whole:  # two whole gradients: their sum, in one pass, is the engine's own buffer
+            entry[:] = [entry[0] + np.asarray(grad, dtype=storage.dtype).reshape(-1), True]
+            return
+        entry[:] = [entry[0].copy(), True]
+    entry[0] = view_backward(grad, layout, storage.size, storage.dtype, into=entry[0])
 
 
 def _accumulate(leaf: Tensor, grad: np.ndarray, owned: bool) -> None:
@@ -323,7 +269,7 @@ def _accumulate(leaf: Tensor, grad: np.ndarray, owned: bool) -> None:
         leaf._grad = Tensor._adopt_layout(grad if owned else grad.copy(), leaf._layout)
         return
     with leaf._grad.mutate() as storage:
-        storage.writable_array()[...] += grad
+        storage._array()[...] += grad
 
 
 # --------------------------------------------------------------------------------------------
@@ -504,7 +450,31 @@ def _reduction_backward(
         hits = _mask(ops.equal(ctx.values(x, "its operand"), out), ctx.result)
         share = ops.div(g, ops.sum(hits, axis=tuple(axes), keepdims=True))
         return ops.mul(hits, share)
-    raise NotDifferentiableError(op, "a product's gradient is not implemented in llmfs")
+    if op == "prod":
+        others = _products_of_the_others(_grad_array(ctx.values(x, "its operand")), axes)
+        return ops.mul(g, Tensor._adopt(others.reshape(-1), x.shape))
+    raise NotDifferentiableError(op, f"no gradient rule for the reduction {op!r}")
+
+
+def _products_of_the_others(values: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    """d(prod over ``axes``)/dx: at every position, the product of the other values of its
+    group (the values that were multiplied with it), as a new array of ``values``' shape.
+
+    It is the product of the values before it times the product of the values after it (two
+    exclusive running products), never ``prod / x``: so a group with one zero sends the product
+    of the others to the zero's position and 0 elsewhere, and a group with two or more zeros
+    sends 0 everywhere, as PyTorch's rule does."""
+    if values.size == 0:
+        return np.zeros(values.shape, dtype=values.dtype)
+    count = len(axes)
+    ends = tuple(range(values.ndim - count, values.ndim))
+    moved = np.moveaxis(values, tuple(axes), ends)  # the reduced axes last, in order
+    lead = moved.shape[: values.ndim - count]
+    group = moved.reshape((*lead, -1))
+    ones = np.ones((*lead, 1), dtype=values.dtype)
+    before = np.cumprod(np.concatenate([ones, group[..., :-1]], axis=-1), axis=-1)
+    after = np.cumprod(np.concatenate([ones, group[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return np.moveaxis((before * after).reshape(moved.shape), ends, tuple(axes))
 
 
 def _reduction_rule(op: str) -> Rule:
@@ -739,7 +709,7 @@ RULES: dict[str, Rule] = {
     "scale": _scale,
     "floor_divide": _not_differentiable("its result is piecewise constant"),
     "remainder": _not_differentiable("its result jumps at every multiple of the divisor"),
-    "prod": _not_differentiable("a product's gradient is not implemented in llmfs"),
+    "prod": _reduction_rule("prod"),
     "sum": _reduction_rule("sum"),
     "mean": _reduction_rule("mean"),
     "max": _reduction_rule("max"),
@@ -850,12 +820,11 @@ def _central_difference(
 __all__ = [
     "RULES",
     "Context",
-    "add_owner_gradient",
     "backward",
     "gradcheck",
     "no_grad",
-    "owner_gradient",
-    "storage_offsets",
     "unbroadcast",
     "view_backward",
 ]
+
+above.provide("autograd", sys.modules[__name__])

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar, cast
 
 import numpy as np
 
+from llmfs.tensor import above
 from llmfs.tensor.dtypes import FLOAT_DTYPES
 from llmfs.tensor.errors import DTypeError, TensorError
 
@@ -40,7 +41,7 @@ class GradMethods:
     """The autograd methods every tensor type has (``ViewMethods`` inherits them).
 
     Reads the ``_requires_grad`` slot, which each concrete class declares: a view copies it from
-    what it is derived from, when it is made (see :mod:`llmfs.tensor.tape`).
+    what it is derived from, when it is made with grad mode on (see :mod:`llmfs.tensor.tape`).
     """
 
     __slots__ = ()
@@ -62,7 +63,8 @@ class GradMethods:
     @property
     def requires_grad(self) -> bool:
         """Whether ops on this are recorded for :meth:`backward` (PyTorch's name). A view has
-        the flag of what it was derived from, at the time it was made. Setting it is
+        the flag of what it was derived from, at the time it was made (``False`` when it was
+        made inside ``no_grad()``: a constant, as in PyTorch). Setting it is
         ``requires_grad_(value)``."""
         return self._requires_grad
 
@@ -121,10 +123,8 @@ class GradMethods:
         :class:`~llmfs.tensor.errors.SavedTensorModifiedError` when a tensor an op saved was
         written after the op ran. See :mod:`llmfs.tensor.autograd`.
         """
-        # The engine runs the ops' backward rules, built on top of the views: imported on use.
-        from llmfs.tensor.autograd import backward
-
-        backward(cast("ViewMethods", self), gradient)
+        # The engine runs the ops' backward rules, built on top of the views: above.autograd.
+        above.autograd.backward(cast("ViewMethods", self), gradient)
 
     def detach(self) -> TensorView:
         """A view of the same storage and layout that does not require grad (PyTorch's

@@ -10,8 +10,8 @@
   bools; integer bit twiddling is not provided).
 
 The arithmetic lives in :mod:`llmfs.tensor.ops` (which dispatches to the active backend); this
-mixin only routes the operator syntax there, imported on first use because ``ops`` is built on
-the core types that use this mixin.
+mixin only routes the operator syntax there, through ``above.ops`` (:mod:`llmfs.tensor.above`),
+because ``ops`` is built on the core types that use this mixin.
 """
 
 from __future__ import annotations
@@ -21,20 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from llmfs.tensor import above
 from llmfs.tensor.errors import DTypeError
-
-_OPS: Any = None
-
-
-def _ops() -> Any:
-    # ops builds on the tensor types that use this mixin, so it is imported on first use (and
-    # kept: an import statement costs more than the small op it routes to).
-    global _OPS
-    if _OPS is None:
-        from llmfs.tensor import ops
-
-        _OPS = ops
-    return _OPS
 
 
 def _comparable(other: object) -> bool:
@@ -53,7 +41,7 @@ def _logical(op: str, a: object, b: object) -> Any:
             raise DTypeError(
                 shown, ("bool",), where=f"the {op} operator (use logical_{op} for other dtypes)"
             )
-    return getattr(_ops(), f"logical_{op}")(a, b)
+    return getattr(above.ops, f"logical_{op}")(a, b)
 
 
 class OperatorMixin:
@@ -68,78 +56,78 @@ class OperatorMixin:
     __hash__ = None  # type: ignore[assignment]  # == is elementwise, as for NumPy arrays
 
     def __add__(self, other: Any) -> Any:
-        return _ops().add(self, other)
+        return above.ops.add(self, other)
 
     def __radd__(self, other: Any) -> Any:
-        return _ops().add(other, self)
+        return above.ops.add(other, self)
 
     def __sub__(self, other: Any) -> Any:
-        return _ops().sub(self, other)
+        return above.ops.sub(self, other)
 
     def __rsub__(self, other: Any) -> Any:
-        return _ops().sub(other, self)
+        return above.ops.sub(other, self)
 
     def __mul__(self, other: Any) -> Any:
-        return _ops().mul(self, other)
+        return above.ops.mul(self, other)
 
     def __rmul__(self, other: Any) -> Any:
-        return _ops().mul(other, self)
+        return above.ops.mul(other, self)
 
     def __truediv__(self, other: Any) -> Any:
-        return _ops().div(self, other)
+        return above.ops.div(self, other)
 
     def __rtruediv__(self, other: Any) -> Any:
-        return _ops().div(other, self)
+        return above.ops.div(other, self)
 
     def __floordiv__(self, other: Any) -> Any:
-        return _ops().floor_divide(self, other)
+        return above.ops.floor_divide(self, other)
 
     def __rfloordiv__(self, other: Any) -> Any:
-        return _ops().floor_divide(other, self)
+        return above.ops.floor_divide(other, self)
 
     def __mod__(self, other: Any) -> Any:
-        return _ops().remainder(self, other)
+        return above.ops.remainder(self, other)
 
     def __rmod__(self, other: Any) -> Any:
-        return _ops().remainder(other, self)
+        return above.ops.remainder(other, self)
 
     def __pow__(self, other: Any) -> Any:
-        return _ops().power(self, other)
+        return above.ops.power(self, other)
 
     def __rpow__(self, other: Any) -> Any:
-        return _ops().power(other, self)
+        return above.ops.power(other, self)
 
     def __neg__(self) -> Any:
-        return _ops().neg(self)
+        return above.ops.neg(self)
 
     def __abs__(self) -> Any:
-        return _ops().abs(self)
+        return above.ops.abs(self)
 
     def __matmul__(self, other: Any) -> Any:
-        return _ops().matmul(self, other)
+        return above.ops.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Any:
-        return _ops().matmul(other, self)
+        return above.ops.matmul(other, self)
 
     # -- comparisons (Python swaps the operands of a reflected one: 1 < t is t > 1) ----------
 
     def __eq__(self, other: object) -> Any:
-        return _ops().equal(self, other) if _comparable(other) else NotImplemented
+        return above.ops.equal(self, other) if _comparable(other) else NotImplemented
 
     def __ne__(self, other: object) -> Any:
-        return _ops().not_equal(self, other) if _comparable(other) else NotImplemented
+        return above.ops.not_equal(self, other) if _comparable(other) else NotImplemented
 
     def __lt__(self, other: Any) -> Any:
-        return _ops().less(self, other)
+        return above.ops.less(self, other)
 
     def __le__(self, other: Any) -> Any:
-        return _ops().less_equal(self, other)
+        return above.ops.less_equal(self, other)
 
     def __gt__(self, other: Any) -> Any:
-        return _ops().greater(self, other)
+        return above.ops.greater(self, other)
 
     def __ge__(self, other: Any) -> Any:
-        return _ops().greater_equal(self, other)
+        return above.ops.greater_equal(self, other)
 
     # -- logic on bool tensors ---------------------------------------------------------------
 
@@ -169,11 +157,11 @@ class OperatorMixin:
                 ("bool",),
                 where="the ~ operator (use logical_not for other dtypes)",
             )
-        return _ops().logical_not(self)
+        return above.ops.logical_not(self)
 
     # -- conversion --------------------------------------------------------------------------
 
     def astype(self, dtype: object) -> Any:
         """A NEW tensor with these values converted to ``dtype`` (NumPy's ``astype``; always a
         copy). See :func:`llmfs.tensor.ops.astype` for the conversion rules and errors."""
-        return _ops().astype(self, dtype)
+        return above.ops.astype(self, dtype)

@@ -57,29 +57,15 @@ from __future__ import annotations
 
 import builtins
 import numbers as _numbers
+import sys
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
-from llmfs.tensor.backends import get_backend, numpy_backend
+from llmfs.tensor import above
+from llmfs.tensor.backends import get_backend
 from llmfs.tensor.backends.base import COMPARISON_OPS, LOGICAL_OPS, Backend, read_array
-from llmfs.tensor.backends.numpy_backend import NumpyBackend, matrix_orientation
-from llmfs.tensor.dispatch import (
-    ERROR_STATE,
-    PLANS,
-    QUIET,
-    ROW_MAJOR,
-    elementwise_operand,
-    fresh_owner,
-    keeps_array,
-    numpy_is_active,
-    remember,
-    row_major_layout,
-    shaped,
-    strided_array,
-)
-from llmfs.tensor.dispatch import MAX_VALUES as DISPATCH_MAX_VALUES
-from llmfs.tensor.dispatch import check_unchanged as dispatch_unchanged
 from llmfs.tensor.dtypes import (
     FLOAT_DTYPES,
     INTEGER_DTYPES,
@@ -108,7 +94,6 @@ from llmfs.tensor.layout import (
     normalize_axes,
     normalize_axis,
     reduced_shape,
-    zero_unused_strides,
 )
 from llmfs.tensor.strided import allocate, allocating, check_reads
 from llmfs.tensor.tape import differentiable
@@ -117,6 +102,24 @@ from llmfs.tensor.view import TensorView, ViewMethods
 
 Operand = Tensor | TensorView
 Scalar = int | float
+
+
+class Planner(Protocol):
+    """The fast path for small calls (speed code, above the ops): each method answers one call
+    with the same result the rule as written would give, or returns ``None`` to let the rule
+    (the op's ``_checked`` function) answer it. :mod:`llmfs.tensor.dispatch` is one."""
+
+    def unary(self, op: str, x: object) -> Tensor | None: ...
+    def binary(self, op: str, a: object, b: object) -> Tensor | None: ...
+    def reduction(self, op: str, x: object, axis: object, keepdims: object) -> Tensor | None: ...
+    def matmul(self, a: object, b: object) -> Tensor | None: ...
+    def copy(self, x: object) -> Tensor | None: ...
+
+
+#: The one hook through which speed code reaches the ops: ``None`` (every call runs the rule as
+#: written, on the active backend) until :mod:`llmfs.tensor` installs the numpy backend's cached
+#: dispatch (:func:`llmfs.tensor.dispatch.install`). Every op without a ``dtype=`` asks it first.
+planner: Planner | None = None
 
 # --------------------------------------------------------------------------------------------
 # Operands, dtypes and dispatch (shared with llmfs.tensor.einsum)
@@ -238,29 +241,6 @@ def reader_for(dtype: np.dtype) -> Backend:
     return backend if np.dtype(dtype).name in backend.dtypes else get_backend("numpy")
 
 
-def copy_planned(x: object) -> Tensor | None:
-    """``x.materialize()`` of a fresh, small, non-empty Tensor or TensorView on the NumPy
-    backend: one NumPy copy of the very array the backend's copy reads (the values in logical
-    row-major order; no order of copying changes a value), as a new owner. ``None`` for any
-    other call, which takes :meth:`~llmfs.tensor.view.ViewMethods.materialize`'s full path."""
-    owner = fresh_owner(x)
-    if owner is None or not numpy_is_active():
-        return None
-    layout = x._layout  # type: ignore[attr-defined]
-    result_layout = ROW_MAJOR.get(layout.shape)
-    if result_layout is None:
-        if not 0 < layout.size <= DISPATCH_MAX_VALUES:
-            return None
-        result_layout = row_major_layout(layout.shape)
-    version = owner._version
-    try:
-        values = strided_array(owner._storage, layout).copy()  # C order: row-major
-    except MemoryError:
-        return None  # the full path turns it into an AllocationError with the numbers
-    dispatch_unchanged(owner, version)
-    return Tensor._adopt_layout(values.reshape(-1), result_layout, values)
-
-
 def empty_result(shape: Sequence[int], dtype: np.dtype, fill: float | bool = 0.0) -> Tensor:
     """A new owner of ``shape`` filled with ``fill``, made without any backend."""
     return Tensor._adopt(allocate(element_count(shape), dtype, fill), tuple(shape))
@@ -284,50 +264,13 @@ FLOAT_ONLY_UNARY = ("sqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid", "reci
 
 
 def _unary(op: str, x: object, dtype: object | None) -> Tensor:
-    if dtype is None and numpy_is_active():
-        operand = elementwise_operand(x)
-        if operand is not None and operand[3] is not None:
-            key = (op, operand[0], operand[1])
-            plan = PLANS.get(key)
-            if plan is None:
-                result = _unary_checked(op, x, None)  # every check; its errors are the op's
-                remember(key, _unary_plan(op, operand[1], result))
-                return result
-            if plan is not False:
-                function, ufunc, out_dtype, compute, layout = plan
-                token = ERROR_STATE.set(QUIET)
-                try:
-                    out = np.empty(layout.shape, dtype=out_dtype)
-                    if ufunc is None:
-                        function(operand[2], out, compute)
-                    else:  # the operand is in the compute dtype: the ufunc's own loop
-                        ufunc(operand[2], out=out)
-                except MemoryError:
-                    return _unary_checked(op, x, None)  # an AllocationError with the numbers
-                finally:
-                    ERROR_STATE.reset(token)
-                dispatch_unchanged(operand[3], operand[4])
-                return Tensor._adopt_layout(out.reshape(-1), layout, out)
+    """Unary ``op``: answered by the fast path (:data:`planner`) when it covers the call, else
+    by :func:`_unary_checked`, the rule as written."""
+    if dtype is None and planner is not None:
+        result = planner.unary(op, x)
+        if result is not None:
+            return result
     return _unary_checked(op, x, dtype)
-
-
-def _unary_plan(op: str, kind: object, result: Tensor) -> object:
-    """The plan of a unary call that just succeeded on the full path (``False``: never plan
-    its key): the NumPy backend's function for ``op``, the result dtype, the compute dtype and
-    the result's layout."""
-    source: np.dtype = np.dtype(kind)  # type: ignore[call-overload]
-    compute = np.dtype(np.bool_) if op == "logical_not" else compute_dtype([source])
-    natural = np.dtype(np.bool_) if op == "logical_not" else source
-    backend = get_backend()
-    if type(backend) is not NumpyBackend or not backend.supports("unary", op, source):
-        return False
-    if op not in numpy_backend.UNARY or not np.can_cast(compute, natural, "same_kind"):
-        return False
-    if result.dtype != natural or not 0 < result.size <= DISPATCH_MAX_VALUES:
-        return False
-    plain = source == compute == natural
-    ufunc = numpy_backend.UNARY_UFUNCS.get(op) if plain else None
-    return (numpy_backend.UNARY[op], ufunc, natural, compute, result.layout)
 
 
 def _unary_checked(op: str, x: object, dtype: object | None) -> Tensor:
@@ -496,76 +439,13 @@ def _binary_checked(op: str, a: object, b: object, dtype: object | None) -> Tens
 
 
 def _binary(op: str, a: object, b: object, dtype: object | None) -> Tensor:
-    """Binary ``op``: through its cached plan (:mod:`llmfs.tensor.dispatch`) when the call is
-    one a plan covers, else :func:`_binary_checked`. The first call of a key runs the full path
-    and stores the plan; later ones make the NumPy backend's ufunc call directly."""
-    if dtype is not None or not numpy_is_active():
-        return _binary_checked(op, a, b, dtype)
-    first, second = elementwise_operand(a), elementwise_operand(b)
-    if first is None or second is None or (first[3] is None and second[3] is None):
-        return _binary_checked(op, a, b, None)
-    key = (op, first[0], first[1], second[0], second[1])
-    plan = PLANS.get(key)
-    if plan is None:
-        result = _binary_checked(op, a, b, None)  # every check; its errors are the op's
-        remember(key, _binary_plan(op, a, b, result))
-        return result
-    if plan is False:
-        return _binary_checked(op, a, b, None)
-    ufunc, out_dtype, options, shape, layout, left_dtype, right_dtype = plan
-    token = ERROR_STATE.set(QUIET)
-    try:
-        # A number becomes a NumPy scalar of the promoted dtype (the value scalar_view stores).
-        left = first[2] if left_dtype is None else left_dtype.type(a)
-        right = second[2] if right_dtype is None else right_dtype.type(b)
-        out = np.empty(shape, dtype=out_dtype)
-        if options is None:  # every input is already in the compute dtype: no dtype= to give
-            ufunc(left, right, out=out)
-        else:
-            ufunc(left, right, out=out, **options)
-    except MemoryError:  # the full path turns it into an AllocationError with the numbers
-        return _binary_checked(op, a, b, None)
-    finally:
-        ERROR_STATE.reset(token)
-    for owner, version in ((first[3], first[4]), (second[3], second[4])):
-        if owner is not None and (owner._writer or owner._version != version):
-            dispatch_unchanged(owner, version)  # raises ConcurrentWriteError
-    return Tensor._adopt_layout(out.reshape(-1), layout, out)  # out: the result's kept array
-
-
-def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
-    """The plan of a binary call that just succeeded on the full path with ``result``, or
-    ``False`` when calls of its key must always take the full path: an empty or large result,
-    an integer ``power`` (its exponents are checked value by value), a weak int next to an
-    integer or bool tensor (its value decides whether it fits), an op the NumPy backend has
-    no ufunc table entry for, or one the backend does not run itself."""
-    numbers = [v for v in (a, b) if not isinstance(v, (Tensor, TensorView))]
-    kinds = [v.dtype for v in (a, b) if isinstance(v, (Tensor, TensorView))]
-    promoted = promote(*kinds, *numbers)
-    natural, compute = _binary_dtypes(op, promoted)
-    if builtins.any(type(v) is int for v in numbers) and not is_float(promoted):
-        return False
-    if result.dtype != natural or not 0 < result.size <= DISPATCH_MAX_VALUES:
-        return False
-    if op == "power" and is_integer(compute):
-        return False
-    backend = get_backend()
-    if type(backend) is not NumpyBackend or not backend.supports("binary", op, promoted):
-        return False
-    if op in numpy_backend.BOOL_BINARY:
-        ufunc = numpy_backend.BOOL_BINARY[op]
-        options: dict[str, object] | None = (
-            {} if op in LOGICAL_OPS else {"signature": (compute, compute, np.dtype(np.bool_))}
-        )
-    elif op in numpy_backend.BINARY and np.can_cast(compute, natural, "same_kind"):
-        ufunc, options = numpy_backend.BINARY[op], {"dtype": compute}
-    else:
-        return False
-    scalar = [None if isinstance(v, (Tensor, TensorView)) else promoted for v in (a, b)]
-    inputs = [*kinds, *(promoted for _ in numbers)]  # the numbers become the promoted dtype
-    if options == {"dtype": compute} and natural == compute and inputs == [compute, compute]:
-        options = None  # NumPy's own loop for these inputs is the compute loop
-    return (ufunc, natural, options, result.shape, result.layout, *scalar)
+    """Binary ``op``: answered by the fast path (:data:`planner`) when it covers the call, else
+    by :func:`_binary_checked`, the rule as written."""
+    if dtype is None and planner is not None:
+        result = planner.binary(op, a, b)
+        if result is not None:
+            return result
+    return _binary_checked(op, a, b, dtype)
 
 
 def _check_integer_exponents(exponents: TensorView) -> None:
@@ -730,75 +610,13 @@ _IDENTITY = {"sum": 0, "prod": 1, "any": False, "all": True}
 
 
 def _reduction(op: str, x: object, axis: object, keepdims: object, dtype: object | None) -> Tensor:
-    if (
-        dtype is None
-        and type(keepdims) is bool
-        and (
-            axis is None
-            or type(axis) is int
-            or (type(axis) is tuple and builtins.all(type(a) is int for a in axis))
-        )
-        and numpy_is_active()
-    ):
-        owner = fresh_owner(x)
-        if owner is not None:
-            layout = x._layout  # type: ignore[attr-defined]
-            key = ("reduce", op, layout.shape, layout.strides, owner._storage.dtype, axis, keepdims)
-            plan = PLANS.get(key)
-            if plan is None:
-                result = _reduction_checked(op, x, axis, keepdims, None)  # every check
-                remember(key, _reduction_plan(op, x, axis, keepdims, result))
-                return result
-            if plan is not False:
-                ufunc, axes, shape, compute, out_dtype, divisor, loop, final, keep = plan
-                version = owner._version
-                token = ERROR_STATE.set(QUIET)
-                try:
-                    if layout is owner._layout:  # the whole owner: its array, made once
-                        values = owner._shaped
-                        if values is None:
-                            values = shaped(owner)
-                    else:
-                        values = strided_array(owner._storage, layout)
-                    acc = np.empty(shape, dtype=compute)
-                    # (values, axis, dtype, out): dtype None for truth values of any dtype,
-                    # folded as bools, and for values already in the compute dtype.
-                    ufunc.reduce(values, axes, loop, acc)
-                    if divisor:
-                        np.divide(acc, divisor, out=acc)
-                    out = acc if acc.dtype == out_dtype else acc.astype(out_dtype)
-                except MemoryError:
-                    return _reduction_checked(op, x, axis, keepdims, None)
-                finally:
-                    ERROR_STATE.reset(token)
-                dispatch_unchanged(owner, version)
-                return Tensor._adopt_layout(out.reshape(-1), final, out if keep else None)
+    """Reduction ``op``: answered by the fast path (:data:`planner`) when it covers the call,
+    else by :func:`_reduction_checked`, the rule as written."""
+    if dtype is None and planner is not None:
+        result = planner.reduction(op, x, axis, keepdims)
+        if result is not None:
+            return result
     return _reduction_checked(op, x, axis, keepdims, dtype)
-
-
-def _reduction_plan(op: str, x: object, axis: object, keepdims: bool, result: Tensor) -> object:
-    """The plan of a reduction that just succeeded on the full path (``False``: never plan its
-    key): the NumPy backend's ufunc and the numbers its ``reduce`` works out from the shape."""
-    view = as_view(x)
-    axes = (
-        tuple(range(view.rank)) if axis is None else tuple(sorted(normalize_axes(axis, view.rank)))
-    )
-    natural, compute = _reduction_dtypes(op, view.dtype)
-    backend = get_backend()
-    if type(backend) is not NumpyBackend or not backend.supports("reduce", op, view.dtype):
-        return False
-    if not axes or view.is_empty or op not in numpy_backend.REDUCE:
-        return False
-    if result.dtype != natural or not 0 < result.size <= DISPATCH_MAX_VALUES:
-        return False
-    if view.size > DISPATCH_MAX_VALUES * 16:
-        return False
-    divisor = element_count([view.shape[a] for a in axes]) if op == "mean" else 0
-    shape = reduced_shape(view.shape, axes)
-    loop = None if op in ("any", "all") or compute == view.dtype else compute
-    keep = keeps_array(shape, result.shape)
-    ufunc = numpy_backend.REDUCE[op]
-    return (ufunc, axes, shape, compute, natural, divisor, loop, result.layout, keep)
 
 
 def _reduction_checked(
@@ -1161,99 +979,11 @@ def matmul(a: Operand, b: Operand, *, dtype: object | None = None) -> Tensor:
     ``b``'s second-to-last (naming both sizes), and :class:`BroadcastError` when the batch
     axes do not broadcast.
     """
-    if dtype is None and numpy_is_active():
-        first, second = fresh_owner(a), fresh_owner(b)
-        if first is not None and second is not None:
-            la, lb = a._layout, b._layout
-            dtype_a, dtype_b = first._storage.dtype, second._storage.dtype
-            key = ("matmul", la.shape, la.strides, lb.shape, lb.strides, dtype_a, dtype_b)
-            plan = PLANS.get(key)
-            if plan is None:
-                result = _matmul_checked(a, b, None)  # every check; its errors are matmul's
-                remember(key, _matmul_plan(a, b, result))
-                return result
-            if plan is not False:
-                shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep = plan
-                version_a, version_b = first._version, second._version
-                storage_a, storage_b = first._storage, second._storage
-                token = ERROR_STATE.set(QUIET)
-                try:
-                    # A whole owner read as it is (no axis added or broadcast): its array,
-                    # made once; else the array of the plan's shape and byte strides.
-                    if whole[0] and la is first._layout:
-                        left = first._shaped
-                        if left is None:
-                            left = shaped(first)
-                    else:
-                        offset_a = la.offset * storage_a.itemsize
-                        left = np.ndarray(shape_a, dtype_a, storage_a, offset_a, steps_a)
-                    if whole[1] and lb is second._layout:
-                        right = second._shaped
-                        if right is None:
-                            right = shaped(second)
-                    else:
-                        offset_b = lb.offset * storage_b.itemsize
-                        right = np.ndarray(shape_b, dtype_b, storage_b, offset_b, steps_b)
-                    acc = np.empty(acc_shape, dtype=dtype_a)
-                    np.matmul(left, right, out=acc)
-                except MemoryError:
-                    return _matmul_checked(a, b, None)  # an AllocationError with the numbers
-                finally:
-                    ERROR_STATE.reset(token)
-                dispatch_unchanged(first, version_a)
-                dispatch_unchanged(second, version_b)
-                return Tensor._adopt_layout(acc.reshape(-1), final, acc if keep else None)
+    if dtype is None and planner is not None:
+        result = planner.matmul(a, b)
+        if result is not None:
+            return result
     return _matmul_checked(a, b, dtype)
-
-
-def _matmul_plan(a: Operand, b: Operand, result: Tensor) -> object:
-    """The plan of a matrix product that just succeeded on the full path (``False``: never
-    plan its key): the shapes and byte strides of the two arrays the NumPy backend passes to
-    ``np.matmul`` (the operands with the vector axis added and the batch axes broadcast, by the
-    same layout rules as :func:`matmul`), the accumulator's shape and the result's layout. Only
-    operands of one dtype that is its own compute dtype, both read in place by BLAS."""
-    left, right = a._layout, b._layout
-    dtypes = [a.dtype, b.dtype]
-    compute = compute_dtype(dtypes)
-    if a.dtype != b.dtype or a.dtype != compute or result.dtype != compute:
-        return False
-    backend = get_backend()
-    if type(backend) is not NumpyBackend or not backend.supports("matmul", None, compute):
-        return False
-    if not 0 < result.size <= DISPATCH_MAX_VALUES or left.is_empty or right.is_empty:
-        return False
-    if left.size > DISPATCH_MAX_VALUES * 16 or right.size > DISPATCH_MAX_VALUES * 16:
-        return False
-    if left.rank == 1:
-        left = left.unsqueeze(0)
-    if right.rank == 1:
-        right = right.unsqueeze(1)
-    batch = broadcast_shapes(left.shape[:-2], right.shape[:-2])
-    left = left.expand((*batch, *left.shape[-2:]))
-    right = right.expand((*batch, *right.shape[-2:]))
-    if matrix_orientation(left.shape, left.strides) is None or (
-        matrix_orientation(right.shape, right.strides) is None
-    ):
-        return False  # the backend gathers such a matrix first: the full path does that
-    itemsize = compute.itemsize
-    steps_a = tuple(s * itemsize for s in zero_unused_strides(left.shape, left.strides))
-    steps_b = tuple(s * itemsize for s in zero_unused_strides(right.shape, right.strides))
-    acc_shape = (*batch, left.shape[-2], right.shape[-1])
-    shape_a, shape_b = left.shape, right.shape
-    shared = numpy_backend.shared_matrix_rows(shape_a, steps_a, shape_b, steps_b)
-    if shared is not None:  # one matrix for the whole batch: one 2-D product, as the backend
-        rows, row_step = shared
-        shape_a, steps_a = (rows, shape_a[-1]), (row_step, steps_a[-1])
-        shape_b, steps_b = shape_b[-2:], steps_b[-2:]
-        acc_shape = (rows, shape_b[-1])
-    # An operand read with its own shape and no size-1 axis: its kept array (dispatch.shaped)
-    # has exactly the byte strides above.
-    whole = (
-        shape_a == a.shape and 1 not in a.shape,
-        shape_b == b.shape and 1 not in b.shape,
-    )
-    final, keep = result.layout, keeps_array(acc_shape, result.shape)
-    return (shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep)
 
 
 def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:
@@ -1308,12 +1038,10 @@ def einsum(expression: str, *operands: object, dtype: object | None = None) -> T
     list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending
     label or operand.
     """
-    # einsum's plans run the ops of this module, so einsum is imported on use, not at the top.
-    from llmfs.tensor.einsum.plan import plan_for
-
+    # einsum's plans run the ops of this module: they are reached through above.einsum.
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    plan = plan_for(expression, *operands, dtype=dtype)
+    plan = above.einsum.plan_for(expression, *operands, dtype=dtype)
     with allocating(element_count(plan.output_shape), plan.output_dtype):
         return plan.execute(*operands)
 
@@ -1369,3 +1097,5 @@ __all__ = [
     "tanh",
     "where",
 ]
+
+above.provide("ops", sys.modules[__name__])

@@ -8,8 +8,10 @@ What is recorded
 ----------------
 * Every ``Tensor`` and ``TensorView`` carries one slot, ``_requires_grad``. A leaf sets it with
   ``requires_grad=True`` (or ``t.requires_grad_()``); a view copies it from what it was derived
-  from when it is made (so a view made *before* ``requires_grad_()`` does not require grad, as
-  in PyTorch); an op's result gets it when the op was recorded.
+  from when it is made, while grad mode is on (so a view made *before* ``requires_grad_()``,
+  or inside ``no_grad()``, does not require grad: a constant, through which no gradient flows,
+  as in PyTorch, which keeps the flag on such a view but gives it no ``grad_fn``); an op's
+  result gets it when the op was recorded.
 * A view op records nothing: a view's layout (shape, strides, offset over its owner's storage)
   *is* the record of every view op that made it, and its backward is one rule over that layout
   (:func:`llmfs.tensor.autograd.view_backward`).
@@ -54,8 +56,9 @@ def is_grad_enabled() -> bool:
 
 class no_grad:
     """``with no_grad():`` (or ``@no_grad()``): ops inside record nothing, so their results do
-    not require grad, as PyTorch's ``torch.no_grad``. Thread-local; nests; restores the mode it
-    found on exit, also when the block raises."""
+    not require grad, and views made inside do not require grad either: both are constants,
+    through which no gradient flows later, as in PyTorch's ``torch.no_grad``. Thread-local;
+    nests; restores the mode it found on exit, also when the block raises."""
 
     def __init__(self) -> None:
         self._before: list[bool] = []

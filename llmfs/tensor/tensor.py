@@ -351,7 +351,10 @@ class Tensor(ViewMethods, LeafGrad):
         The version moves when the window opens and when it closes; while it is open no view of
         this tensor may be read or used to derive another (such a view is stale once the window
         closes anyway), and after it the handle refuses writes. The tensor's own reads (``get``,
-        ``tolist``) see the writes as they happen.
+        ``tolist``) see the handle's writes as they happen; an array from
+        :meth:`MutableStorage.writable_array` is written into the storage when the window closes.
+        Nothing handed out by the window writes the storage after it: a closed window leaves no
+        writable handle, so every change to the storage moves the version.
         """
         if self._window_open:
             raise TensorError("a mutate() window is already open on this tensor")
@@ -361,9 +364,11 @@ class Tensor(ViewMethods, LeafGrad):
         try:
             yield handle
         finally:
-            handle._closed = True
-            self._window_open = False
-            self._end_write()
+            try:
+                handle._close()
+            finally:
+                self._window_open = False
+                self._end_write()
 
     def _begin_write(self, *, bump: bool = False) -> None:
         """Marks the storage as being written by this thread (and moves the version when
@@ -432,20 +437,29 @@ class MutableStorage:
     Errors: :class:`IndexOutOfBoundsError` for an index outside the storage,
     :class:`ElementCountMismatchError` when assigned values do not fit the selection,
     :class:`ClosedMutationError` after the window closed.
+
+    Invariant: once a ``mutate()`` window has closed, nothing it handed out writes the owner's
+    storage (the handle refuses writes; an array from :meth:`writable_array` is the window's own
+    copy, written back when the window closes and read-only after), so no write escapes the
+    version count.
     """
 
-    __slots__ = ("_bump_each", "_closed", "_owner")
+    __slots__ = ("_bump_each", "_closed", "_owner", "_scratch")
 
     def __init__(self, owner: Tensor, *, bump_each_write: bool) -> None:
         self._owner = owner
         self._bump_each = bump_each_write
         self._closed = False
+        #: The array :meth:`writable_array` handed out (``None`` until asked for).
+        self._scratch: np.ndarray | None = None
 
     def __len__(self) -> int:
         return self._owner._storage.size
 
     def __getitem__(self, key: object) -> Any:
-        value = self._owner._storage[self._checked_key(key)]
+        # After writable_array(), the window's array holds the latest values.
+        source = self._owner._storage if self._scratch is None else self._scratch
+        value = source[self._checked_key(key)]
         return value.item() if np.ndim(value) == 0 else np.array(value)
 
     def __setitem__(self, key: object, value: object) -> None:
@@ -465,6 +479,8 @@ class MutableStorage:
         if not self._bump_each:  # inside a mutate() window, which moves the version itself
             with np.errstate(over="ignore"):
                 storage[index] = values
+                if self._scratch is not None:  # written back at the close: keep it in step
+                    self._scratch[index] = values
             return
         owner = self._owner
         owner._begin_write()
@@ -479,18 +495,43 @@ class MutableStorage:
         self[:] = value
 
     def writable_array(self) -> np.ndarray:
-        """The storage itself as a writable 1-D array, for library code that writes a result in
-        place (an einsum plan's ``execute_into``). Only a ``mutate()`` window's handle gives it,
-        and only while the window is open: the window moves the version when it closes.
+        """The window's values as one writable 1-D array (the same array on every call), for
+        bulk writes with NumPy. It is the window's own copy of the storage: what is written into
+        it reaches the storage when the window closes (the close moves the version), and it is
+        read-only after, so a kept reference can never change the tensor behind its views'
+        backs. Only a ``mutate()`` window's handle gives it, and only while the window is open.
 
         Raises :class:`ClosedMutationError` after the window closed and :class:`TensorError`
         for an ``as_mut_slice()`` handle (whose writes must each move the version).
         """
+        self._check_window()
+        if self._scratch is None:
+            self._scratch = self._owner._storage.copy()
+        return self._scratch
+
+    def _array(self) -> np.ndarray:
+        """The storage itself, writable, for the library's in-place writes (an einsum's
+        ``execute_into``, gradient accumulation, an optimizer step), which use it inside the
+        window and keep no reference past it. Raises as :meth:`writable_array`."""
+        self._check_window()
+        if self._scratch is not None:  # (a learner's writable_array() came first: keep one copy)
+            return self._scratch
+        return self._owner._storage
+
+    def _check_window(self) -> None:
         if self._closed:
             raise ClosedMutationError()
         if self._bump_each:
             raise TensorError("only a mutate() window's handle gives its storage as an array")
-        return self._owner._storage
+
+    def _close(self) -> None:
+        """Ends the window's writes: the array :meth:`writable_array` handed out is written
+        into the storage and made read-only, and the handle refuses writes from now on."""
+        self._closed = True
+        scratch = self._scratch
+        if scratch is not None:
+            self._owner._storage[...] = scratch
+            scratch.flags.writeable = False
 
     def _checked_key(self, key: object) -> Any:
         size = self._owner._storage.size

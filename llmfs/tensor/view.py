@@ -13,7 +13,8 @@ iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape
 offset 0, owner: itself) and ``TensorView`` both inherit it, so ``t.reshape(...)`` and
 ``t.view().reshape(...)`` are the same code. The autograd surface (``requires_grad``,
 ``backward``, ``detach``, ``grad``) is mixed in from :mod:`llmfs.tensor.grad_methods`; the axis
-algebra looks its derived layouts up in :mod:`llmfs.tensor.derived`.
+algebra runs each method's layout rule (speed code may install a memo of them,
+:data:`derive_layout`).
 
 Every reader that copies values (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) asks
 the active backend to copy (``Backend.copy``): the reference backend walks the offset cursor, the
@@ -36,15 +37,13 @@ rather than values from two versions (see "Threads" in :mod:`llmfs.tensor.tensor
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from llmfs.tensor.derived import derive
+from llmfs.tensor import above
 from llmfs.tensor.errors import (
     ConcurrentWriteError,
     IndexOutOfBoundsError,
@@ -57,11 +56,18 @@ from llmfs.tensor.grad_methods import GradMethods, ViewGrad
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
 from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import allocating, numpy_view, read_only_view
-from llmfs.tensor.tape import differentiable
+from llmfs.tensor.tape import differentiable, is_grad_enabled
 from llmfs.tensor.traversal import StridedOffsets
 
 if TYPE_CHECKING:
     from llmfs.tensor.tensor import Tensor
+
+
+#: The memo of derived layouts, when speed code installs one (:func:`llmfs.tensor.dispatch.install`
+#: puts :func:`llmfs.tensor.derived.derive` here): called as ``derive_layout(method, layout,
+#: args, rule, before_rule)``, it returns ``rule(layout)``, remembered. ``None``: every view
+#: method runs its layout rule.
+derive_layout: Callable[..., Layout] | None = None
 
 
 def _varargs(args: tuple[object, ...]) -> object:
@@ -118,7 +124,9 @@ class ViewMethods(OperatorMixin, GradMethods):
         owner = self.owner
         if owner._writer or owner._version != self._version:
             self._check_fresh()
-        return TensorView._trusted(owner, layout, self._requires_grad)
+        # A view made under no_grad() is a constant, as in PyTorch: it requires grad only when
+        # what it is derived from does and grad mode is on.
+        return TensorView._trusted(owner, layout, self._requires_grad and is_grad_enabled())
 
     # -- metadata ----------------------------------------------------------------------------
 
@@ -341,10 +349,12 @@ class ViewMethods(OperatorMixin, GradMethods):
         :func:`~llmfs.tensor.ops.backend_for` picks, which may refuse a dtype) and behind the
         reads out to NumPy (``host=True``: by :func:`~llmfs.tensor.ops.reader_for`, which never
         refuses a dtype the storage holds)."""
-        ops = _ops()
-        planned = ops.copy_planned(self)
-        if planned is not None:
-            return planned
+        ops = above.ops
+        planner = ops.planner
+        if planner is not None:
+            planned = planner.copy(self)
+            if planned is not None:
+                return planned
         self._check_fresh()
         owner, layout = self.owner, self.layout
         dtype = owner._storage.dtype
@@ -435,10 +445,17 @@ class ViewMethods(OperatorMixin, GradMethods):
         rule: Callable[[Layout], Layout],
         fresh_first: bool = False,
     ) -> TensorView:
-        """``self._derive(rule(self.layout))`` through the derived-layout cache
-        (:func:`llmfs.tensor.derived.derive`); ``fresh_first``: check freshness before ``rule``."""
+        """``self._derive(rule(self.layout))``: the view method ``method`` with ``args`` is the
+        layout rule ``rule``. ``fresh_first``: check freshness before ``rule`` (so a stale view
+        with a bad argument says it is stale). When a layout memo is installed
+        (:data:`derive_layout`), it may answer for the rule."""
+        memo = derive_layout
+        if memo is None:
+            if fresh_first:
+                self._check_fresh()
+            return self._derive(rule(self._layout))
         before = self._check_fresh if fresh_first else None
-        return self._derive(derive(method, self._layout, args, rule, before))
+        return self._derive(memo(method, self._layout, args, rule, before))
 
     def reshape(self, *shape: Any) -> TensorView:
         """The same values in the same logical order under a new shape, without copying.
@@ -560,10 +577,8 @@ class ViewMethods(OperatorMixin, GradMethods):
         ``table[ids]`` is ``take(table, ids, axis=0).view()``: the values are copied into a NEW
         owner (as NumPy copies for integer-array indexing) and this is the whole view of it."""
         if isinstance(key, ViewMethods):
-            # The compute layer (ops) is built on top of the views: imported on use.
-            from llmfs.tensor.ops import take
-
-            return take(self, key, axis=0).view()
+            # The compute layer (ops) is built on top of the views: reached through above.ops.
+            return above.ops.take(self, key, axis=0).view()
         self._check_fresh()
         return self._derive(self.layout.index(key))
 
@@ -618,7 +633,7 @@ class TensorView(ViewMethods, ViewGrad):
         Raises :class:`InvalidLayoutError`.
         """
         layout.validate(_size(owner))
-        return cls._trusted(owner, layout, owner._requires_grad)
+        return cls._trusted(owner, layout, owner._requires_grad and is_grad_enabled())
 
     def _check_fresh(self) -> None:
         owner = self._owner
@@ -660,16 +675,6 @@ class TensorView(ViewMethods, ViewGrad):
     def is_stale(self) -> bool:
         """True once the owner has been mutated since this view was made (or is being written)."""
         return bool(self._owner._writer) or self._owner._version != self._version
-
-
-@functools.cache
-def _ops() -> ModuleType:
-    """:mod:`llmfs.tensor.ops`, which chooses the backend that copies. The compute layer (ops,
-    then backends) is built on top of the views, so it is imported on first use, then kept: an
-    import statement in :meth:`ViewMethods.materialize` would cost more than a small copy."""
-    from llmfs.tensor import ops
-
-    return ops
 
 
 def _rebuild_view(owner: Tensor, layout: Layout) -> TensorView:

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from llmfs.course import CourseError
-from llmfs.tensor import NonContiguousReshapeError, Tensor, TensorError, TensorView, layout
+from llmfs.tensor import Tensor, TensorError, TensorView, layout
+from llmfs.tensor.errors import NonContiguousReshapeError
 from llmfs.widgets.model import (
     FULL_LIMIT,
     HEAD,

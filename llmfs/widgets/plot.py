@@ -3,20 +3,21 @@
 Storage diagrams are not drawn here: :mod:`llmfs.widgets.svg` draws them, for notebooks and for
 ``figures/`` alike.
 
-Deterministic output: the object-oriented API only (no pyplot, no global backend), fonts fixed to
-DejaVu Sans / DejaVu Sans Mono (shipped with matplotlib), and :func:`save` strips dates and
-version strings from the files. Nothing relies on colour: every strip and row is labelled with
-words and glyphs; fills only repeat what the words say.
+Deterministic output: the figures are drawn and saved with :mod:`llmfs.gpt.figure_files` (the
+object-oriented API only, fixed fonts, files without dates or version strings). Nothing relies
+on colour: every strip and row is labelled with words and glyphs; fills only repeat what the
+words say.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmfs.course import CourseError
+from llmfs.gpt import figure_files
+from llmfs.gpt.errors import ConfigError
+from llmfs.gpt.figure_files import RC, figure_style, new_figure
 from llmfs.widgets.model import (
     NEW_OWNER_MARK,
     SHARED_MARK,
@@ -27,52 +28,18 @@ from llmfs.widgets.text import LEGEND, TRACE_HEADERS, trace_cells
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-    from matplotlib.typing import RcKeyType
 
-#: rcParams that make files byte-for-byte reproducible.
-RC: dict[RcKeyType, Any] = {
-    "font.family": "DejaVu Sans",
-    "font.size": 10,
-    "svg.hashsalt": "llmfs-figures",
-    "svg.fonttype": "path",
-    "path.simplify": False,
-}
 MONO = "DejaVu Sans Mono"
 COPY_FILL = "#fde3c8"
 
 
-@contextmanager
-def figure_style() -> Iterator[None]:
-    """The fixed fonts and file settings every figure is drawn and saved under."""
-    import matplotlib
-
-    with matplotlib.rc_context(RC):
-        yield
-
-
-def new_figure(width: float, height: float) -> Figure:
-    """A figure not attached to pyplot (so nothing global changes), with an Agg canvas."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(figure)
-    return figure
-
-
 def save(figure: Figure, path: Path | str) -> None:
-    """Saves ``figure`` as PNG or SVG (by suffix) without dates or version strings."""
-    path = Path(path)
-    with figure_style():
-        if path.suffix == ".svg":
-            metadata: dict[str, Any] = {"Date": None, "Creator": None}
-        elif path.suffix == ".png":
-            metadata = {"Software": None}
-        else:
-            raise CourseError(
-                f"{path}: figures are saved as .png or .svg, not {path.suffix or 'no suffix'}"
-            )
-        figure.savefig(path, metadata=metadata, facecolor="white")
+    """Saves ``figure`` as PNG or SVG (by suffix) without dates or version strings
+    (:func:`llmfs.gpt.figure_files.save`); raises :class:`CourseError` for another suffix."""
+    try:
+        figure_files.save(figure, path)
+    except ConfigError as error:
+        raise CourseError(str(error)) from None
 
 
 # --------------------------------------------------------------------------------------------

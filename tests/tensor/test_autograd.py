@@ -234,6 +234,75 @@ def test_detach_is_a_view_of_the_same_storage_that_does_not_require_grad() -> No
     assert np.allclose(x.grad.to_numpy(), x.to_numpy())  # type: ignore[union-attr]
 
 
+# Every way of making a view; each made under no_grad() must be a constant.
+VIEW_MAKERS = [
+    ("index", lambda t: t[0]),
+    ("slice", lambda t: t[1:, ::2]),
+    ("view", lambda t: t.view()),
+    ("T", lambda t: t.T),
+    ("reshape", lambda t: t.reshape(-1)),
+    ("permute", lambda t: t.permute(1, 0)),
+    ("transpose", lambda t: t.transpose(0, 1)),
+    ("flip", lambda t: t.flip(1)),
+    ("expand", lambda t: t.unsqueeze(0).expand(2, 2, 3)),
+    ("squeeze", lambda t: t.unsqueeze(1).squeeze(1)),
+    ("merge", lambda t: t.merge(0, 1)),
+    ("split", lambda t: t.split(1, [3, 1])),
+    ("slice method", lambda t: t.slice(1, 0, 2)),
+    ("iteration", lambda t: next(iter(t))),
+    ("from_parts", lambda t: TensorView.from_parts(t.owner, [3], [1], 1)),
+]
+
+
+@pytest.mark.parametrize(("how", "make"), VIEW_MAKERS, ids=[name for name, _ in VIEW_MAKERS])
+@pytest.mark.parametrize("source", ["leaf", "result", "view of a leaf"])
+def test_a_view_made_under_no_grad_is_a_constant(how: str, make: object, source: str) -> None:
+    x = leaf((2, 3), seed=4)
+    base = {"leaf": lambda: x, "result": lambda: lt.exp(x), "view of a leaf": x.view}[source]()
+    with no_grad():
+        constant = make(base)  # type: ignore[operator]
+    assert not constant.requires_grad and constant.is_leaf
+    live = make(base)  # type: ignore[operator]
+    assert live.requires_grad
+    lt.sum(live * constant).backward()  # d(live * c)/d(live) = c; nothing flows through c
+    # Each coordinate of live adds the constant's value there into the cell it reads.
+    expected = np.zeros(6)
+    values = constant.to_numpy()
+    for coordinate in np.ndindex(live.shape):
+        expected[live.layout.storage_offset(coordinate)] += values[coordinate]
+    if source == "result":  # d(exp(x))/dx = exp(x)
+        expected *= np.exp(x.to_numpy()).reshape(-1)
+    assert x.grad is not None
+    assert np.allclose(x.grad.to_numpy().reshape(-1), expected), how
+    with pytest.raises(NoGradientError):
+        lt.sum(constant * 2.0).backward()
+
+
+def test_views_made_under_no_grad_stay_constant_and_later_views_require_grad_again() -> None:
+    x = leaf((2, 3))
+    with no_grad():
+        target = x[0]
+    assert x.requires_grad  # the leaf keeps its flag
+    assert not target.T.requires_grad  # derived outside no_grad from a constant: a constant
+    assert x[0].requires_grad  # grad mode is back: views of x require grad again
+    lt.sum((x[1] - target) * (x[1] - target)).backward()
+    values = x.to_numpy()
+    assert x.grad is not None
+    assert np.allclose(x.grad.to_numpy()[0], 0.0)
+    assert np.allclose(x.grad.to_numpy()[1], 2 * (values[1] - values[0]))
+
+
+def test_a_view_made_in_another_thread_follows_that_threads_grad_mode() -> None:
+    x = leaf((2,))
+    seen: list[bool] = []
+    with no_grad():
+        worker = threading.Thread(target=lambda: seen.append(x[0].requires_grad))
+        worker.start()
+        worker.join()
+        assert not x[0].requires_grad
+    assert seen == [True]
+
+
 # -- writes into a graph ---------------------------------------------------------------------------
 
 
@@ -274,7 +343,68 @@ def test_a_leaf_may_be_written_when_no_rule_needs_its_old_values() -> None:
 
 def test_an_op_without_a_gradient_says_so_at_backward() -> None:
     x = leaf((3,))
-    with pytest.raises(NotDifferentiableError, match="prod"):
-        lt.prod(x).backward()
     with pytest.raises(NotDifferentiableError, match="floor_divide"):
         lt.sum(x // 2.0).backward()
+    with pytest.raises(NotDifferentiableError, match="remainder"):
+        lt.sum(x % 2.0).backward()
+
+
+# -- prod ------------------------------------------------------------------------------------------
+
+
+def products_of_the_others(values: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """The rule by its definition, one position at a time: the product of every other value of
+    the position's group (the values reduced with it)."""
+    out = np.empty_like(values)
+    kept = [a for a in range(values.ndim) if a not in axes]
+    for position in np.ndindex(values.shape):
+        group = values[tuple(position[a] if a in kept else slice(None) for a in range(values.ndim))]
+        mine = tuple(position[a] for a in axes)
+        others = group.copy()
+        others[mine] = 1.0
+        out[position] = np.prod(others)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_gradient_of_a_product_is_the_product_of_the_others_even_with_zeros(
+    seed: int,
+) -> None:
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(n) for n in rng.integers(1, 5, size=int(rng.integers(1, 4))))
+    values = rng.uniform(-2.0, 2.0, size=shape)
+    # No zero, one zero or several in a group: each is its own case of the rule.
+    values[rng.random(shape) < rng.choice([0.0, 0.15, 0.5])] = 0.0
+    axis_choices: list[tuple[int, ...] | None] = [None, (len(shape) - 1,), (0,)]
+    if len(shape) > 1:
+        axis_choices.append((0, len(shape) - 1))
+    axis = axis_choices[int(rng.integers(len(axis_choices)))]
+    keepdims = bool(rng.integers(2))
+    x = Tensor.from_numpy(values, requires_grad=True)
+    y = lt.prod(x, axis=axis, keepdims=keepdims)
+    weights = rng.standard_normal(y.shape)
+    lt.sum(y * Tensor.from_numpy(weights)).backward()
+    axes = tuple(range(len(shape))) if axis is None else axis
+    spread = weights if keepdims else np.expand_dims(weights, axes)
+    expected = products_of_the_others(values, axes) * spread
+    assert x.grad is not None
+    assert np.allclose(x.grad.to_numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_one_zero_takes_the_product_of_the_others_and_two_zeros_send_nothing() -> None:
+    x = Tensor.from_vec([2, 3], [2.0, 0.0, 3.0, 0.0, 5.0, 0.0], requires_grad=True)
+    lt.sum(lt.prod(x, axis=1)).backward()
+    assert x.grad is not None and x.grad.tolist() == [[0.0, 6.0, 0.0], [0.0, 0.0, 0.0]]
+    z = Tensor.from_vec([3], [2.0, 3.0, 4.0], requires_grad=True)
+    assert lt.gradcheck(lambda t: lt.prod(t), [z])
+    e = Tensor.zeros([0, 2], requires_grad=True)
+    lt.sum(lt.prod(e, axis=0)).backward()  # a product of nothing is 1: its gradient is empty
+    assert e.grad is not None and e.grad.shape == (0, 2)
+
+
+def test_reduce_with_prod_has_the_products_gradient() -> None:
+    values = np.array([[1.5, 0.0, -2.0], [0.5, 4.0, 3.0]])
+    x = Tensor.from_numpy(values, requires_grad=True)
+    lt.sum(lt.reduce(x, "ij", "j", "prod")).backward()
+    assert x.grad is not None
+    assert np.allclose(x.grad.to_numpy(), products_of_the_others(values, (0,)))

@@ -1,7 +1,7 @@
 """llmfs's gradients equal ``torch.autograd``'s in float64 (to 1e-9), where PyTorch is installed:
 view chains (PyTorch reads the same cells by index, so its gradient is its own scatter-add),
-elementwise ops with broadcasting, reductions with ties, matmul, einsum, take with repeated ids
-and where."""
+elementwise ops with broadcasting, reductions with ties, products with zeros, matmul, einsum,
+take with repeated ids and where, and views made under ``no_grad()`` (constants in both)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import llmfs.tensor as lt
 from llmfs.tensor import Tensor
 from llmfs.tensor import functional as F
-from tests.tensor.strategies import apply_llmfs, apply_numpy, view_chains
+from tests.tensor.strategies import apply_llmfs, apply_numpy, llmfs_apply, view_chains
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed: nothing to compare with")
 
@@ -173,3 +173,74 @@ def test_fused_layers_equal_torch_nn_functional(seed: int) -> None:
         expected = theirs(*(torch.from_numpy(a) for a in arrays)).numpy()
         np.testing.assert_allclose(got, expected, rtol=TOL, atol=TOL)
         compare(ours, theirs, *arrays, seed=seed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(view_chains(max_ops=6), st.integers(0, 2**16), st.integers(0, 6), st.booleans())
+def test_views_made_under_no_grad_are_constants(
+    chain: tuple[Tensor, list], seed: int, cut: int, computed: bool
+) -> None:
+    # The chain's first ``cut`` steps run with grad mode on, the rest (at least a view()) under
+    # no_grad: that view is a constant in PyTorch, and must be one here, of a leaf or of a result.
+    tensor, ops = chain
+    cells = torch.from_numpy(apply_numpy(np.arange(tensor.size), tensor.shape, ops).copy())
+    ours, theirs = both(tensor.to_numpy().astype(np.float64))
+    source = lt.exp(ours * 0.5) if computed else ours
+    their_source = torch.exp(theirs * 0.5) if computed else theirs
+    head = source.view()
+    for op in ops[:cut]:
+        head = llmfs_apply(head, op)
+    with lt.no_grad(), torch.no_grad():
+        constant = head.view()
+        for op in ops[cut:]:
+            constant = llmfs_apply(constant, op)
+        their_constant = their_source.reshape(-1)[cells]
+    # PyTorch keeps requires_grad=True on a view made under no_grad (with no grad_fn: nothing
+    # flows through it); llmfs says False. The gradients below are the rule, and they agree.
+    assert not constant.requires_grad and their_constant.grad_fn is None
+    live = apply_llmfs(ours, ops)
+    r = np.random.default_rng(seed).standard_normal(live.shape)
+    lt.sum(lt.exp(live * 0.1) * constant * Tensor.from_numpy(r)).backward()
+    theirs_live = theirs.reshape(-1)[cells]
+    (torch.exp(theirs_live * 0.1) * their_constant * torch.from_numpy(r)).sum().backward()
+    if tensor.size == 0:
+        return
+    assert_same_grads([ours], [theirs])
+
+
+def torch_prod(t: Any, axis: Any, keepdims: bool) -> Any:
+    """torch.prod reduces one axis or all: several axes are reduced one after another."""
+    if axis is None:
+        out = torch.prod(t)
+        return out.reshape((1,) * t.dim()) if keepdims else out
+    for a in sorted(axis, reverse=True):
+        t = torch.prod(t, dim=a, keepdim=keepdims)
+    return t
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.integers(1, 4), min_size=1, max_size=3),
+    st.integers(0, 2**16),
+    st.sampled_from([0.0, 0.1, 0.3, 0.6]),
+    st.booleans(),
+    st.data(),
+)
+def test_prod_with_zeros(
+    shape: list[int], seed: int, zeros: float, keepdims: bool, data: st.DataObject
+) -> None:
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(-2.0, 2.0, size=shape)
+    values[rng.random(shape) < zeros] = 0.0  # no zero, one, or several in a group
+    axis = data.draw(
+        st.one_of(
+            st.none(),
+            st.lists(st.integers(0, len(shape) - 1), min_size=1, unique=True).map(tuple),
+        )
+    )
+    compare(
+        lambda t: lt.prod(t, axis=axis, keepdims=keepdims),
+        lambda t: torch_prod(t, axis, keepdims),
+        values,
+        seed=seed,
+    )

@@ -13,12 +13,8 @@ from hypothesis import strategies as st
 
 import llmfs.tensor as lt
 from llmfs.tensor import Layout, Tensor, TensorView, as_strided, use_backend
-from llmfs.tensor.autograd import (
-    add_owner_gradient,
-    owner_gradient,
-    storage_offsets,
-    view_backward,
-)
+from llmfs.tensor.autograd import view_backward
+from llmfs.tensor.backends.base import layout_offsets
 from tests.tensor.strategies import apply_llmfs, apply_numpy, view_chains
 
 
@@ -133,47 +129,61 @@ def explicit_layouts(draw: st.DrawFn) -> tuple[Layout, int]:
     return Layout(shape, strides, offset), offset + high + 1 + draw(st.integers(0, 2))
 
 
+def plain_rule(grad: np.ndarray, layout: Layout, size: int) -> np.ndarray:
+    """The rule as stated, one coordinate at a time: ``buffer[offset(c)] += grad[c]``."""
+    buffer = np.zeros(size)
+    for coordinate in np.ndindex(layout.shape):
+        buffer[layout.storage_offset(coordinate)] += grad[coordinate]
+    return buffer
+
+
 @settings(max_examples=200, deadline=None)
 @given(explicit_layouts(), st.integers(0, 2**16))
-def test_the_fast_paths_equal_the_plain_rule(drawn: tuple[Layout, int], seed: int) -> None:
+def test_every_backends_scatter_add_is_the_plain_rule(drawn: tuple[Layout, int], seed: int) -> None:
     layout, size = drawn
-    owner = Tensor.zeros([size], requires_grad=True)
-    view = TensorView.from_layout(owner, layout)
     grad = np.random.default_rng(seed).standard_normal(layout.shape)
-    fast, _ = owner_gradient(grad, view)
-    plain = view_backward(grad, layout, size, np.dtype(np.float64))
-    assert np.allclose(fast, plain, rtol=0, atol=1e-12)
-    with use_backend("reference"):  # the reference backend runs the plain rule, offset by offset
-        walked, _ = owner_gradient(grad, view)
-    assert np.allclose(walked, plain, rtol=0, atol=1e-12)
-    # A further gradient of the same owner, added in place through the layout.
-    before = np.random.default_rng(seed + 1).standard_normal(size)
+    plain = plain_rule(grad, layout, size)
     for backend in ("numpy", "reference"):
-        buffer = before.copy()
         with use_backend(backend):
-            add_owner_gradient(buffer, grad, view)
-        assert np.allclose(buffer, before + plain, rtol=0, atol=1e-12), backend
+            assert np.allclose(
+                view_backward(grad, layout, size, np.dtype(np.float64)), plain, rtol=0, atol=1e-12
+            ), backend
+            # A further gradient of the same owner, added in place through the layout.
+            before = np.random.default_rng(seed + 1).standard_normal(size)
+            buffer = before.copy()
+            added = view_backward(grad, layout, size, np.dtype(np.float64), into=buffer)
+            assert added is buffer
+            assert np.allclose(buffer, before + plain, rtol=0, atol=1e-12), backend
+        # The backend's primitive itself, and the protocol's default (NumPy's np.add.at).
+        buffer = np.zeros(size)
+        lt.get_backend(backend).scatter_add(buffer, layout, grad)
+        assert np.allclose(buffer, plain, rtol=0, atol=1e-12), backend
+    buffer = np.zeros(size)
+    lt.Backend.scatter_add(lt.get_backend("numpy"), buffer, layout, grad)
+    assert np.allclose(buffer, plain, rtol=0, atol=1e-12)
 
 
 @settings(max_examples=100, deadline=None)
 @given(explicit_layouts())
-def test_the_plain_rule_reads_the_offsets_of_the_cursor(drawn: tuple[Layout, int]) -> None:
+def test_the_protocols_offsets_are_the_offsets_of_the_cursor(drawn: tuple[Layout, int]) -> None:
     layout, size = drawn
     view = TensorView.from_layout(Tensor.zeros([size]), layout)
-    assert storage_offsets(layout, size).tolist() == list(view.logical_offsets())
+    assert layout_offsets(layout, size).tolist() == list(view.logical_offsets())
 
 
-@pytest.mark.parametrize("op", ["reshape", "transpose", "whole"])
-def test_the_fast_path_of_a_contiguous_owner_is_the_plain_rule(op: str) -> None:
+@pytest.mark.parametrize("op", ["reshape", "transpose", "whole", "broadcast"])
+def test_a_whole_owners_gradient_and_a_broadcast_are_the_plain_rule(op: str) -> None:
     owner = Tensor.zeros([2, 3], requires_grad=True)
     view = {
         "reshape": owner.reshape(3, 2),
         "transpose": owner.transpose(0, 1),
         "whole": owner.view(),
+        "broadcast": owner[:, None, :].expand(2, 4, 3),
     }[op]
-    grad = np.arange(6.0).reshape(view.shape)
-    fast, _ = owner_gradient(grad, view)
-    assert np.array_equal(fast, view_backward(grad, view.layout, 6, np.dtype(np.float64)))
+    grad = np.arange(float(view.size)).reshape(view.shape)
+    lt.sum(view * Tensor.from_numpy(grad)).backward()
+    assert owner.grad is not None
+    assert np.array_equal(owner.grad.to_numpy().reshape(-1), plain_rule(grad, view.layout, 6))
 
 
 def test_gradients_are_the_same_on_the_reference_backend() -> None:

@@ -76,13 +76,24 @@ def test_every_error_is_declared_once_in_an_errors_module_and_exported() -> None
     for cls in errors:
         name = cls.__name__
         assert cls.__module__ in ERROR_MODULES, f"{name} is defined in {cls.__module__}"
-        assert getattr(lt, name, None) is cls, f"{name} is not exported from llmfs.tensor"
+        assert getattr(lt, name, None) is cls, f"{name} is not reachable from llmfs.tensor"
         assert name in importlib.import_module(cls.__module__).__all__, name
         assert "__init__" not in cls.__dict__, f"{name} writes its own __init__"
         parents = [base for base in cls.__bases__ if issubclass(base, TensorError)]
         assert len(parents) == 1, f"{name} inherits from {parents}"
         assert isinstance(cls.condition, str) and cls.condition, name
         assert cls.template, name
+
+
+def test_the_package_exports_the_error_bases_and_the_errors_module_not_every_error() -> None:
+    exported = {name for name in lt.__all__ if name.endswith("Error")}
+    assert exported == {"TensorError", "TensorViewError", "AutogradError", "StaleViewError"}
+    assert "errors" in lt.__all__ and lt.errors is importlib.import_module("llmfs.tensor.errors")
+    assert lt.errors.OverlappingWriteError is lt.OverlappingWriteError  # old names still work
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchError'"):
+        _ = lt.NoSuchError
+    with pytest.raises(AttributeError):
+        _ = lt.ERROR_MODULES  # only error classes are looked up in the errors modules
 
 
 def test_the_metal_errors_live_with_the_metal_backend() -> None:

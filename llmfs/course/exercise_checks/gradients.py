@@ -45,8 +45,10 @@ EPS = 1e-5
 _BACKWARD = "llmfs.tensor.autograd.backward"
 _VIEW_RULE = (
     "llmfs.tensor.autograd.view_backward",
-    "llmfs.tensor.autograd.owner_gradient",
-    "llmfs.tensor.autograd.storage_offsets",
+    "llmfs.tensor.backends.base.Backend.scatter_add",
+    "llmfs.tensor.backends.base.layout_offsets",
+    "llmfs.tensor.backends.numpy_backend.NumpyBackend.scatter_add",
+    "llmfs.tensor.backends.reference.ReferenceBackend.scatter_add",
 )
 
 

@@ -18,7 +18,21 @@ small and uniform:
 ``supports(primitive, op, dtype)``              default here: ``dtype.name in self.dtypes``
 ``copy_into``, ``binary_into``, ``reduce_into``, default here (the primitive, then one NumPy
 ``matmul_into(..., out, *, compute)``           copy into ``out``); see "Writing into an output"
+``scatter_add(buffer, layout, grad)``           default here (NumPy's unbuffered ``np.add.at``
+                                                over the layout's offsets); the view rule of
+                                                autograd, see "Gradients through views"
 ==============================================  ===============================================
+
+Gradients through views
+-----------------------
+``scatter_add(buffer, layout, grad)`` is the one primitive autograd's view rule
+(:func:`llmfs.tensor.autograd.view_backward`) needs: ``buffer[offset(c)] += grad[c]`` for every
+coordinate ``c`` of ``layout``, into ``buffer`` (a writable 1-D array of an owner's storage
+size), where ``grad`` is a NumPy array of ``layout``'s shape in ``buffer``'s dtype (possibly a
+broadcast, read-only view). A cell reached by several coordinates (a zero stride, an
+overlapping explicit layout) receives their sum. The reference backend walks the offset cursor
+one value at a time; the numpy backend sums broadcast axes first and writes a layout that never
+meets itself with one strided assignment.
 
 Contract of every primitive
 ---------------------------
@@ -78,6 +92,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
+from llmfs.tensor.layout import Layout
 from llmfs.tensor.strided import numpy_view
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
@@ -284,5 +299,20 @@ class Backend(ABC):
         """The matrix products written into ``out``. Default: :meth:`matmul`, then one copy."""
         _write(out, _array_of(self.matmul(a, b, dtype=out.dtype, compute=compute)))
 
+    # -- autograd's view rule (see "Gradients through views") ---------------------------------
+
+    def scatter_add(self, buffer: np.ndarray, layout: Layout, grad: np.ndarray) -> None:
+        """Adds ``grad`` (of ``layout``'s shape) into ``buffer`` at the offsets ``layout``
+        reads, summing where several coordinates reach one cell. Default: NumPy's unbuffered
+        scatter-add (``np.add.at``) over those offsets, in logical row-major order."""
+        np.add.at(buffer, layout_offsets(layout, buffer.size), grad.reshape(-1))
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} dtypes={list(self.dtypes)}>"
+
+
+def layout_offsets(layout: Layout, storage_size: int) -> np.ndarray:
+    """Every storage offset ``layout`` reads, in logical row-major order (int64): the values of
+    the storage ``0, 1, ..., storage_size - 1`` read through the layout, so the offsets come from
+    the same strided read as every view's values (no second copy of the offset rule)."""
+    return numpy_view(np.arange(storage_size, dtype=np.int64), layout).reshape(-1)

@@ -24,12 +24,14 @@ as the reference backend's copy does one step at a time.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from llmfs.tensor.backends.base import Backend, read_array
 from llmfs.tensor.backends.numpy_copies import copy_strided, gather
 from llmfs.tensor.layout import Layout, element_count, reduced_shape
+from llmfs.tensor.strided import writable_view
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView
 
@@ -312,3 +314,30 @@ class NumpyBackend(Backend):
                     )
                     return
             copy_strided(out, np.matmul(left, right))
+
+    # -- autograd's view rule ------------------------------------------------------------------
+
+    def scatter_add(self, buffer: np.ndarray, layout: Layout, grad: np.ndarray) -> None:
+        """The view rule with the fast paths that pay, and the same sums: zero-stride axes are
+        summed first (a broadcast's gradient is a sum), which leaves them of size 1; a layout
+        that then reaches each cell at most once (every view op's layouts of an owner) is one
+        strided ``+=``; anything else (an explicit overlapping layout) is NumPy's unbuffered
+        scatter-add."""
+        grad, layout = _broadcast_summed(grad, layout, buffer.dtype)
+        if layout.overlapping_coordinates() is not None:
+            super().scatter_add(buffer, layout, grad)
+        elif layout.size:
+            cells = writable_view(buffer, layout)
+            cells += grad
+
+
+def _broadcast_summed(grad: np.ndarray, layout: Layout, dtype: np.dtype) -> tuple[Any, Layout]:
+    """A broadcast's gradient is a sum: ``grad`` summed over the zero-stride axes of ``layout``
+    (kept as size 1), and the layout with those axes of size 1."""
+    shape, strides = layout.shape, layout.strides
+    broadcast = tuple(a for a, (n, s) in enumerate(zip(shape, strides)) if s == 0 and n > 1)
+    if not broadcast:
+        return grad, layout
+    grad = np.sum(grad, axis=broadcast, keepdims=True, dtype=dtype)
+    shape = tuple(1 if a in broadcast else n for a, n in enumerate(shape))
+    return grad, Layout(shape, strides, layout.offset)

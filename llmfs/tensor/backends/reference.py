@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from llmfs.tensor.backends.base import Backend
-from llmfs.tensor.layout import element_count, reduced_shape
+from llmfs.tensor.layout import Layout, element_count, reduced_shape
 from llmfs.tensor.tensor import Tensor
+from llmfs.tensor.traversal import StridedOffsets
 from llmfs.tensor.view import TensorView
 
 # --------------------------------------------------------------------------------------------
@@ -325,3 +326,10 @@ class ReferenceBackend(Backend):
 
         shape = (*x.shape[:axis], *ids.shape, *x.shape[axis + 1 :])
         return _new_tensor(shape, values(), dtype)
+
+    def scatter_add(self, buffer: np.ndarray, layout: Layout, grad: np.ndarray) -> None:
+        """The view rule as written: the offset cursor walks the layout in logical order, and
+        each coordinate's gradient is added into the cell it reads (a cell read twice gets
+        both)."""
+        for offset, value in zip(StridedOffsets(layout, buffer.size), grad.reshape(-1)):
+            buffer[offset] += value

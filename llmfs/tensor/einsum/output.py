@@ -37,7 +37,7 @@ class Output:
         """A writable array over the owner's storage with the output's layout, valid inside the
         ``with`` block (the owner's ``mutate()`` window)."""
         with self.owner.mutate() as handle:
-            storage = handle.writable_array()
+            storage = handle._array()
             yield writable_view(storage, Layout(self.shape, self.strides, self.base_offset))
 
     def result(self) -> Tensor | TensorView:
