@@ -80,7 +80,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "llmfs.course.build",
             "llmfs.course.grading",
             "llmfs.course.names_table",
-            "llmfs.course.notebooks",
             "llmfs.course.start",
             # The exercise checks report with the widgets' text tables (report.py imports
             # llmfs.widgets.text), and the grader runs them: they sit with the tools.
