@@ -12,7 +12,7 @@ table).
 One module per chapter holds that chapter's case generators, answers and checks, and registers
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
-:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`,
+:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients` and :mod:`.engine`,
 10 :mod:`.training`, 11 :mod:`.generation`, 12 :mod:`.cooperate`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
@@ -68,6 +68,12 @@ from llmfs.course.exercise_checks.gpt import (  # chapter 8
     check_gpt_forward,
     check_layer_norm,
     check_mlp,
+)
+from llmfs.course.exercise_checks.engine import (  # chapter 9, the engine
+    check_backward_pass,
+    check_matmul_backward,
+    tape_inputs,
+    tape_rule,
 )
 from llmfs.course.exercise_checks.gradients import (  # chapter 9
     check_expand_backward,
@@ -138,6 +144,7 @@ __all__ = [
     "Shortcuts",
     "check_adamw_step",
     "check_add_kernel",
+    "check_backward_pass",
     "check_block",
     "check_bpe_encode",
     "check_broadcast_shape",
@@ -165,6 +172,7 @@ __all__ = [
     "check_learning_rate",
     "check_logical_offsets",
     "check_materialize",
+    "check_matmul_backward",
     "check_merge_heads",
     "check_merge_layout",
     "check_mlp",
@@ -188,4 +196,6 @@ __all__ = [
     "counting_copies",
     "register",
     "run_spec",
+    "tape_inputs",
+    "tape_rule",
 ]
