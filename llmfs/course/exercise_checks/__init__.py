@@ -12,8 +12,8 @@ table).
 One module per chapter holds that chapter's case generators, answers and checks, and registers
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
-:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients` and :mod:`.engine`,
-10 :mod:`.training`, 11 :mod:`.generation`, 12 :mod:`.cooperate`.
+:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`
+and :mod:`.engine`, 10 :mod:`.training`, 11 :mod:`.generation`, 12 :mod:`.cooperate`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
 :mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -53,6 +53,12 @@ from llmfs.course.exercise_checks.cooperate import (  # chapter 12
     check_tiled_matmul_kernel,
 )
 from llmfs.course.exercise_checks.einsum import check_naive_einsum  # chapter 6
+from llmfs.course.exercise_checks.engine import (  # chapter 9, the engine
+    check_backward_pass,
+    check_matmul_backward,
+    tape_inputs,
+    tape_rule,
+)
 from llmfs.course.exercise_checks.generation import (  # chapter 11
     check_bpe_encode,
     check_cache_write,
@@ -68,12 +74,6 @@ from llmfs.course.exercise_checks.gpt import (  # chapter 8
     check_gpt_forward,
     check_layer_norm,
     check_mlp,
-)
-from llmfs.course.exercise_checks.engine import (  # chapter 9, the engine
-    check_backward_pass,
-    check_matmul_backward,
-    tape_inputs,
-    tape_rule,
 )
 from llmfs.course.exercise_checks.gradients import (  # chapter 9
     check_expand_backward,

@@ -267,7 +267,9 @@ def _graph_summary(result: Any, call_args: tuple[Any, ...]) -> Any:
     for name, leaf, want in zip(("a", "b", "c"), graph.leaves, case_grads):
         got = leaf.grad
         if want is None:
-            grads[name] = "no .grad" if got is None else "a .grad on a leaf that does not require it"
+            grads[name] = (
+                "no .grad" if got is None else "a .grad on a leaf that does not require it"
+            )
         elif got is None:
             grads[name] = "no .grad"
         else:
@@ -307,8 +309,10 @@ def _graph_explain(got: Any, want: Any, case: dict[str, Any]) -> str | None:
             "(read by two ops) is still visited, once, after its last consumer"
         )
     grads = got.get("grads", {})
-    if case.get("preset") and grads.get("a") != AGREES and all(
-        v == AGREES for k, v in grads.items() if k != "a" and want["grads"][k] == AGREES
+    if (
+        case.get("preset")
+        and grads.get("a") != AGREES
+        and all(v == AGREES for k, v in grads.items() if k != "a" and want["grads"][k] == AGREES)
     ):
         return "a leaf's .grad accumulates: a backward adds into the .grad already there"
     if any(v != want["grads"].get(k) for k, v in grads.items()):
@@ -326,21 +330,23 @@ def _graph_size(case: dict[str, Any]) -> tuple[int, ...]:
 # -- matmul_backward(a, b, g) ----------------------------------------------------------------
 
 
+def _operand_batch(rng: random.Random, batch: list[int]) -> list[int]:
+    """An operand's batch axes: the last of ``batch`` (now and then fewer), some of size 1."""
+    kept = batch[rng.randint(0, len(batch)) :] if rng.random() < 0.4 else list(batch)
+    return [1 if rng.random() < 0.3 else size for size in kept]
+
+
 def _matmul_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     cases: list[tuple[Any, ...]] = []
     for _ in range(n):
         batch = [rng.randint(1, 3) for _ in range(rng.choice((0, 1, 1, 2, 2)))]
 
-        def operand_batch() -> list[int]:
-            kept = batch[rng.randint(0, len(batch)) :] if rng.random() < 0.4 else list(batch)
-            return [1 if rng.random() < 0.3 else size for size in kept]
-
         m, k, cols = rng.randint(1, 3), rng.randint(1, 3), rng.randint(1, 3)
         cases.append(
             (
                 {
-                    "a": [*operand_batch(), m, k],
-                    "b": [*operand_batch(), k, cols],
+                    "a": [*_operand_batch(rng, batch), m, k],
+                    "b": [*_operand_batch(rng, batch), k, cols],
                     "seed": rng.randrange(10**6),
                 },
             )
