@@ -328,7 +328,7 @@ def judge_counts(counts: np.ndarray, probabilities: np.ndarray) -> str | None:
     for i in order:
         if expected[i] == 0:
             continue
-        if expected[i] < 5 or pool[1] and pool[1] < 5:
+        if expected[i] < 5 or (pool[1] and pool[1] < 5):
             pool = [pool[0] + counts[i], pool[1] + expected[i]]
             if pool[1] >= 5:
                 pairs.append(pool)
