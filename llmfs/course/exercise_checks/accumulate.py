@@ -287,7 +287,12 @@ check_accumulate_grads = register(
 
 #: The short runs' model and settings (chapter 10's "three knobs" baseline), at the large rate.
 EARLY_CONFIG = GPTConfig(vocab_size=12, n_ctx=8, n_embd=32, n_head=2, n_layer=1)
-EARLY_BASELINE = dict(steps=30, batch_size=16, warmup_steps=10, learning_rate=0.1)
+EARLY_BASELINE: dict[str, float] = {
+    "steps": 30,
+    "batch_size": 16,
+    "warmup_steps": 10,
+    "learning_rate": 0.1,
+}
 
 
 def early_losses(
@@ -298,7 +303,11 @@ def early_losses(
     steps after the first update (the first loss is the initial weights', the same for both
     settings)."""
     cfg = numpy_train.TrainConfig(
-        **{**EARLY_BASELINE, "seed": seed, "warmup_steps": warmup_steps, "learning_rate": lr},
+        seed=seed,
+        steps=int(EARLY_BASELINE["steps"]),
+        batch_size=int(EARLY_BASELINE["batch_size"]),
+        warmup_steps=warmup_steps,
+        learning_rate=lr,
         eval_every=10**6,
     )
     params = init_params(EARLY_CONFIG, seed=seed)
