@@ -276,6 +276,10 @@ check_accumulate_grads = register(
         call=_accumulate_call,
         summarize=_accumulate_summary,
         parameters=("case",),
+        shortcuts=Shortcuts(
+            ("llmfs.course.exercise_checks.accumulate.whole_batch_grads",),
+            "loss_of on each part, a scale and backward()",
+        ),
         size=lambda case: (case["rows"], len(case["cuts"])),
         explain=_accumulate_explain,
     ),

@@ -4,9 +4,7 @@
   (:func:`llmfs.gpt.tokenizer.bytes_to_unicode`, from GPT-2's ``encoder.py``). A case is a set
   of bytes (always some of the 68 that are not printable, the space among them, and some that
   stand for themselves); the answer is the code point each maps to, and whether the map is a
-  bijection of the 256 bytes onto 256 characters. (The library's map sits behind a cache
-  written in C, which the shortcut guard cannot watch: a returned dict that IS the library's
-  own object is refused by the summary instead.)
+  bijection of the 256 bytes onto 256 characters. Calling the library's map is a shortcut.
 * ``top_p_keep(probs, top_p)``: the ids Hugging Face's ``TopPLogitsWarper`` keeps of one row of
   probabilities: the smallest set of the most probable whose probabilities sum to at least
   ``top_p``, at least one; equal probabilities in increasing id order
@@ -57,8 +55,6 @@ def _map_reference(case: dict[str, Any]) -> dict[str, Any]:
 def _map_summary(result: Any, call_args: tuple[Any, ...], case: dict[str, Any]) -> Any:
     if not isinstance(result, dict):
         return {"result": f"a {type(result).__name__}, not a dict from byte to character"}
-    if result is bytes_to_unicode():
-        return {"result": "the library's own map (llmfs.gpt.tokenizer.bytes_to_unicode)"}
     points: dict[str, Any] = {}
     for b in case["bytes"]:
         char = result.get(b)
@@ -189,6 +185,7 @@ check_bytes_to_unicode = register(
         call=_map_call,
         summarize=_map_case_summary,
         parameters=("bytes looked up",),
+        shortcuts=Shortcuts(("llmfs.gpt.tokenizer.bytes_to_unicode",), "range, chr and a dict"),
         size=lambda case: (len(case["bytes"]),),
         explain=_map_explain,
     ),
