@@ -171,7 +171,7 @@ def test_the_doors_with_the_right_walk_give_the_librarys_gradients() -> None:
     values = [rng.normal(size=(3, 3)) for _ in range(2)]
     mine = [Tensor.from_numpy(v, requires_grad=True) for v in values]
     theirs = [Tensor.from_numpy(v, requires_grad=True) for v in values]
-    for a, b, run in ((*mine, "walk"), (*theirs, "library")):
+    for (a, b), run in ((mine, "walk"), (theirs, "library")):
         shared = lt.tanh(a @ b.T[::-1])
         loss = lt.sum(shared * a[:1].expand([3, 3])) + lt.sum(shared * shared.T)
         if run == "walk":

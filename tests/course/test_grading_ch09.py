@@ -1,8 +1,8 @@
 """``llmfs grade`` on chapter 9: its predict, implement and explain exercises are read, run and
 scored like every chapter's, and a backward that assigns instead of adding, or one that calls the
 library's backward, loses exactly that exercise's points; so does a backward walk that skips a
-shared node's second use or overwrites a gradient it must add to. (``llmfs check`` on its solution runs
-with every chapter's, in ``test_grading_selfcheck_solutions.py``.)"""
+shared node's second use or overwrites a gradient it must add to. (``llmfs check`` on its
+solution runs with every chapter's, in ``test_grading_selfcheck_solutions.py``.)"""
 
 from __future__ import annotations
 
