@@ -221,6 +221,8 @@ def generate(
     top_k: int | None = None,
     seed: int | None = None,
     kv_cache: bool = True,
+    top_p: float | None = None,
+    stop_token: int | None = None,
 ) -> np.ndarray:
     """Appends ``max_new_tokens`` tokens to the prompt ``ids`` (a list, a ``[T]`` or a
     ``[B, T]`` int array) and returns the whole sequences, ``[B, T + max_new_tokens]`` int64
@@ -229,7 +231,11 @@ def generate(
     Each new token is chosen from the last position's logits by
     :class:`llmfs.gpt.sampling.Sampler`: ``temperature = 0`` is greedy (the arg-max, lowest id
     on a tie), otherwise a draw from ``softmax(logits / temperature)`` over the ``top_k`` largest
-    logits, reproducible for a given ``seed`` (the draw order is in :mod:`llmfs.gpt.sampling`).
+    logits, reproducible for a given ``seed`` (the draw order is in :mod:`llmfs.gpt.sampling`);
+    ``top_p`` keeps only the most probable candidates holding that much of the probability
+    (Hugging Face's top-p). With a ``stop_token`` (a tokenizer's ``<|endoftext|>``), a row that
+    chose it is finished (it repeats the stop token) and generation ends once every row has
+    chosen it: the result then has fewer than ``max_new_tokens`` new columns.
     The context is the last ``n_ctx`` tokens: past ``n_ctx`` the window slides.
 
     ``kv_cache=True`` keeps, per block, one preallocated ``[2, B, H, n_ctx, D]`` array of the
@@ -242,11 +248,12 @@ def generate(
 
     Raises :class:`~llmfs.gpt.errors.TaskError` for an empty prompt or ids that are not ints of
     the vocabulary, :class:`~llmfs.gpt.sampling.GenerationError` for a bad ``max_new_tokens``,
-    ``temperature``, ``top_k`` or ``seed``, :class:`~llmfs.gpt.errors.WeightsError` for params
+    ``temperature``, ``top_k``, ``top_p``, ``stop_token`` or ``seed``,
+    :class:`~llmfs.gpt.errors.WeightsError` for params
     that do not fit ``config``.
     """
     prompt = sampling.check_prompt(config, ids, max_new_tokens)
-    sampler = sampling.check_sampler(config, temperature, top_k, seed)
+    sampler = sampling.check_sampler(config, temperature, top_k, seed, top_p, stop_token)
     check_params(params, config)
     p64 = {name: np.asarray(value, dtype=np.float64) for name, value in params.items()}
     shape = (2, len(prompt), config.n_head, config.n_ctx, config.head_size)

@@ -14,6 +14,17 @@ The choice of a token from a row of logits ``z`` (NumPy only, no tensor library)
 * ``temperature > 0``: the candidates are the ``top_k`` ids with the largest logits (ties broken
   toward the lower id, so there are exactly ``top_k`` of them; all ids when ``top_k`` is None),
   weighted by ``softmax(z / temperature)`` over the candidates only. ``top_k = 1`` is greedy.
+* ``top_p`` (nucleus sampling, after the temperature and ``top_k``, as Hugging Face's
+  ``TopPLogitsWarper``): of those candidates, only the smallest set of the most probable whose
+  probabilities add up to at least ``top_p`` keeps its weight (a candidate stays when the
+  candidates more probable than it hold less than ``top_p``; equal probabilities in increasing
+  id order; the most probable always stays, so ``top_p = 0`` keeps one). The others get weight
+  0 and are never drawn; the draw itself is unchanged (one uniform per row, also when a single
+  candidate is left). ``None`` or ``1`` keeps every candidate.
+
+A stop token (``stop_token``, e.g. a tokenizer's ``<|endoftext|>``): a row that has chosen it is
+finished, and every later step writes the stop token again in that row; generation ends after
+the step at which every row has chosen it (so the output may be shorter than asked).
 
 The draw order, which makes a seed reproducible: one ``numpy.random.Generator`` (PCG64,
 ``np.random.default_rng(seed)``) per call of ``generate``; at each step one ``rng.random(batch)``
@@ -37,17 +48,21 @@ from llmfs.gpt.model import GPTConfig
 
 class GenerationError(GPTError):
     """An argument of ``generate`` outside its range: a negative or non-finite temperature,
-    ``top_k`` outside ``1..vocab_size``, a negative ``max_new_tokens`` or seed."""
+    ``top_k`` outside ``1..vocab_size``, ``top_p`` outside ``[0, 1]``, a stop token outside the
+    vocabulary, a negative ``max_new_tokens`` or seed."""
 
 
 @dataclass(frozen=True)
 class Sampler:
     """How the next token is chosen (checked by :func:`check_sampler`): ``temperature`` (0 is
-    greedy), ``top_k`` (None keeps every id) and the generator that draws."""
+    greedy), ``top_k`` (None keeps every id), the generator that draws, ``top_p`` (None keeps
+    every candidate) and the ``stop_token`` that finishes a row (None: none does)."""
 
     temperature: float
     top_k: int | None
     rng: np.random.Generator
+    top_p: float | None = None
+    stop_token: int | None = None
 
     @property
     def greedy(self) -> bool:
@@ -67,6 +82,8 @@ class Sampler:
         candidates = np.sort(order, axis=-1)  # increasing id: the order the draw walks
         scaled = np.take_along_axis(z, candidates, axis=-1) / self.temperature
         weights = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+        if self.top_p is not None and self.top_p < 1.0:
+            weights = nucleus(weights, self.top_p)
         cumulative = np.cumsum(weights, axis=-1)
         u = self.rng.random(batch)
         # Per row, the first candidate whose cumulative weight exceeds u times the total (the
@@ -76,11 +93,49 @@ class Sampler:
         index = np.minimum((cumulative <= threshold[:, None]).sum(axis=-1), k - 1)
         return np.asarray(candidates[np.arange(batch), index], dtype=np.int64)
 
+    def finished(self, new: np.ndarray) -> bool:
+        """After a step: ``new`` is the ``[B, n]`` block of tokens generated so far (a view of
+        the output, written in place). A row that chose :attr:`stop_token` at an earlier step
+        gets it again in the last column; True when every row has chosen it (generation ends).
+        Always False without a stop token."""
+        if self.stop_token is None or new.shape[1] == 0:
+            return False
+        earlier = (new[:, :-1] == self.stop_token).any(axis=1)
+        new[earlier, -1] = self.stop_token
+        return bool((new[:, -1] == self.stop_token).all())
 
-def check_sampler(config: GPTConfig, temperature: object, top_k: object, seed: object) -> Sampler:
+
+def nucleus(weights: np.ndarray, top_p: float) -> np.ndarray:
+    """Top-p of each row of ``weights`` (``[B, k]``, nonnegative, proportional to the
+    candidates' probabilities, in increasing id order): a copy in which only the smallest set of
+    the most probable candidates whose probabilities sum to at least ``top_p`` keeps its weight,
+    the others 0. A candidate stays when the candidates before it, most probable first (equal
+    ones in increasing id order), hold less than ``top_p`` of the total; the most probable
+    always stays."""
+    probabilities = weights / weights.sum(axis=-1, keepdims=True)
+    order = np.argsort(-probabilities, axis=-1, kind="stable")
+    ranked = np.take_along_axis(probabilities, order, axis=-1)
+    before = np.cumsum(ranked, axis=-1) - ranked
+    keep_ranked = before < top_p
+    keep_ranked[:, 0] = True
+    keep = np.empty_like(keep_ranked)
+    np.put_along_axis(keep, order, keep_ranked, axis=-1)
+    return np.where(keep, weights, 0.0)
+
+
+def check_sampler(
+    config: GPTConfig,
+    temperature: object,
+    top_k: object,
+    seed: object,
+    top_p: object = None,
+    stop_token: object = None,
+) -> Sampler:
     """The :class:`Sampler` of these arguments. Raises :class:`GenerationError` for a
     temperature that is not a finite number ``>= 0``, a ``top_k`` that is not None or an int in
-    ``1..vocab_size``, or a seed that is not None or an int ``>= 0``."""
+    ``1..vocab_size``, a seed that is not None or an int ``>= 0``, a ``top_p`` that is not None
+    or a number in ``[0, 1]``, or a ``stop_token`` that is not None or an id of the
+    vocabulary."""
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.floating)):
         raise GenerationError(
             f"temperature must be a number >= 0, got {type(temperature).__name__} {temperature!r}"
@@ -102,8 +157,26 @@ def check_sampler(config: GPTConfig, temperature: object, top_k: object, seed: o
         isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or int(seed) < 0
     ):
         raise GenerationError(f"seed must be None or an int >= 0, got {seed!r}")
+    p = None
+    if top_p is not None:
+        if isinstance(top_p, bool) or not isinstance(top_p, (int, float, np.integer, np.floating)):
+            raise GenerationError(f"top_p must be None or a number, got {type(top_p).__name__}")
+        p = float(top_p)
+        if not 0.0 <= p <= 1.0:  # (NaN fails too)
+            raise GenerationError(f"top_p must be a probability in [0, 1], got {top_p!r}")
+    stop = None
+    if stop_token is not None:
+        if isinstance(stop_token, bool) or not isinstance(stop_token, (int, np.integer)):
+            raise GenerationError(
+                f"stop_token must be None or a token id, got {type(stop_token).__name__}"
+            )
+        stop = int(stop_token)
+        if not 0 <= stop < config.vocab_size:
+            raise GenerationError(
+                f"stop_token = {stop} is outside the vocabulary 0..{config.vocab_size - 1}"
+            )
     rng = np.random.default_rng(None if seed is None else int(seed))
-    return Sampler(t, top_k, rng)
+    return Sampler(t, top_k, rng, p, stop)
 
 
 def check_prompt(config: GPTConfig, ids: object, max_new_tokens: object) -> np.ndarray:
@@ -226,6 +299,8 @@ def generate_with(
             logits = cached_logits(out[:, start:length], 0)
             cache.length = length - start
         out[:, length] = sampler.choose(logits)
+        if sampler.finished(out[:, t : length + 1]):  # every row chose the stop token
+            return out[:, : length + 1]
     return out
 
 
@@ -238,5 +313,6 @@ __all__ = [
     "check_sampler",
     "check_tokens",
     "generate_with",
+    "nucleus",
     "window_start",
 ]

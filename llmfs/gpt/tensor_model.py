@@ -381,10 +381,13 @@ def generate(
     top_k: int | None = None,
     seed: int | None = None,
     kv_cache: bool = True,
+    top_p: float | None = None,
+    stop_token: int | None = None,
 ) -> np.ndarray:
     """:func:`llmfs.gpt.reference.generate` on :mod:`llmfs.tensor`, with the same arguments,
     result (``[B, T + max_new_tokens]`` int64: the prompt, then the new tokens), choice of tokens
-    (:class:`llmfs.gpt.sampling.Sampler`, fed the logits as float64) and errors.
+    (:class:`llmfs.gpt.sampling.Sampler`, fed the logits as float64; ``top_p`` and
+    ``stop_token`` as there) and errors.
 
     ``kv_cache=True`` keeps one :class:`~llmfs.gpt.kv_cache.KVCache` owner per block, in the
     weights' dtype: the prompt fills positions ``0..T - 1`` in one pass, then each step computes
@@ -395,7 +398,7 @@ def generate(
     the window at every step; both give the same tokens.
     """
     prompt = sampling.check_prompt(config, ids, max_new_tokens)
-    sampler = sampling.check_sampler(config, temperature, top_k, seed)
+    sampler = sampling.check_sampler(config, temperature, top_k, seed, top_p, stop_token)
     _check_tensor_params(w, config)
     cache = KVCache(config, len(prompt), w["wte.weight"].dtype) if kv_cache else None
     return sampling.generate_with(

@@ -98,9 +98,13 @@ def sample(
     temperature: float = 0.8,
     top_k: int | None = 40,
     seed: int | None = 0,
+    top_p: float | None = None,
+    stop_at_end_of_text: bool = False,
 ) -> str:
     """The prompt and ``max_new_tokens`` tokens after it, decoded: :func:`llmfs.gpt.generate`
-    (the NumPy reference, KV cache on) of the prompt's encoding."""
+    (the NumPy reference, KV cache on) of the prompt's encoding. ``top_p`` is nucleus sampling;
+    with ``stop_at_end_of_text`` generation ends at the tokenizer's ``<|endoftext|>`` (kept in
+    the text, as the token that ended it)."""
     ids = model.tokenizer.encode(prompt)
     out = reference.generate(
         model.weights,
@@ -110,5 +114,7 @@ def sample(
         temperature=temperature,
         top_k=top_k,
         seed=seed,
+        top_p=top_p,
+        stop_token=model.tokenizer.end_of_text_id if stop_at_end_of_text else None,
     )
     return model.tokenizer.decode(out[0].tolist())

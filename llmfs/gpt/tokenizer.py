@@ -99,11 +99,11 @@ class TokenizerFileError(TokenizerError):
     file, the line and the violated condition."""
 
 
-@functools.lru_cache(maxsize=1)
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's map from each byte to a printable character: the bytes of ``!``..``~``,
     ``¡``..``¬`` and ``®``..``ÿ`` stand for themselves, the remaining 68 (controls, space,
-    U+00A0, U+00AD) take U+0100, U+0101, ... in byte order. A bijection onto 256 characters."""
+    U+00A0, U+00AD) take U+0100, U+0101, ... in byte order. A bijection onto 256 characters.
+    A new dict on every call (a caller may change its copy; 256 entries cost microseconds)."""
     printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1)]
     printable += range(ord("®"), ord("ÿ") + 1)
     mapping = {b: chr(b) for b in printable}

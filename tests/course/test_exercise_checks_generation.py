@@ -1,6 +1,7 @@
 """Chapter 11's checks pass the solutions and fail the plausible wrong answers, each with the rule
-it breaks: BPE ties to the pair counted first, merges across words, a sampler that draws its own
-way or overflows, a cache write through a stale view or NumPy, an attention step that reads the
+it breaks: BPE ties to the pair counted first, merges across words, a sampler whose temperature
+or top-k is off, which ignores its generator or overflows (and one that draws its own way, right,
+passes), a cache write through a stale view or NumPy, an attention step that reads the
 unwritten cells, forgets its own position, copies the past or reads it out."""
 
 from __future__ import annotations
@@ -139,28 +140,78 @@ def test_applying_the_merges_in_rank_order_once_each_is_the_same_encoding() -> N
 # -- sampling ------------------------------------------------------------------------------------
 
 
-def test_rng_choice_is_another_draw() -> None:
-    def choice(logits: np.ndarray, temperature: float, top_k: Any, rng: Any) -> Any:
-        z = np.asarray(logits)
-        if temperature == 0 or top_k == 1:
-            return z.argmax(axis=-1)
-        p = np.exp((z - z.max(axis=-1, keepdims=True)) / temperature)
-        return [rng.choice(len(row), p=row / row.sum()) for row in p]
+def _rng_choice(logits: np.ndarray, temperature: float, top_k: Any, rng: Any) -> Any:
+    """A right sampler that uses the stream its own way: one rng.choice per row."""
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0 or top_k == 1:
+        return z.argmax(axis=-1)
+    k = z.shape[1] if top_k is None else top_k
+    out = []
+    for row in z:
+        candidates = np.argsort(-row, kind="stable")[:k]
+        weights = np.exp((row[candidates] - row[candidates].max()) / temperature)
+        out.append(candidates[rng.choice(k, p=weights / weights.sum())])
+    return np.array(out)
 
-    report = _run("ch11.sample_next", choice)
-    assert not report.passed
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_a_right_sampler_that_draws_its_own_way_passes(seed: int) -> None:
+    # Judged on the distribution and on reproducibility, not on one use of the random stream.
+    assert _run("ch11.sample_next", _rng_choice, seed).passed
 
 
-def test_a_greedy_step_that_draws_fails_with_the_stream_rule() -> None:
+def test_a_wrong_temperature_fails_the_distribution_naming_the_rule() -> None:
     solution = SOLUTIONS["ch11.sample_next"]
 
-    def draws_always(logits: np.ndarray, temperature: float, top_k: Any, rng: Any) -> Any:
-        if temperature == 0 or top_k == 1:
-            rng.random(len(logits))
-        return solution(logits, temperature, top_k, rng)
+    def hotter(logits: np.ndarray, temperature: float, top_k: Any, rng: Any) -> Any:
+        return solution(logits, temperature * 1.3, top_k, rng)
 
-    text = _text(_run("ch11.sample_next", draws_always))
-    assert "nothing when greedy (temperature 0 or top_k = 1)" in text
+    for seed in (3, 8):
+        text = _text(_run("ch11.sample_next", hotter, seed))
+        assert "chi-square" in text and "check the temperature" in text
+
+
+def test_one_candidate_too_many_fails_with_the_top_k_rule() -> None:
+    solution = SOLUTIONS["ch11.sample_next"]
+
+    def k_plus_one(logits: np.ndarray, temperature: float, top_k: Any, rng: Any) -> Any:
+        vocab = np.asarray(logits).shape[1]
+        wider = top_k if top_k in (None, 1) else min(top_k + 1, vocab)
+        return solution(logits, temperature, wider, rng)
+
+    text = _text(_run("ch11.sample_next", k_plus_one))
+    assert "has probability 0" in text and "only the top_k ids" in text
+
+
+def test_a_sampler_that_ignores_its_rng_fails_reproducibility() -> None:
+    solution = SOLUTIONS["ch11.sample_next"]
+
+    def own_stream(logits: np.ndarray, temperature: float, top_k: Any, rng: Any) -> Any:
+        return solution(logits, temperature, top_k, np.random.default_rng())
+
+    def fixed_stream(logits: np.ndarray, temperature: float, top_k: Any, rng: Any) -> Any:
+        return solution(logits, temperature, top_k, np.random.default_rng(0))
+
+    assert "the same seed must give the same tokens" in _text(_run("ch11.sample_next", own_stream))
+    assert "another seed gives other tokens" in _text(_run("ch11.sample_next", fixed_stream))
+
+
+@pytest.mark.parametrize(
+    ("statistic", "dof", "p"),
+    [(3.841458820694124, 1, 0.05), (11.070497693516351, 5, 0.05), (50.0, 2, math.exp(-25.0))],
+)
+def test_the_chi_square_tail_is_the_known_one(statistic: float, dof: int, p: float) -> None:
+    assert generation.chi_square_p(statistic, dof) == pytest.approx(p, rel=1e-9)
+    assert generation.chi_square_p(0.0, dof) == 1.0
+
+
+def test_counts_are_judged_against_the_probabilities() -> None:
+    probabilities = np.array([0.5, 0.3, 0.2, 0.0])
+    assert generation.judge_counts(np.array([510, 290, 200, 0]), probabilities) is None
+    assert "probability 0" in str(
+        generation.judge_counts(np.array([500, 300, 199, 1]), probabilities)
+    )
+    assert "chi-square" in str(generation.judge_counts(np.array([600, 250, 150, 0]), probabilities))
 
 
 def test_sampling_without_subtracting_the_largest_logit_fails() -> None:
@@ -188,7 +239,7 @@ def test_top_k_ties_broken_toward_the_higher_id_leave_the_top_k() -> None:
         return flipped.shape[1] - 1 - np.asarray(solution(flipped, temperature, top_k, rng))
 
     text = _text(_run("ch11.sample_next", higher))
-    assert "wrong" in text and ("outside the top-k" in text or "lowest id on a tie" in text)
+    assert "wrong" in text and ("only the top_k ids" in text or "lowest id on a tie" in text)
 
 
 # -- the cache write -------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from llmfs.course import CourseError
 from llmfs.course.attempts import load_attempts
 from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
 from llmfs.course.exercise_checks import training as training_checks
+from llmfs.course.exercise_checks.accumulate import whole_batch_grads
 from llmfs.course.exercise_checks.attention import attention_numpy
 from llmfs.course.exercise_checks.shortcuts import (
     Shortcuts,
@@ -39,8 +40,8 @@ from llmfs.gpt import reference, sampling, tensor_train
 from llmfs.gpt import tensor_model as tm
 from llmfs.gpt import train as numpy_train
 from llmfs.gpt.model import GPTConfig
-from llmfs.gpt.sampling import Sampler
-from llmfs.gpt.tokenizer import BPETokenizer
+from llmfs.gpt.sampling import Sampler, nucleus
+from llmfs.gpt.tokenizer import BPETokenizer, bytes_to_unicode
 from llmfs.tensor import Layout, Tensor, as_strided, autograd, einsum, layout
 from llmfs.tensor.backends.metal.ops import KERNEL_DIR, kernel_source
 from llmfs.tensor.layout import row_major_strides  # bound by name BEFORE any check starts
@@ -232,7 +233,34 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
         "cached_attention",
     ),
     "ch12.tiled_matmul": (lambda: kernel_source("matmul"), "kernel_source"),
+    "ch09.backward_pass": (lambda loss, inputs, rule: loss.backward(), "autograd.backward"),
+    "ch09.matmul_backward": (
+        lambda a, b, g: _matmul_by_autograd(a, b, g),
+        "autograd.backward",
+    ),
+    "ch10.cross_entropy_grad": (
+        lambda logits, targets, weights: training_checks.cross_entropy_reference(
+            logits, targets, weights
+        )[1],
+        "cross_entropy_reference",
+    ),
+    "ch10.accumulate_grads": (
+        lambda leaves, parts, loss_of: whole_batch_grads({}),
+        "whole_batch_grads",
+    ),
+    "ch11.bytes_to_unicode": (bytes_to_unicode, "bytes_to_unicode"),
+    "ch11.top_p_keep": (
+        lambda probs, top_p: list(np.flatnonzero(nucleus(probs[None, :], top_p)[0])),
+        "nucleus",
+    ),
 }
+
+
+def _matmul_by_autograd(a: Any, b: Any, g: Any) -> Any:
+    left = Tensor.from_numpy(a.to_numpy(), requires_grad=True)
+    right = Tensor.from_numpy(b.to_numpy(), requires_grad=True)
+    (left @ right).backward(g)
+    return left.grad, right.grad
 
 
 def _by_autograd(grad: np.ndarray, view: Any) -> Any:

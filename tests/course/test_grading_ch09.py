@@ -1,7 +1,8 @@
 """``llmfs grade`` on chapter 9: its predict, implement and explain exercises are read, run and
 scored like every chapter's, and a backward that assigns instead of adding, or one that calls the
-library's backward, loses exactly that exercise's points. (``llmfs check`` on its solution runs
-with every chapter's, in ``test_grading_selfcheck_solutions.py``.)"""
+library's backward, loses exactly that exercise's points; so does a backward walk that skips a
+shared node's second use or overwrites a gradient it must add to. (``llmfs check`` on its
+solution runs with every chapter's, in ``test_grading_selfcheck_solutions.py``.)"""
 
 from __future__ import annotations
 
@@ -32,6 +33,44 @@ BY_AUTOGRAD = """def view_backward(grad, view):
     return owner.grad.to_numpy()
 """
 
+SKIPS_SHARED = """def backward_pass(loss, inputs, rule):
+    seen = set()
+
+    def visit(t, g):
+        if id(t) in seen:
+            return
+        seen.add(id(t))
+        if t.grad_fn is None:
+            part = lt.Tensor.from_numpy(g)
+            t.grad = part if t.grad is None else t.grad + part
+            return
+        for owner, part in rule(t, g):
+            visit(owner, part)
+
+    visit(loss, np.ones(loss.shape))
+"""
+OVERWRITES = """def backward_pass(loss, inputs, rule):
+    order, seen = [], set()
+
+    def visit(t):
+        seen.add(id(t))
+        for source in inputs(t):
+            if id(source) not in seen:
+                visit(source)
+        order.append(t)
+
+    visit(loss)
+    grads = {id(loss): np.ones(loss.shape)}
+    for t in reversed(order):
+        g = grads.pop(id(t))
+        if t.grad_fn is None:
+            part = lt.Tensor.from_numpy(g)
+            t.grad = part if t.grad is None else t.grad + part
+            continue
+        for owner, part in rule(t, g):
+            grads[id(owner)] = part
+"""
+
 
 def _points(exercise_id: str) -> int:
     return next(e.points for e in CHAPTER.exercises if e.id == exercise_id)
@@ -49,6 +88,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], An
         "blank": kit.student_notebook(CHAPTER),
         "assigned": kit.set_source(correct, "ch09.view_backward", ASSIGNED),
         "shortcut": kit.set_source(correct, "ch09.view_backward", BY_AUTOGRAD),
+        "skips_shared": kit.set_source(correct, "ch09.backward_pass", SKIPS_SHARED),
+        "overwrites": kit.set_source(correct, "ch09.backward_pass", OVERWRITES),
     }
     root = tmp_path_factory.mktemp("ch09")
     return kit.grade_class(root, CHAPTER, submissions, "--seed", "4242", *LIMITS)
@@ -71,3 +112,11 @@ def test_the_blank_submission_scores_nothing(graded: dict) -> None:
 def test_a_wrong_or_borrowed_view_rule_loses_exactly_its_points(graded: dict, student: str) -> None:
     assert graded[(student, "ch09.view_backward")].score == 0
     assert _total(graded, student) == FULL - _points("ch09.view_backward")
+
+
+@pytest.mark.parametrize("student", ["skips_shared", "overwrites"])
+def test_a_walk_that_skips_or_overwrites_a_shared_gradient_loses_exactly_its_points(
+    graded: dict, student: str
+) -> None:
+    assert graded[(student, "ch09.backward_pass")].score == 0
+    assert _total(graded, student) == FULL - _points("ch09.backward_pass")

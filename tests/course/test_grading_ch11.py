@@ -56,6 +56,19 @@ FIRST_SEEN = """def train_bpe(text, num_merges):
 BORROWED = """def sample_next(logits, temperature, top_k, rng):
     return Sampler(float(temperature), top_k, rng).choose(logits)
 """
+HOTTER = """def sample_next(logits, temperature, top_k, rng):
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0 or top_k == 1:
+        return z.argmax(axis=-1)
+    k = z.shape[1] if top_k is None else top_k
+    out = []
+    for row in z:
+        candidates = np.argsort(-row, kind="stable")[:k]
+        scaled = row[candidates] / (1.3 * temperature)
+        weights = np.exp(scaled - scaled.max())
+        out.append(candidates[rng.choice(k, p=weights / weights.sum())])
+    return np.array(out)
+"""
 
 
 def _points(exercise_id: str) -> int:
@@ -76,6 +89,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], An
         "blank": kit.student_notebook(CHAPTER),
         "first_seen": kit.set_source(solved, "ch11.train_bpe", FIRST_SEEN),
         "borrowed": kit.set_source(solved, "ch11.sample_next", BORROWED),
+        "hotter": kit.set_source(solved, "ch11.sample_next", HOTTER),
         "per_cell": stale,
     }
     root = tmp_path_factory.mktemp("ch11-class")
@@ -112,6 +126,14 @@ def test_a_sampler_that_calls_the_librarys_is_refused(graded: dict[tuple[str, st
     assert row.score == 0
     assert "Sampler.choose" in row.message, row.message
     _others_kept(graded, "borrowed", "ch11.sample_next")
+
+
+def test_a_sampler_with_a_wrong_temperature_loses_exactly_it(
+    graded: dict[tuple[str, str], Any],
+) -> None:
+    # Drawn its own way (rng.choice), judged on its distribution: the temperature is what fails.
+    assert graded[("hotter", "ch11.sample_next")].score == 0
+    _others_kept(graded, "hotter", "ch11.sample_next")
 
 
 def test_staleness_per_cell_gets_its_misconception(graded: dict[tuple[str, str], Any]) -> None:

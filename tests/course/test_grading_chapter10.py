@@ -21,6 +21,11 @@ NAIVE = """def cross_entropy(logits, targets, weights):
     w = lt.Tensor.from_numpy(np.asarray(weights, dtype=np.float64))
     return -lt.sum(lt.log(lt.sum(probs * onehot, axis=-1)) * w) / float(np.sum(weights))
 """
+STALE = """def accumulate_grads(leaves, parts, loss_of):
+    total = sum(float(np.sum(weights)) for _, _, weights in parts)
+    for x, targets, weights in parts:
+        (loss_of(leaves, x, targets, weights) * (float(np.sum(weights)) / total)).backward()
+"""
 LIMITS = kit.sandbox_limits(
     "--cell-timeout", "120", "--timeout", "600", "--memory-mb", "2048", "--cases", "20"
 )
@@ -33,6 +38,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], An
         "solved": solved,
         "blank": kit.student_notebook(CHAPTER),
         "naive": kit.set_source(solved, "ch10.cross_entropy", NAIVE),
+        "stale": kit.set_source(solved, "ch10.accumulate_grads", STALE),
     }
     root = tmp_path_factory.mktemp("ch10-class")
     return kit.grade_class(root, CHAPTER, submissions, "--seed", "7", *LIMITS)
@@ -53,3 +59,10 @@ def test_a_naive_softmax_loses_the_loss_on_hidden_cases_and_keeps_the_rest(
     for exercise_id in ("ch10.learning_rate", "ch10.adamw_step", "ch10.q1", "ch10.q4"):
         exercise = kit.MANIFEST.exercise(exercise_id)
         assert graded[("naive", exercise_id)].score == exercise.points, exercise_id
+
+
+def test_accumulation_without_zero_grad_loses_exactly_it(
+    graded: dict[tuple[str, str], Any],
+) -> None:
+    assert graded[("stale", "ch10.accumulate_grads")].score == 0
+    kit.scores_every_checked_point(graded, CHAPTER, "stale", but=("ch10.accumulate_grads",))

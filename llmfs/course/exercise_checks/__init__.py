@@ -12,8 +12,9 @@ table).
 One module per chapter holds that chapter's case generators, answers and checks, and registers
 each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the one way in:
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
-:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`,
-10 :mod:`.training`, 11 :mod:`.generation`, 12 :mod:`.cooperate`.
+:mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`
+and :mod:`.engine`, 10 :mod:`.training` and :mod:`.accumulate`, 11 :mod:`.generation` and
+:mod:`.text`, 12 :mod:`.cooperate`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
 :mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -35,6 +36,10 @@ from collections.abc import Callable
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercise_checks.accumulate import (  # chapter 10, gradients
+    check_accumulate_grads,
+    check_cross_entropy_grad,
+)
 from llmfs.course.exercise_checks.attention import (  # chapter 7
     check_causal_self_attention,
     check_merge_heads,
@@ -53,6 +58,12 @@ from llmfs.course.exercise_checks.cooperate import (  # chapter 12
     check_tiled_matmul_kernel,
 )
 from llmfs.course.exercise_checks.einsum import check_naive_einsum  # chapter 6
+from llmfs.course.exercise_checks.engine import (  # chapter 9, the engine
+    check_backward_pass,
+    check_matmul_backward,
+    tape_inputs,
+    tape_rule,
+)
 from llmfs.course.exercise_checks.generation import (  # chapter 11
     check_bpe_encode,
     check_cache_write,
@@ -101,6 +112,10 @@ from llmfs.course.exercise_checks.strides import (  # chapter 1
     check_flat_index,
     check_is_contiguous,
 )
+from llmfs.course.exercise_checks.text import (  # chapter 11, GPT-2's byte map and top-p
+    check_bytes_to_unicode,
+    check_top_p_keep,
+)
 from llmfs.course.exercise_checks.training import (  # chapter 10
     check_adamw_step,
     check_cross_entropy,
@@ -136,12 +151,15 @@ __all__ = [
     "CheckReport",
     "ImplementSpec",
     "Shortcuts",
+    "check_accumulate_grads",
     "check_adamw_step",
     "check_add_kernel",
+    "check_backward_pass",
     "check_block",
     "check_bpe_encode",
     "check_broadcast_shape",
     "check_broadcast_strides",
+    "check_bytes_to_unicode",
     "check_cache_write",
     "check_cached_step",
     "check_can_reshape_without_copy",
@@ -149,6 +167,7 @@ __all__ = [
     "check_compute_strides",
     "check_copying_transpose",
     "check_cross_entropy",
+    "check_cross_entropy_grad",
     "check_expand_backward",
     "check_flat_index",
     "check_for",
@@ -165,6 +184,7 @@ __all__ = [
     "check_learning_rate",
     "check_logical_offsets",
     "check_materialize",
+    "check_matmul_backward",
     "check_merge_heads",
     "check_merge_layout",
     "check_mlp",
@@ -180,6 +200,7 @@ __all__ = [
     "check_softmax_rows",
     "check_split_heads",
     "check_tiled_matmul_kernel",
+    "check_top_p_keep",
     "check_train",
     "check_train_bpe",
     "check_values",
@@ -188,4 +209,6 @@ __all__ = [
     "counting_copies",
     "register",
     "run_spec",
+    "tape_inputs",
+    "tape_rule",
 ]

@@ -11,11 +11,14 @@ from a seed (a case is one plain JSON object; its ``prepare`` makes the argument
   other merges (each drawn until it does); all are in several scripts (multi-byte UTF-8).
 * ``bpe_encode(text, merges)``: :meth:`BPETokenizer.encode` of a tokenizer trained with those
   merges; texts the merges were not trained on, in any script, whitespace runs, the empty text.
-* ``sample_next(logits, temperature, top_k, rng)``: :meth:`llmfs.gpt.sampling.Sampler.choose` on
-  the same logits and a generator from the same seed: the same tokens, and the same use of the
-  random stream (one ``rng.random(B)`` per call; nothing when greedy). Hostile logits: ties (the
-  lower id wins, at the arg-max and at the top-k boundary), logits of 10,000 and temperatures of
-  1e-3 (where ``exp`` without the largest logit subtracted overflows), ``-inf`` entries.
+* ``sample_next(logits, temperature, top_k, rng)``: judged on what it draws, not on one use of
+  the random stream. A greedy case (temperature 0 or ``top_k = 1``) gives the arg-max, the lower
+  id on a tie. A sampling case repeats each row :data:`DRAWS_PER_ROW` times in one call: no id
+  outside the top k (ties to the lower id) or of weight 0 may be drawn, and each row's counts
+  must pass a chi-square test against ``softmax(z / temperature)`` over the candidates at
+  p >= :data:`P_VALUE`; the same seed must give the same tokens and another seed other tokens.
+  Hostile logits: ties, logits of 10,000 and temperatures of 1e-3 (where ``exp`` without the
+  largest logit subtracted overflows), ``-inf`` entries.
 * ``cache_write(cache, pos, k, v)``: the write of :meth:`llmfs.gpt.kv_cache.KVCache.write`: the
   keys into ``cache[0]`` and the values into ``cache[1]`` at positions ``pos..pos + T - 1``,
   every other cell unchanged (the cells hold earlier values, never zeros), with no read-out of
@@ -31,7 +34,6 @@ from a seed (a case is one plain JSON object; its ``prepare`` makes the argument
 
 from __future__ import annotations
 
-import copy
 import functools
 import itertools
 import math
@@ -48,7 +50,6 @@ from llmfs.course.exercise_checks.attention import Counted, counted_call
 from llmfs.course.exercise_checks.report import CheckReport
 from llmfs.course.exercise_checks.shortcuts import Shortcuts
 from llmfs.course.exercise_checks.spec import ImplementSpec, register
-from llmfs.gpt.sampling import Sampler
 from llmfs.gpt.tokenizer import BPETokenizer, pretokenize
 from llmfs.tensor import Tensor, TensorView
 
@@ -220,9 +221,15 @@ def _encode_explain(got: Any, want: Any, train_text: str, num_merges: int, text:
 
 # -- sampling ------------------------------------------------------------------------------------
 
-NOTHING_DRAWN = "nothing drawn"
-ONE_DRAW = "one rng.random(B)"
-OTHER_DRAWS = "other draws"
+#: Draws per row of a sampling case: each row of the case's logits is repeated this many times.
+DRAWS_PER_ROW = 1000
+#: A row's counts fail when a chi-square test rejects them at this p-value: a right sampler
+#: fails a case about once in a million, a wrong temperature or top-k (the probabilities moved
+#: by a few percent at 1,000 draws) far more often than not.
+P_VALUE = 1e-6
+FOLLOWS = "drawn from softmax(logits / temperature) over the top k"
+SAME = "same tokens"
+OTHER = "other tokens"
 
 
 def _logits(case: dict[str, Any]) -> np.ndarray:
@@ -242,16 +249,103 @@ def _logits(case: dict[str, Any]) -> np.ndarray:
     return z
 
 
-def _draws(after: np.random.Generator, before: np.random.Generator, batch: int) -> str:
-    # How the call used the stream: ``before`` is a copy of the generator made before the call.
-    if after.bit_generator.state == before.bit_generator.state:
-        return NOTHING_DRAWN
-    before.random(batch)
-    return ONE_DRAW if after.bit_generator.state == before.bit_generator.state else OTHER_DRAWS
-
-
 def _stream_seed(case: dict[str, Any]) -> int:
     return int(case["seed"]) + 1
+
+
+def _greedy(case: dict[str, Any]) -> bool:
+    return case["temperature"] == 0 or case["top_k"] == 1
+
+
+def sampling_probabilities(logits: np.ndarray, temperature: float, top_k: int | None) -> np.ndarray:
+    """Each row's probability of every id: ``softmax(z / temperature)`` over the ``top_k``
+    largest logits (ties to the lower id), 0 elsewhere; one-hot at the arg-max when greedy."""
+    z = np.asarray(logits, dtype=np.float64)
+    batch, vocab = z.shape
+    out = np.zeros((batch, vocab))
+    if temperature == 0 or top_k == 1:
+        out[np.arange(batch), z.argmax(axis=-1)] = 1.0
+        return out
+    k = vocab if top_k is None else top_k
+    candidates = np.argsort(-z, axis=-1, kind="stable")[:, :k]
+    scaled = np.take_along_axis(z, candidates, axis=-1) / temperature
+    weights = np.exp(scaled - scaled.max(axis=-1, keepdims=True))
+    np.put_along_axis(out, candidates, weights / weights.sum(axis=-1, keepdims=True), axis=-1)
+    return out
+
+
+def chi_square_p(statistic: float, dof: int) -> float:
+    """The probability that a chi-square variable with ``dof`` degrees of freedom exceeds
+    ``statistic``: the regularized upper incomplete gamma function Q(dof / 2, statistic / 2),
+    by its series below ``a + 1`` and its continued fraction above (Numerical Recipes'
+    ``gammq``)."""
+    if dof < 1 or statistic <= 0:
+        return 1.0
+    a, x = dof / 2.0, statistic / 2.0
+    log_front = -x + a * math.log(x) - math.lgamma(a)
+    if x < a + 1.0:
+        term = total = 1.0 / a
+        n = a
+        for _ in range(10_000):
+            n += 1.0
+            term *= x / n
+            total += term
+            if abs(term) < abs(total) * 1e-15:
+                break
+        return max(0.0, 1.0 - total * math.exp(log_front))
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, d = 1.0 / tiny, 1.0 / b
+    h = d
+    for i in range(1, 10_000):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        d = tiny if abs(d) < tiny else d
+        c = b + an / c
+        c = tiny if abs(c) < tiny else c
+        d = 1.0 / d
+        step = d * c
+        h *= step
+        if abs(step - 1.0) < 1e-15:
+            break
+    return min(1.0, math.exp(log_front) * h)
+
+
+def judge_counts(counts: np.ndarray, probabilities: np.ndarray) -> str | None:
+    """None when ``counts`` (draws per id of one row) are a plausible sample of
+    ``probabilities``; else what is wrong: an id of probability 0 drawn, or counts a chi-square
+    test rejects at :data:`P_VALUE` (ids expected fewer than 5 times pooled into one bin)."""
+    impossible = np.flatnonzero((probabilities == 0) & (counts > 0))
+    if len(impossible):
+        return f"drew id {int(impossible[0])}, which has probability 0"
+    expected = probabilities * counts.sum()
+    # Bins expected fewer than 5 times are pooled, and a pool still below 5 joins the least
+    # likely large bin: the chi-square approximation needs every bin expected 5 times or more.
+    order = np.argsort(expected, kind="stable")
+    pairs: list[list[float]] = []
+    pool = [0.0, 0.0]
+    for i in order:
+        if expected[i] == 0:
+            continue
+        if expected[i] < 5 or (pool[1] and pool[1] < 5):
+            pool = [pool[0] + counts[i], pool[1] + expected[i]]
+            if pool[1] >= 5:
+                pairs.append(pool)
+                pool = [0.0, 0.0]
+        else:
+            pairs.append([float(counts[i]), float(expected[i])])
+    if pool[1] > 0:
+        if not pairs:
+            return None
+        pairs[0] = [pairs[0][0] + pool[0], pairs[0][1] + pool[1]]
+    if len(pairs) < 2:
+        return None
+    statistic = sum((o - w) ** 2 / w for o, w in pairs)
+    p = chi_square_p(statistic, len(pairs) - 1)
+    if p < P_VALUE:
+        return f"counts that do not follow the probabilities (chi-square p = {p:.1e})"
+    return None
 
 
 def _sample_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
@@ -259,9 +353,9 @@ def _sample_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
     for k in range(n):
         vocab = rng.choice((1, 2, 5, rng.randint(3, 40)))
         top_k = rng.choice((None, 1, vocab, rng.randint(1, vocab)))
-        temperature = rng.choice((0.0, 0.0, 1.0, 0.7, 2.5, 1e-3))
+        temperature = rng.choice((0.0, 1.0, 0.7, 0.7, 2.5, 1e-3))
         case = {
-            "shape": [rng.randint(1, 4), vocab],
+            "shape": [rng.randint(1, 3), vocab],
             "logits": ("normal", "ties", "large", "-inf")[k % 4],
             "temperature": temperature,
             "top_k": top_k,
@@ -272,8 +366,12 @@ def _sample_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
 
 
 def _sample_prepare(case: dict[str, Any]) -> tuple[Any, ...]:
+    # A sampling case repeats each row DRAWS_PER_ROW times (one call, rows in blocks): the
+    # counts per row are a sample of that row's distribution.
+    z = _logits(case)
+    repeat = 1 if _greedy(case) else DRAWS_PER_ROW
     return (
-        _logits(case),
+        np.repeat(z, repeat, axis=0),
         case["temperature"],
         case["top_k"],
         np.random.default_rng(_stream_seed(case)),
@@ -281,27 +379,66 @@ def _sample_prepare(case: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _sample_reference(case: dict[str, Any]) -> Any:
-    rng = np.random.default_rng(_stream_seed(case))
-    before = copy.deepcopy(rng)
-    tokens = Sampler(float(case["temperature"]), case["top_k"], rng).choose(_logits(case))
-    draws = _draws(rng, before, case["shape"][0])
-    return {"tokens": [int(t) for t in tokens], "random stream": draws}
+    z = _logits(case)
+    if _greedy(case):
+        return {"tokens": [int(t) for t in z.argmax(axis=-1)], "same seed": SAME}
+    return {"tokens": FOLLOWS, "same seed": SAME, "another seed": OTHER}
 
 
 def _sample_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    # The generator as it was before the call: the summary compares how far the call moved it.
-    before = copy.deepcopy(args[3])
-    return fn(*args), before
+    # Three calls: the case's generator, a new one from the same seed, one from another seed.
+    logits, temperature, top_k, rng = args
+    seed = int(rng.bit_generator.seed_seq.entropy)
+    first = fn(logits.copy(), temperature, top_k, rng)
+    again = fn(logits.copy(), temperature, top_k, np.random.default_rng(seed))
+    other = fn(logits.copy(), temperature, top_k, np.random.default_rng(seed + 10**7))
+    return first, again, other
 
 
-def _sample_summary(pair: Any, call_args: tuple[Any, ...]) -> Any:
-    result, before = pair
-    logits, _, _, rng = call_args
+def _token_array(result: Any, rows: int) -> np.ndarray | str:
     try:
-        tokens = [int(t) for t in np.asarray(result).reshape(-1)]
+        tokens = np.asarray(result).reshape(-1)
     except (TypeError, ValueError):
-        return {"result": f"a {type(result).__name__}, not token ids"}
-    return {"tokens": tokens, "random stream": _draws(rng, before, logits.shape[0])}
+        return f"a {type(result).__name__}, not token ids"
+    if tokens.shape != (rows,) or not np.issubdtype(tokens.dtype, np.integer):
+        if tokens.shape == (rows,) and np.all(np.mod(tokens, 1) == 0):
+            return tokens.astype(np.int64)
+        return f"{tokens.size} values for {rows} rows, not one token id per row"
+    return tokens.astype(np.int64)
+
+
+def _sample_summary(results: Any, call_args: tuple[Any, ...]) -> Any:
+    first, again, other = results
+    logits, temperature, top_k, _ = call_args
+    rows, vocab = logits.shape
+    tokens = _token_array(first, rows)
+    if isinstance(tokens, str):
+        return {"tokens": tokens}
+    if ((tokens < 0) | (tokens >= vocab)).any():
+        bad = int(tokens[(tokens < 0) | (tokens >= vocab)][0])
+        return {"tokens": f"{bad} is not an id of the vocabulary 0..{vocab - 1}"}
+    repeated = _token_array(again, rows)
+    same = SAME if not isinstance(repeated, str) and (repeated == tokens).all() else OTHER
+    if temperature == 0 or top_k == 1:
+        return {"tokens": [int(t) for t in tokens], "same seed": same}
+    block = DRAWS_PER_ROW
+    probabilities = sampling_probabilities(logits[::block], temperature, top_k)
+    verdict = FOLLOWS
+    for row in range(rows // block):
+        counts = np.bincount(tokens[row * block : (row + 1) * block], minlength=vocab)
+        wrong = judge_counts(counts, probabilities[row])
+        if wrong is not None:
+            verdict = f"row {row}: {wrong}"
+            break
+    # Another seed must give other draws wherever two ids are likely enough to differ.
+    spread = vocab > 1 and bool((np.sort(probabilities, axis=-1)[:, -2] > 0.01).any())
+    elsewhere = _token_array(other, rows)
+    moved = OTHER if not isinstance(elsewhere, str) and (elsewhere != tokens).any() else SAME
+    return {"tokens": verdict, "same seed": same, "another seed": moved if spread else OTHER}
+
+
+def _sample_size(case: dict[str, Any]) -> tuple[int, ...]:
+    return (case["shape"][0] * case["shape"][1], 2)
 
 
 def _top_k_ids(row: np.ndarray, top_k: int | None) -> set[int]:
@@ -310,32 +447,29 @@ def _top_k_ids(row: np.ndarray, top_k: int | None) -> set[int]:
 
 
 def _sample_explain(got: Any, want: Any, case: dict[str, Any]) -> str | None:
-    if not isinstance(got, dict) or not isinstance(got.get("tokens"), list):
+    if not isinstance(got, dict):
         return None
-    z = _logits(case)
-    tokens = got["tokens"]
-    if len(tokens) != z.shape[0]:
-        return "sample_next returns one token per row of the logits"
-    for b, token in enumerate(tokens):
-        if not 0 <= token < z.shape[1]:
-            return f"row {b}'s token {token} is not an id of the vocabulary"
-        if token not in _top_k_ids(z[b], case["top_k"]):
-            return (
-                f"row {b}'s token is outside the top-k: only the top_k ids with the largest "
-                "logits (ties to the lower id) are candidates"
-            )
-    if got.get("random stream") != want.get("random stream"):
+    tokens = got.get("tokens")
+    if got.get("same seed") == OTHER:
         return (
-            "the stream is used as the library uses it: one rng.random(B) per call when "
-            "sampling, nothing when greedy (temperature 0 or top_k = 1)"
+            "draw every random number from the rng you are given: the same seed must give the "
+            "same tokens"
         )
-    if case["temperature"] == 0:
-        return "temperature 0 is greedy: the arg-max, the lowest id on a tie"
+    if got.get("another seed") == SAME and want.get("another seed") == OTHER:
+        return "the draws must come from the rng argument: another seed gives other tokens"
+    if isinstance(tokens, str) and "probability 0" in tokens:
+        return (
+            "only the top_k ids with the largest logits (ties to the lower id) are candidates, "
+            "and an id whose weight is 0 is never drawn"
+        )
+    if isinstance(tokens, str) and "chi-square" in tokens:
+        return (
+            "each candidate is drawn with probability softmax(logits / temperature) over the "
+            "candidates: check the temperature and the normalization"
+        )
+    if _greedy(case) and isinstance(tokens, list):
+        return "temperature 0 and top_k = 1 are greedy: the arg-max, the lowest id on a tie"
     return None
-
-
-def _sample_size(case: dict[str, Any]) -> tuple[int, ...]:
-    return (case["shape"][0] * case["shape"][1], 2)
 
 
 # -- the cache write -----------------------------------------------------------------------------
@@ -719,7 +853,7 @@ check_sample_next = register(
         "sample_next",
         _sample_cases,
         _sample_reference,
-        cases=120,
+        cases=60,
         prepare=_sample_prepare,
         call=_sample_call,
         summarize=_sample_summary,
@@ -728,8 +862,10 @@ check_sample_next = register(
         size=_sample_size,
         explain=lambda got, want, *args: _sample_explain(got, want, *args),
     ),
-    "Checks ``sample_next(logits, temperature, top_k, rng) -> [B] token ids`` against the "
-    "library's Sampler on the same logits and seed: the same tokens and the same draws.",
+    "Checks ``sample_next(logits, temperature, top_k, rng) -> [B] token ids`` on its "
+    "distribution: greedy steps give the arg-max; sampled rows, each repeated many times, give "
+    "counts that a chi-square test accepts as softmax(logits / temperature) over the top k; the "
+    "same seed gives the same tokens and another seed other tokens.",
 )
 check_cache_write = register(
     ImplementSpec(
@@ -780,10 +916,9 @@ GENERATION_CHECKS: dict[str, Callable[..., CheckReport]] = {
 
 __all__ = [
     "AGREES",
+    "DRAWS_PER_ROW",
     "GENERATION_CHECKS",
-    "NOTHING_DRAWN",
-    "ONE_DRAW",
-    "OTHER_DRAWS",
+    "P_VALUE",
     "SHORTCUTS",
     "TOLERANCE",
     "MultiplyAdds",
