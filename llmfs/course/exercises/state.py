@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmfs.course.attempts import attempts_path, load_attempts, load_events, record_attempt
 from llmfs.course.exercises.entries import predict_exercise
-from llmfs.course.exercises.judge import Verdict
+from llmfs.course.exercises.judge import FieldVerdict
 from llmfs.course.exercises.reveals import reveals_allowed
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def exercise_state(exercise_id: str, path: Path | None = None) -> ExerciseState:
 
 def record(
     exercise_id: str | None,
-    verdicts: Sequence[Verdict],
+    verdicts: Sequence[FieldVerdict],
     *,
     answers: Mapping[str, str] | None = None,
     path: Any = None,
