@@ -3,18 +3,23 @@
 ``llmfs check [NOTEBOOK ...]`` (default: the course notebooks in ``--dir``, the course folder
 ``llmfs start`` uses, ``~/llmfs-course`` unless given; when that folder does not exist it says so
 and exits 2) runs each notebook headless in a fresh limited kernel, exactly as "Run All" would,
-and prints one table per chapter: answered, right, points and hints used (from the learner's own
-``.llmfs/attempts.jsonl`` when present), then the next hint for each wrong answer. ``--json``
+and prints one table per chapter with a line per exercise: the answer given (shortened), the
+result, the wrong tries, whether an answer was revealed, the hints used and the points; then,
+for each answer not right, the wrong fields, the mistakes it shows and the next hint. ``--json``
 prints the same as JSON.
 
-A predict exercise is judged on its record, the literals of its ``predict(...)`` cell
-(:mod:`llmfs.course.exercises.record`): they are read statically, and the run executes, right
-after that cell, one more cell that judges them against the exercise's expression in the
-notebook's names at that point. Neither the attempts log nor what a check printed counts, so
-``llmfs check``, ``llmfs grade`` (which reads the same literals) and the notebook's own
-``check`` read one answer. Implement exercises are judged by the checks the notebook runs, which
-record to an attempts log pointed at a temporary file. The run's home is a scratch folder; a
-Metal build cache named by ``$LLMFS_CACHE_DIR`` is passed on, so kernels built once are reused.
+Every result is a :class:`~llmfs.course.exercises.verdict.Verdict` from the one verdict module
+the notebook's ``check`` and ``llmfs grade`` use. A predict exercise is judged on its record,
+the literals of its ``predict(...)`` cell (:mod:`llmfs.course.exercises.record`): they are read
+statically, and the run executes, right after that cell, one more cell that judges them
+(:func:`~llmfs.course.exercises.verdict.judge_predict`) against the exercise's expression in the
+notebook's names at that point. An implement exercise is judged by the check the notebook runs
+(:func:`~llmfs.course.exercises.verdict.judge_implement`). Both write their verdicts to a
+temporary file this command reads. The learner's history (wrong tries, reveals, hints) comes
+from their attempts log, read as the notebook reads it
+(:func:`~llmfs.course.exercises.state.exercise_state`), and from the reveal notes the saved
+notebook carries; it never changes a verdict. The run's home is a scratch folder; a Metal build
+cache named by ``$LLMFS_CACHE_DIR`` is passed on, so kernels built once are reused.
 
 It never prints a solution: it has none. The learner's installation ships only the student
 notebooks; right and wrong come from the checks the notebook itself runs, which show no truth
