@@ -135,6 +135,8 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.course.exercises.reveals", 7, "course engine"),
     ("llmfs.course.exercises.run", 7, "course engine"),
     ("llmfs.course.exercises.state", 7, "course engine"),
+    ("llmfs.course.exercises.tables", 7, "course engine"),
+    ("llmfs.course.exercises.verdict", 7, "course engine"),
     ("llmfs.widgets", 8, "widgets"),
     ("llmfs.widgets.comparison", 8, "widgets"),
     ("llmfs.widgets.diagram", 8, "widgets"),
@@ -160,8 +162,9 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.course.names_table", 9, "course tools"),
     ("llmfs.course.notebooks", 9, "course tools"),
     ("llmfs.course.start", 9, "course tools"),
-    # The exercise checks report with the widgets' tables and verdicts (report.py and spec.py
-    # import widgets), and the grader runs them: they are course tools, above the widgets.
+    # The exercise checks return data (a verdict and a report drawn with the engine's text
+    # tables) and load no widget (tests/course/test_verdict_imports.py); they train and run the
+    # capstone's code (llmfs.gpt.train), so they sit with the course tools.
     ("llmfs.course.exercise_checks", 9, "course tools"),
     ("llmfs.course.exercise_checks.attention", 9, "course tools"),
     ("llmfs.course.exercise_checks.broadcasting", 9, "course tools"),
@@ -195,6 +198,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.course.grading.sandbox", 9, "course tools"),
     ("llmfs.course.grading.score", 9, "course tools"),
     ("llmfs.course.grading.selfcheck", 9, "course tools"),
+    ("llmfs.course.grading.truths", 9, "course tools"),
     ("llmfs.course.grading.worker", 9, "course tools"),
     # `llmfs figures` regenerates every committed figure, the capstone's loss curve (gpt.plot)
     # among them: a command, above the widgets it draws with.

@@ -115,6 +115,25 @@ class ImplementSpec:
     #: function builds the source).
     kernel_shortcut: Callable[[str], str | None] | None = None
 
+    # What the one implement verdict (:func:`~llmfs.course.exercises.verdict.judge_implement`)
+    # asks of a spec, so the verdict module needs no import of the checks.
+    def order(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        """The sort key of a case, smallest first (:func:`case_order`)."""
+        return case_order(self, args)
+
+    def expected(self, args: Sequence[Any]) -> Outcome:
+        """The library's outcome for one case (:func:`expected_outcome`)."""
+        return expected_outcome(self, args)
+
+    def matches(self, got: Outcome, want: Outcome) -> bool:
+        """True when ``got`` is the library's ``want`` (:func:`outcomes_match`)."""
+        return outcomes_match(got, want)
+
+    def refusal(self, outcome: Outcome) -> str | None:
+        """The teaching message of a case that called a forbidden function
+        (:func:`shortcut_text`), or None for any other outcome."""
+        return shortcut_text(self, outcome) if outcome.get("error") == SHORTCUT else None
+
 
 def expected_outcome(spec: ImplementSpec, args: Sequence[Any]) -> Outcome:
     """The library's outcome for one case: ``{"value": ...}`` or ``{"error": name}``."""

@@ -103,6 +103,11 @@ class Verdict:
             return False
         return None
 
+    @property
+    def answered(self) -> bool:
+        """True when the learner gave an answer (judged or not): not unanswered or missing."""
+        return self.status not in ("unanswered", "missing")
+
     def to_json(self) -> dict[str, Any]:
         """The verdict as JSON data (lists for tuples)."""
         data = asdict(self)
@@ -260,17 +265,10 @@ def judge_implement(
 
     Full points when every case matches, else 0. A case that called a function the exercise
     forbids scores 0 and the message names the call, for the smallest such case. Otherwise the
-    smallest failing case by :func:`~llmfs.course.exercise_checks.spec.case_order` is reported,
-    its arguments and what the function gave."""
-    # Loaded on use: the specs import the tensor library and the chapters' checks.
-    from llmfs.course.exercise_checks.spec import (
-        SHORTCUT,
-        case_order,
-        expected_outcome,
-        outcomes_match,
-        shortcut_text,
-    )
-
+    smallest failing case by the spec's case order (its ``order``) is reported,
+    its arguments and what the function gave. ``spec`` is an
+    :class:`~llmfs.course.exercise_checks.spec.ImplementSpec`: its ``order``, ``expected``,
+    ``matches`` and ``refusal`` are the rules read here."""
     exercise_id = spec.exercise_id
     count = len(cases)
     base = Verdict(exercise_id, float(points), 0.0, "wrong", kind="implement", cases=count)
@@ -279,21 +277,21 @@ def judge_implement(
         return _replace(base, message=message[:MESSAGE_LIMIT], passed=0)
     if len(outcomes) != count:
         raise ValueError(f"{count} cases but {len(outcomes)} outcomes")
-    order = sorted(range(count), key=lambda k: case_order(spec, cases[k]))
-    refused = [k for k in order if outcomes[k].get("error") == SHORTCUT]
+    order = sorted(range(count), key=lambda k: spec.order(cases[k]))
+    refused = [k for k in order if spec.refusal(dict(outcomes[k])) is not None]
     if refused:
         # Calling the library function the exercise re-implements scores nothing, whatever the
         # values: the message names the call (never an expected value).
         k = refused[0]
-        message = f"{shortcut_text(spec, dict(outcomes[k]))}; 0 of {count} {which} cases count"
+        message = f"{spec.refusal(dict(outcomes[k]))}; 0 of {count} {which} cases count"
         smallest = case_text(spec.function, cases[k], outcomes[k])
         return _replace(base, message=message[:MESSAGE_LIMIT], passed=0, smallest=smallest)
     wants = (
         list(expected)
         if expected is not None
-        else [json.loads(json.dumps(expected_outcome(spec, args))) for args in cases]
+        else [json.loads(json.dumps(spec.expected(args))) for args in cases]
     )
-    failing = [k for k in order if not outcomes_match(dict(outcomes[k]), dict(wants[k]))]
+    failing = [k for k in order if not spec.matches(dict(outcomes[k]), dict(wants[k]))]
     passed = count - len(failing)
     if not failing:
         return _replace(

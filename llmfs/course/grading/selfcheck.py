@@ -72,7 +72,7 @@ class ChapterProgress:
         """answered, right, points earned, points possible, hints used, in review, revealed."""
         return {
             "exercises": len(self.exercises),
-            "answered": sum(1 for e in self.exercises if _answered(e)),
+            "answered": sum(1 for e in self.exercises if e.answered),
             "right": sum(1 for e in self.exercises if e.right),
             "points": round(sum(e.score or 0.0 for e in self.exercises), 4),
             "possible": sum(e.points for e in self.exercises),
@@ -80,10 +80,6 @@ class ChapterProgress:
             "in_review": sum(1 for e in self.exercises if e.status == "pending"),
             "revealed": sum(1 for e in self.exercises if e.revealed),
         }
-
-
-def _answered(verdict: Verdict) -> bool:
-    return verdict.status not in ("unanswered", "missing")
 
 
 def _chapter_of(manifest: Manifest, path: Path, notebook: dict[str, Any]) -> Chapter:
@@ -407,7 +403,7 @@ def as_json(chapters: list[ChapterProgress]) -> dict[str, Any]:
                 **e.to_json(),
                 "id": e.exercise,
                 "title": titles.get(e.exercise, ""),
-                "answered": _answered(e),
+                "answered": e.answered,
                 "right": e.right,
                 "answer_shown": shortened(answer_text(e)),
                 "hint": chapter.next_hints.get(e.exercise, ""),
