@@ -151,3 +151,61 @@ def test_the_notebook_llmfs_check_and_llmfs_grade_give_one_verdict(
         for k, mistake in enumerate(item.exercise.mistakes):
             graded = by_grade[(item.exercise.id, f"mistake {k}")]
             assert mistake.message in graded.mistakes, (item.exercise.id, graded.message)
+
+
+#: Cases per implement run: enough to tell a right function from a wrong one, few enough for
+#: every chapter's kernels and training loops.
+IMPLEMENT_CASES = 12
+
+
+def _wrong_source(function: str) -> str:
+    return f"def {function}(*args, **kwargs):\n    raise ValueError('not the answer')\n"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.id)
+def test_implement_exercises_get_one_verdict_from_the_three(
+    chapter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The right function (the solution's, as the grader reads it from the submission) and a
+    # generic wrong one, for every implement exercise with a hidden check: the notebook's check
+    # (its report's verdict), llmfs check's reading of the verdict line that check writes, and
+    # llmfs grade's row agree on the status and the points.
+    from llmfs.course.exercise_checks import check_for
+    from llmfs.course.exercises.verdict import read_verdicts
+
+    key = kit.key_of(chapter)
+    items = kit.checked_implements(key)
+    if not items:
+        pytest.skip(f"{chapter.id} has no implement exercise with a hidden check")
+    correct = kit.correct_notebook(chapter)
+    monkeypatch.setenv(VERDICTS_ENV, str(tmp_path / "check.jsonl"))
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(tmp_path / "attempts.jsonl"))
+    disagree = []
+    for item in items:
+        exercise_id = item.exercise.id
+        right = extract.find_exercise(
+            correct, item.exercise, blank_source=item.blank_source, function=item.function
+        ).answer
+        assert isinstance(right, str), exercise_id
+        for name, source in (("right", right), ("wrong", _wrong_source(str(item.function)))):
+            namespace: dict[str, Any] = {"__name__": f"learner_{exercise_id.replace('.', '_')}"}
+            exec(compile(source, exercise_id, "exec"), namespace)
+            report = check_for(exercise_id)(namespace[item.function], cases=IMPLEMENT_CASES)
+            by_notebook = report.verdict
+            assert by_notebook is not None, exercise_id
+            by_check = Verdict.from_json(
+                read_verdicts(tmp_path / "check.jsonl")[exercise_id]["verdict"]
+            )
+            submission = kit.set_source(correct, exercise_id, source)
+            (graded,) = grade_notebook(
+                submission,
+                replace(key, exercises=(item,)),
+                3,
+                Limits(cell_timeout=120.0),
+                cases=IMPLEMENT_CASES,
+            )
+            three = {(v.status, v.score) for v in (by_notebook, by_check, graded)}
+            if len(three) != 1:
+                disagree.append((exercise_id, name, three, graded.message))
+            assert graded.status == name, (exercise_id, graded.message)
+    assert not disagree, "\n".join(map(str, disagree))
