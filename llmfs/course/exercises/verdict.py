@@ -128,9 +128,25 @@ class Verdict:
                 value = tuple(value)
             values[name] = value
         verdict = cls(**values)
-        if not isinstance(verdict.exercise, str) or verdict.status not in STATUSES:
+        numbers = (int, float)
+        sound = (
+            isinstance(verdict.exercise, str)
+            and verdict.status in STATUSES
+            and isinstance(verdict.points, numbers)
+            and (verdict.score is None or isinstance(verdict.score, numbers))
+            and all(isinstance(getattr(verdict, n), str) for n in _TEXTS)
+            and all(isinstance(getattr(verdict, n), int) for n in ("wrong_tries", "hints_used"))
+            and all(
+                getattr(verdict, n) is None or isinstance(getattr(verdict, n), int)
+                for n in ("passed", "cases")
+            )
+        )
+        if not sound:
             raise ValueError(f"not a verdict: {dict(data)!r}"[:200])
         return verdict
+
+
+_TEXTS = ("message", "answer", "answer_sha", "kind", "smallest")
 
 
 def _fields_text(names: Sequence[str]) -> str:

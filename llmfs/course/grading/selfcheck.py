@@ -383,9 +383,8 @@ def render(chapters: list[ChapterProgress]) -> str:
                 hint = chapter.next_hints.get(e.exercise, "")
                 hint_text = f" hint: {hint}" if hint else ""
                 lines.append(f"  {e.exercise}{which}.{said}{mistakes}{hint_text}")
-            elif (e.message and e.status in ("unchecked", "missing")) or (
-                e.status == "unanswered" and e.message
-            ):
+            elif e.message and e.status in ("unchecked", "missing", "unanswered"):
+                # Why it was not judged (not checked, no cell, a stub): never a verdict.
                 lines.append(f"  {e.exercise}: {e.message}")
         lines.append("")
     return "\n".join(lines)
