@@ -196,7 +196,10 @@ def test_implement_exercises_get_one_verdict_from_the_three(
             by_check = Verdict.from_json(
                 read_verdicts(tmp_path / "check.jsonl")[exercise_id]["verdict"]
             )
-            submission = kit.set_source(correct, exercise_id, source)
+            # The right answer is the solution's cell as handed in; the wrong one replaces it.
+            submission = (
+                correct if name == "right" else kit.set_source(correct, exercise_id, source)
+            )
             (graded,) = grade_notebook(
                 submission,
                 replace(key, exercises=(item,)),

@@ -174,7 +174,7 @@ def summarize(
     if getattr(exercise, "scoring", "per_field") == "all_or_nothing":
         score = points if len(right) == len(asked) else 0.0
     else:
-        score = round(points * len(right) / len(asked), 4)
+        score = points * len(right) / len(asked)
     status = "right" if len(right) == len(asked) else "partial" if right else "wrong"
     mistakes = tuple(dict.fromkeys(m for f in wrong for m in by_field[f].mistakes))
     parts = [f"{len(right)} of {len(asked)} fields right"]
