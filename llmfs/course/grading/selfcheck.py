@@ -370,19 +370,24 @@ def render(chapters: list[ChapterProgress]) -> str:
             )
         lines.append(
             f"  answered {totals['answered']:g}/{totals['exercises']:g}, right "
-            f"{totals['right']:g}, points {totals['points']:g}/{totals['possible']:g}, "
-            f"wrong tries {sum(e.wrong_tries for e in chapter.exercises)}, revealed "
-            f"{totals['revealed']:g}, hints used {totals['hints_used']:g}, written answers "
-            f"for review {totals['in_review']:g}"
+            f"{totals['right']:g}, points {totals['points']:g}/{totals['possible']:g}, written "
+            f"answers for review {totals['in_review']:g}"
+        )
+        # A second line: the report fits a 900 px notebook output or an 88-column terminal.
+        lines.append(
+            f"  wrong tries {sum(e.wrong_tries for e in chapter.exercises)}, answers revealed "
+            f"{totals['revealed']:g}, hints used {totals['hints_used']:g}"
         )
         for e in chapter.exercises:
             if e.right is False:
                 which = f" (wrong: {', '.join(e.wrong_fields)})" if e.wrong_fields else ""
-                said = f" {e.smallest}." if e.smallest else ""
-                mistakes = "".join(f" {m}" for m in e.mistakes)
+                said = f" smallest failing case: {e.smallest}" if e.smallest else ""
+                lines.append(f"  {e.exercise}{which}.{said}")
+                # One line per mistake the answer shows, then the next hint.
+                lines += [f"    - {m}" for m in e.mistakes]
                 hint = chapter.next_hints.get(e.exercise, "")
-                hint_text = f" hint: {hint}" if hint else ""
-                lines.append(f"  {e.exercise}{which}.{said}{mistakes}{hint_text}")
+                if hint:
+                    lines.append(f"    hint: {hint}")
             elif e.message and e.status in ("unchecked", "missing", "unanswered"):
                 # Why it was not judged (not checked, no cell, a stub): never a verdict.
                 lines.append(f"  {e.exercise}: {e.message}")
