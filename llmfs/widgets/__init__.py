@@ -35,7 +35,7 @@ from typing import Any
 from llmfs.course.exercises.api import Comparison, Prediction, after, check, predict
 from llmfs.course.exercises.entries import FIELDS, PredictionError, normalize
 from llmfs.course.exercises.hints import hint, model_answer
-from llmfs.course.exercises.judge import Verdict, compare
+from llmfs.course.exercises.judge import FieldVerdict, compare
 from llmfs.course.exercises.run import Outcome, run
 from llmfs.widgets.comparison import (
     PredictThenRun,
@@ -79,6 +79,7 @@ __all__ = [
     "Comparison",
     "Diagram",
     "ExpressionError",
+    "FieldVerdict",
     "OffsetTable",
     "Outcome",
     "OwnerNames",
@@ -91,7 +92,6 @@ __all__ = [
     "Trace",
     "TraceRow",
     "TraceTable",
-    "Verdict",
     "after",
     "build",
     "check",

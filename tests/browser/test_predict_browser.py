@@ -184,7 +184,7 @@ def test_two_text_answers_survive_a_save_and_a_new_kernel_and_count_everywhere(
     # llmfs check and llmfs grade read the same record from the saved file.
     manifest = load_manifest()
     progress = check_notebook(manifest, saved, Limits(cell_timeout=60))
-    rows = {row.id: row for row in progress.exercises}
+    rows = {row.exercise: row for row in progress.exercises}
     assert (rows["ch02.q1"].answered, rows["ch02.q1"].right) == (True, True)
     assert (rows["ch02.q2"].answered, rows["ch02.q2"].right) == (True, False)
     assert sorted(rows["ch02.q2"].wrong_fields) == ["offsets", "strides"]

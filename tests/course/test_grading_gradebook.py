@@ -16,26 +16,27 @@ from hypothesis import strategies as st
 
 from llmfs.cli import main as llmfs_main
 from llmfs.course import CourseError
+from llmfs.course.exercises.verdict import Verdict
 from llmfs.course.grading import reports
 from llmfs.course.grading.collect import collect_submissions
 from llmfs.course.grading.gradebook import Gradebook, Review, Row, merge_gradebooks
 from llmfs.course.grading.limits import Limits
 from llmfs.course.grading.sandbox import FunctionTask, RunOutcome, run_function, run_functions
-from llmfs.course.grading.score import ExerciseResult, SubmissionResult
+from llmfs.course.grading.score import SubmissionResult
 
 # Seconds in all (gradebooks written and merged in hundreds of generated orders, worker processes):
 # the file is scheduled early (conftest.py).
 pytestmark = pytest.mark.slow
 
 
-def _result(student: str, sha: str, *rows: ExerciseResult) -> SubmissionResult:
+def _result(student: str, sha: str, *rows: Verdict) -> SubmissionResult:
     run = RunOutcome("ok", None, "ran every cell")
     return SubmissionResult(student, "ch09", f"{student}.ipynb", sha, 7, "checks", run, rows)
 
 
-RIGHT = ExerciseResult("ch09.q1", 2.0, 2.0, "right", "2 of 2 fields right", "{}")
-WRONG = ExerciseResult("ch09.q1", 2.0, 0.0, "wrong", "0 of 2 fields right; wrong: shape", "{}")
-PENDING = ExerciseResult("ch09.why", 2.0, None, "pending", "awaiting", "My answer.", "sha-a")
+RIGHT = Verdict("ch09.q1", 2.0, 2.0, "right", "2 of 2 fields right", "{}")
+WRONG = Verdict("ch09.q1", 2.0, 0.0, "wrong", "0 of 2 fields right; wrong: shape", "{}")
+PENDING = Verdict("ch09.why", 2.0, None, "pending", "awaiting", "My answer.", "sha-a")
 
 
 def test_a_recorded_submission_is_graded_for_its_bytes_seed_and_checks_only(tmp_path: Path) -> None:
@@ -73,7 +74,7 @@ def test_reviews_apply_to_the_answer_they_scored_and_are_bounded(tmp_path: Path)
         book.review("ada", "ch09.why", 1.5, "half")
         row = next(r for r in book.rows() if r.exercise == "ch09.why")
         assert (row.score, row.status, row.message) == (1.5, "reviewed", "half")
-        changed = ExerciseResult("ch09.why", 2.0, None, "pending", "awaiting", "New.", "sha-b")
+        changed = Verdict("ch09.why", 2.0, None, "pending", "awaiting", "New.", "sha-b")
         book.record(_result("ada", "h2", RIGHT, changed))
         row = next(r for r in book.rows() if r.exercise == "ch09.why")
         assert (row.score, row.status) == (None, "pending")
@@ -292,7 +293,7 @@ HOSTILE_IDS = [
 
 
 def _explained(student: str, sha: str = "sha-a", text: str = "My answer.") -> SubmissionResult:
-    answer = ExerciseResult("ch09.why", 2.0, None, "pending", "awaiting", text, sha)
+    answer = Verdict("ch09.why", 2.0, None, "pending", "awaiting", text, sha)
     return _result(student, f"file-{student}-{sha}", RIGHT, answer)
 
 

@@ -11,6 +11,7 @@ import contextlib
 import csv
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,10 @@ import pytest
 
 from llmfs.cli import build_parser
 from llmfs.cli import main as llmfs_main
+from llmfs.course.attempts import record_attempt, record_event
+from llmfs.course.grading import selfcheck
 from llmfs.course.grading.key import hints_of
-from llmfs.course.grading.selfcheck import hints_used
+from llmfs.course.grading.selfcheck import hints_used, history
 from llmfs.course.paths import DEFAULT_FOLDER
 
 pytestmark = pytest.mark.notebooks
@@ -28,20 +31,25 @@ pytestmark = pytest.mark.notebooks
 CHAPTERS = kit.MANIFEST.published_chapters
 
 
-def test_hints_used_come_from_the_learners_log(tmp_path: Path) -> None:
+def test_the_history_comes_from_the_learners_log_as_the_notebook_reads_it(tmp_path: Path) -> None:
     log = tmp_path / "attempts.jsonl"
-    lines = [
-        {"event": "hint", "exercise": "ch01.q1", "number": 1},
-        {"event": "hint", "exercise": "ch01.q1", "number": 2},
-        {"event": "hint", "exercise": "ch01.q1", "number": 2},
-        {"exercise": "ch01.q2", "attempt": 1, "hints": 1, "fields": {"shape": False}},
-        {"event": "reveal", "exercise": "ch01.q2", "fields": ["shape"]},
-    ]
-    log.write_text("\n".join([*map(json.dumps, lines), "not json"]), encoding="utf-8")
+    record_event("hint", "ch01.q1", number=1, path=log)
+    record_event("hint", "ch01.q1", number=2, path=log)
+    record_event("hint", "ch01.q1", number=2, path=log)  # the same hint shown again
+    record_attempt("ch01.q1", {"strides": True}, path=log)
+    record_attempt("ch01.q2", {"base_offset": False, "values": True}, path=log)
+    record_attempt("ch01.q2", {"base_offset": True, "values": True}, path=log)
+    record_event("reveal", "ch01.q3", fields=["shape"], path=log)
+    # (wrong tries, revealed, hints): each hint counts once, a wrong first try stays counted
+    # after a right one, a reveal is flagged.
+    assert history(log, "ch01.q1") == (0, False, 2)
     assert hints_used(log, "ch01.q1") == 2
-    assert hints_used(log, "ch01.q2") == 1
-    assert hints_used(log, "ch01.q3") == 0
-    assert hints_used(tmp_path / "missing.jsonl", "ch01.q1") == 0
+    assert history(log, "ch01.q2") == (1, False, 0)
+    assert history(log, "ch01.q3") == (0, True, 0)
+    assert history(tmp_path / "missing.jsonl", "ch01.q1") == (0, False, 0)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("not json\n", encoding="utf-8")
+    assert history(broken, "ch01.q1") == (0, False, 0)  # the learner's file: never a crash
 
 
 def test_check_without_notebooks_says_so(tmp_path: Path) -> None:
@@ -110,7 +118,11 @@ def test_a_wrong_answer_is_named_with_its_hint_and_never_its_solution(tmp_path: 
     code, text = kit.run_check(tmp_path)
     assert code == 0
     line = next(x for x in text.splitlines() if x.startswith(f"  {item.exercise.id} "))
-    assert line.split()[2:4] == ["yes", "no"]  # answered, not right
+    # The answer given (shortened), then wrong, no revealed answer, and no points.
+    first = next(iter(wrong))
+    shown = f"{first}={json.dumps(wrong[first])}"
+    assert line[2:].split(None, 1)[1].startswith(shown[: selfcheck.ANSWER_WIDTH - 1]), line
+    assert re.search(r" wrong +\d+ +no +\d+ +0/\d+$", line), line
     assert f"  {item.exercise.id} (wrong: " in text
     hints = hints_of(item.exercise)
     if hints:
@@ -242,3 +254,47 @@ def test_the_check_kernel_shares_the_build_cache_the_learner_named(
     _, text = kit.run_check(learner, "--json")
     [progress] = json.loads(text)["chapters"]
     assert progress["run"] == "ok", text
+
+
+def test_the_report_shows_the_answer_the_wrong_tries_the_reveal_and_the_hints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A learner who answered ch01.q1 right after one wrong try, and ch01.q2 right after its
+    # answer was revealed, having seen one hint: the report says so per exercise, in text and
+    # in JSON, and the points are the verdict's (what llmfs grade gives the same answers).
+    chapter = CHAPTERS[0]
+    key = kit.key_of(chapter)
+    first, second = [i for i in key.exercises if i.exercise.kind == "predict"][:2]
+    notebook = kit.student_notebook(chapter)
+    for item in (first, second):
+        source = kit.fill_fields(item.blank_source, item.answers)
+        notebook = kit.set_source(notebook, item.exercise.id, source)
+    path = tmp_path / Path(chapter.notebook).name
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    log = tmp_path / ".llmfs" / "attempts.jsonl"
+    log.parent.mkdir()
+    monkeypatch.delenv("LLMFS_ATTEMPTS", raising=False)  # the log beside the notebook
+    wrong = dict.fromkeys(first.answers, False)
+    record_attempt(first.exercise.id, wrong, path=log)
+    record_attempt(first.exercise.id, dict.fromkeys(first.answers, True), path=log)
+    record_event("hint", second.exercise.id, number=1, path=log)
+    record_event("reveal", second.exercise.id, fields=list(second.answers), path=log)
+    found = _json_check(tmp_path)
+    one, two = found[first.exercise.id], found[second.exercise.id]
+    assert (one["status"], one["wrong_tries"], one["revealed"], one["hints_used"]) == (
+        "right",
+        1,
+        False,
+        0,
+    )
+    assert one["score"] == one["points"]
+    assert (two["status"], two["revealed"], two["hints_used"]) == ("right", True, 1)
+    name = next(iter(first.answers))
+    assert one["answer_shown"].startswith(f"{name}=")
+    assert json.loads(one["answer"]) == json.loads(json.dumps(first.answers))
+    code, text = kit.run_check(tmp_path)
+    assert code == 0
+    line = next(x for x in text.splitlines() if x.startswith(f"  {first.exercise.id} "))
+    assert re.search(r" right +1 +no +0 +1/1$", line), line
+    line = next(x for x in text.splitlines() if x.startswith(f"  {second.exercise.id} "))
+    assert re.search(r" right +0 +yes +1 +\d+/\d+$", line), line

@@ -18,8 +18,9 @@ import llmfs.course.attempts as attempts_log
 from llmfs.course import CourseError
 from llmfs.course.exercises.compare import same_answer
 from llmfs.course.exercises.entries import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
+from llmfs.course.exercises.tables import render_offsets, table
+from llmfs.course.exercises.verdict import Verdict
 from llmfs.tensor import TensorView
-from llmfs.widgets.text import render_offsets, table
 
 #: What a report says when the learner's code is still the stub.
 NOT_IMPLEMENTED = "not implemented yet"
@@ -65,6 +66,10 @@ class CheckReport:
     #: of random cases); None: ``cases`` are all the cases.
     right: int | None = None
     total: int | None = None
+    #: The exercise's one verdict (:func:`~llmfs.course.exercises.verdict.judge_implement` of
+    #: the cases run), as ``llmfs check`` and ``llmfs grade`` give it; None for a check that is
+    #: not an implement specification's.
+    verdict: Verdict | None = None
 
     @property
     def passed(self) -> bool:

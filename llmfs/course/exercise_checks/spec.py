@@ -58,6 +58,8 @@ from llmfs.course.exercise_checks.report import (
 )
 from llmfs.course.exercise_checks.shortcuts import Shortcuts, call_guarded, shortcut_message
 from llmfs.course.exercises.compare import same_answer
+from llmfs.course.exercises.verdict import Verdict, judge_implement, write_verdict
+from llmfs.course.manifest import load_manifest
 from llmfs.tensor import TensorError, TensorView
 
 #: Distinct cases a report shows (the smallest first): failing ones, or passing ones when all pass.
@@ -113,6 +115,25 @@ class ImplementSpec:
     #: of ``shortcuts`` (which, for a kernel exercise, are guarded while the learner's
     #: function builds the source).
     kernel_shortcut: Callable[[str], str | None] | None = None
+
+    # What the one implement verdict (:func:`~llmfs.course.exercises.verdict.judge_implement`)
+    # asks of a spec, so the verdict module needs no import of the checks.
+    def order(self, args: Sequence[Any]) -> tuple[Any, ...]:
+        """The sort key of a case, smallest first (:func:`case_order`)."""
+        return case_order(self, args)
+
+    def expected(self, args: Sequence[Any]) -> Outcome:
+        """The library's outcome for one case (:func:`expected_outcome`)."""
+        return expected_outcome(self, args)
+
+    def matches(self, got: Outcome, want: Outcome) -> bool:
+        """True when ``got`` is the library's ``want`` (:func:`outcomes_match`)."""
+        return outcomes_match(got, want)
+
+    def refusal(self, outcome: Outcome) -> str | None:
+        """The teaching message of a case that called a forbidden function
+        (:func:`shortcut_text`), or None for any other outcome."""
+        return shortcut_text(self, outcome) if outcome.get("error") == SHORTCUT else None
 
 
 def expected_outcome(spec: ImplementSpec, args: Sequence[Any]) -> Outcome:
@@ -369,8 +390,10 @@ def run_spec(
     results: list[_Case] = []
     stubbed = 0
     refused: list[tuple[tuple[Any, ...], Outcome]] = []
+    outcomes: list[Outcome] = []
     for args in drawn:
         got = run_case(fn, args, spec)
+        outcomes.append(got.outcome)
         if got.outcome.get("error") == SHORTCUT:
             refused.append((args, got.outcome))
         if refused:  # the verdict is decided: only the smallest refused case is still wanted
@@ -381,7 +404,9 @@ def run_spec(
     label = f"seed {spec.visible_seed if seed is None else seed}"
     if refused:
         args, outcome = min(refused, key=lambda pair: case_order(spec, pair[0]))
-        return _shortcut_report(spec, args, outcome, label, len(drawn), record_attempt)
+        verdict = judge_implement(spec, _points(spec), drawn, outcomes, which="random")
+        report = _shortcut_report(spec, args, outcome, label, len(drawn), record_attempt)
+        return _with_verdict(report, verdict, record_attempt)
     if stubbed == len(drawn):
         return CheckReport(
             spec.exercise_id, "not implemented", (), f"{spec.function} still has its stub"
@@ -415,15 +440,35 @@ def run_spec(
     )
     right = len(drawn) - len(failures)
     status: Status = "failed" if failures else "passed"
-    report = CheckReport(spec.exercise_id, status, rows, note, right=right, total=len(drawn))
+    wants = [case.want.outcome for case in results]
+    verdict = judge_implement(spec, _points(spec), drawn, outcomes, which="random", expected=wants)
+    report = CheckReport(
+        spec.exercise_id, status, rows, note, right=right, total=len(drawn), verdict=verdict
+    )
     if not record_attempt:
         return report
+    write_verdict(verdict, spec.exercise_id)
     write(
         spec.exercise_id,
         {"random cases": not failures},
         answers={"random cases": f"{right} of {len(drawn)} right ({label})"},
     )
     return replace(report, recorded=True)
+
+
+def _points(spec: ImplementSpec) -> float:
+    # The manifest's points of the exercise (an exercise the manifest lacks, as in a test of a
+    # spec alone, counts 1).
+    try:
+        return float(load_manifest().exercise(spec.exercise_id).points)
+    except CourseError:
+        return 1.0
+
+
+def _with_verdict(report: CheckReport, verdict: Verdict, recorded: bool) -> CheckReport:
+    if recorded:
+        write_verdict(verdict, report.exercise_id)
+    return replace(report, verdict=verdict)
 
 
 def shortcut_text(spec: ImplementSpec, outcome: Outcome) -> str:

@@ -11,7 +11,11 @@ One idea per module, imports running down this list:
 * :mod:`~llmfs.course.exercises.fixtures`: the context an exercise's expression runs in, built
   from the chapter's ``fixture`` cells, never the learner's kernel;
 * :mod:`~llmfs.course.exercises.misconceptions`: named mistakes recognised from a wrong answer;
-* :mod:`~llmfs.course.exercises.judge`: :class:`Verdict`, :func:`judge`, :func:`compare`;
+* :mod:`~llmfs.course.exercises.judge`: :class:`FieldVerdict`, :func:`judge`, :func:`compare`;
+* :mod:`~llmfs.course.exercises.verdict`: the one :class:`Verdict` of an exercise,
+  :func:`judge_predict` and :func:`judge_implement`, which the notebook's check, ``llmfs check``
+  and ``llmfs grade`` all call;
+* :mod:`~llmfs.course.exercises.tables`: the fixed-width text tables a check's report draws;
 * :mod:`~llmfs.course.exercises.state`: tries (each a distinct prediction), reveals and hints per
   exercise (the attempts log);
 * :mod:`~llmfs.course.exercises.feedback`: the text of a comparison;

@@ -52,7 +52,7 @@ from llmfs.course.exercises.entries import (
 )
 from llmfs.course.exercises.feedback import plain_text
 from llmfs.course.exercises.fixtures import FixtureError, fixture_namespace
-from llmfs.course.exercises.judge import Verdict, compare
+from llmfs.course.exercises.judge import FieldVerdict, compare
 from llmfs.course.exercises.reveals import REVEALS_OFF, reveal_bundle, reveals_allowed
 from llmfs.course.exercises.run import Outcome, run
 from llmfs.course.exercises.state import (
@@ -62,6 +62,7 @@ from llmfs.course.exercises.state import (
     prediction_key,
     record,
 )
+from llmfs.course.exercises.verdict import Verdict, summarize
 
 #: Wrong tries at a field after which its answer is shown (``check(..., max_tries=N)`` changes it).
 MAX_WRONG_TRIES = 3
@@ -168,7 +169,7 @@ class Comparison:
     """
 
     outcome: Outcome
-    verdicts: tuple[Verdict, ...]
+    verdicts: tuple[FieldVerdict, ...]
     recorded: bool = False
     complete: bool = True
     exercise_id: str | None = None
@@ -190,6 +191,20 @@ class Comparison:
     def finished(self) -> bool:
         """True when every field is right or revealed: the result may be shown in full."""
         return self.complete and all(v.status == "right" or v.revealed for v in self.verdicts)
+
+    @property
+    def verdict(self) -> Verdict:
+        """The exercise's one :class:`~llmfs.course.exercises.verdict.Verdict` (status, points,
+        named mistakes), summarized from these field verdicts exactly as ``llmfs check`` and
+        ``llmfs grade`` summarize theirs (:func:`~llmfs.course.exercises.verdict.summarize`).
+        A prediction without an exercise id counts one point per field."""
+        if self.exercise_id is not None:
+            exercise: Any = predict_exercise(self.exercise_id)
+        else:
+            names = tuple(v.field for v in self.verdicts)
+            exercise = _Unlisted(self.outcome.label, len(names), names)
+        answers = {v.field: v.value for v in self.verdicts if v.status != "unanswered"}
+        return summarize(exercise, self.verdicts, answers)
 
     def __repr__(self) -> str:
         return _DRAWING[0](self) if _DRAWING else plain_text(self)
@@ -223,6 +238,16 @@ class NotChecked:
 
     def _repr_html_(self) -> str:
         return f'<p class="llmfs-verdict" data-status="not-checked">{escape(repr(self))}</p>'
+
+
+@dataclass(frozen=True)
+class _Unlisted:
+    # What summarize reads of an exercise, for a prediction the manifest does not list.
+    id: str
+    points: int
+    fields: tuple[str, ...]
+    scoring: str = "per_field"
+    mistakes: tuple[Any, ...] = ()
 
 
 def attempt(
@@ -299,7 +324,7 @@ def attempt(
     return comparison
 
 
-def _with_reveal(verdict: Verdict, revealed: bool) -> Verdict:
+def _with_reveal(verdict: FieldVerdict, revealed: bool) -> FieldVerdict:
     return replace(verdict, revealed=revealed)
 
 

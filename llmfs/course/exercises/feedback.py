@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from llmfs.course.exercises.entries import NOT_ANSWERED, RIGHT_MARK, WRONG_MARK
 from llmfs.course.exercises.explanations import explanations_for
-from llmfs.course.exercises.judge import Verdict
+from llmfs.course.exercises.judge import FieldVerdict
 from llmfs.course.exercises.reveals import REVEALS_OFF
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def question(comparison: Comparison) -> str:
     return f"predict {fields} of {comparison.outcome.label}"
 
 
-def field_line(verdict: Verdict) -> str:
+def field_line(verdict: FieldVerdict) -> str:
     """``✓ shape: [3, 2]`` or ``✗ strides: [2, 1]``: the field and what the learner gave (the
     truth of a wrong field is never here; :func:`feedback_lines` shows it once revealed)."""
     mark = RIGHT_MARK if verdict.status == "right" else WRONG_MARK
@@ -76,7 +76,9 @@ def missing_lines(comparison: Comparison) -> list[str]:
     return lines
 
 
-def feedback_lines(verdict: Verdict, tries_left: int | None, *, reveals: bool = True) -> list[str]:
+def feedback_lines(
+    verdict: FieldVerdict, tries_left: int | None, *, reveals: bool = True
+) -> list[str]:
     """The teaching lines under a wrong field: which entries differ, the misconceptions, and
     the tries left before the answer is shown (or the answer, once revealed). With ``reveals``
     False (graded work) no answer is ever shown, and the last line says so."""

@@ -36,7 +36,7 @@ VerdictStatus = Literal["right", "wrong", "unanswered", "unreadable"]
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FieldVerdict:
     """One field's comparison. ``status`` is ``right``, ``wrong``, ``unanswered`` or
     ``unreadable`` (with ``note`` saying why); ``predicted`` and ``truth`` are display strings.
 
@@ -102,7 +102,7 @@ def judge(
     *,
     given: Mapping[str, Any] | None = None,
     mistakes: Sequence[Any] = (),
-) -> Verdict:
+) -> FieldVerdict:
     """The verdict for one field: reads the entry with :func:`normalize`, compares it with
     :meth:`Outcome.truth`; a wrong entry gets the positions that differ and the messages of the
     misconceptions it matches (``given`` holds the other predicted fields, for the checks across
@@ -124,9 +124,9 @@ def judge(
     try:
         value = plain_value(predicted) if plain else normalize(field, predicted)
     except UnreadableEntry as error:
-        return Verdict(field, str(predicted).strip(), truth_text, "unreadable", str(error))
+        return FieldVerdict(field, str(predicted).strip(), truth_text, "unreadable", str(error))
     if value is None:
-        return Verdict(field, "—", truth_text, "unanswered")
+        return FieldVerdict(field, "—", truth_text, "unanswered")
     shown = display(field, value)
     note = ""
     if plain:
@@ -155,12 +155,12 @@ def judge(
     else:
         right = same_answer(value, truth)
     if right:
-        return Verdict(field, shown, truth_text, "right", note, value=value)
+        return FieldVerdict(field, shown, truth_text, "right", note, value=value)
     context = Context(outcome, {k: v for k, v in (given or {}).items() if k != field})
     found = [m.message for m in mistakes if m.field == field and _is_answer(field, m, value, plain)]
     # The exercise's own mistake names this very answer: the general rules would say it again.
     found = found or diagnose(field, value, truth, context)
-    return Verdict(
+    return FieldVerdict(
         field,
         shown,
         truth_text,
@@ -179,7 +179,7 @@ def _judge_raise(
     outcome: Outcome,
     given: Mapping[str, Any] | None,
     mistakes: Any,
-) -> Verdict:
+) -> FieldVerdict:
     """A tensor field predicted as an error ("raises X", see :func:`predicted_raise`): right when
     the request raises (the error X, when one is named), judged and explained as a prediction of
     the ``error`` field."""
@@ -187,7 +187,7 @@ def _judge_raise(
     truth_text = display(field, truth) if truth is not None else "— (rejected)"
     shown = f"raises {raised}" if raised else "raises"
     if not raised and outcome.exception is not None:
-        return Verdict(field, shown, truth_text, "right", value=shown)
+        return FieldVerdict(field, shown, truth_text, "right", value=shown)
     as_error = judge("error", raised or "raises", outcome, given=given, mistakes=mistakes)
     # A blank field stands for the error field's prediction, whose verdict explains it once.
     explained = as_error.mistakes if isinstance(predicted, str) and predicted.strip() else ()
@@ -227,7 +227,7 @@ def compare(
     fields: Sequence[str] | None = None,
     *,
     mistakes: Sequence[Any] = (),
-) -> tuple[Verdict, ...]:
+) -> tuple[FieldVerdict, ...]:
     """Verdicts for ``fields`` (default: the prediction's fields). Tensor fields come in
     :data:`FIELDS` order; the keys of a plain outcome in the order given.
 
@@ -244,4 +244,4 @@ def compare(
     return tuple(judge(f, given.get(f), outcome, given=given, mistakes=mistakes) for f in ordered)
 
 
-__all__ = ["Verdict", "VerdictStatus", "compare", "judge", "resolve_error_name"]
+__all__ = ["FieldVerdict", "VerdictStatus", "compare", "judge", "resolve_error_name"]

@@ -24,20 +24,24 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmfs.course.exercises.entries import predict_exercise
+from llmfs.course.exercises.entries import is_plain, predict_exercise
 from llmfs.course.exercises.fixtures import exercise_outcome
-from llmfs.course.exercises.judge import Verdict, compare
+from llmfs.course.exercises.judge import FieldVerdict, compare
+from llmfs.course.exercises.run import run
+from llmfs.course.exercises.verdict import (
+    VERDICTS_ENV,
+    judge_predict,
+    read_verdicts,
+    write_verdict,
+)
 
 #: Keywords of ``predict(...)`` that are not fields.
 _IGNORED_KEYWORDS = frozenset({"exercise_id", "label"})
-#: The environment variable naming the file :func:`judge_in_kernel` appends its verdicts to.
-VERDICTS_ENV = "LLMFS_RECORD_VERDICTS"
 
 
 @dataclass(frozen=True)
@@ -167,7 +171,7 @@ def judge_record(
     namespace: Mapping[str, Any],
     *,
     manifest: Any = None,
-) -> tuple[Verdict, ...]:
+) -> tuple[FieldVerdict, ...]:
     """The verdicts of ``record`` (what :func:`record_of` read) for the predict exercise
     ``exercise_id``, its expression run in the exercise's fixture
     (:func:`~llmfs.course.exercises.fixtures.exercise_outcome`; ``namespace`` only when the
@@ -197,45 +201,18 @@ def judge_cell_source(exercise_id: str, record: Mapping[str, Any]) -> str:
 
 
 def judge_in_kernel(exercise_id: str, record_json: str, namespace: Mapping[str, Any]) -> None:
-    """Judges a record in a running notebook and appends one JSON line to the file named by
-    :data:`VERDICTS_ENV`: ``{"exercise": id, "fields": {field: right}}`` for the fields answered
-    (right or wrong; an unreadable entry is wrong), or ``{"exercise": id, "error": why}`` when
-    the expression cannot run. Prints nothing and never raises (the run must go on)."""
-    line: dict[str, Any] = {"exercise": exercise_id}
+    """Judges a record in a running notebook with
+    :func:`~llmfs.course.exercises.verdict.judge_predict` and appends the exercise's verdict to
+    the file named by :data:`VERDICTS_ENV` (:func:`~llmfs.course.exercises.verdict.write_verdict`),
+    or why the expression could not run. Prints nothing and never raises (the run must go on)."""
     try:
-        verdicts = judge_record(exercise_id, json.loads(record_json), namespace)
-        line["fields"] = {
-            v.field: v.status == "right"
-            for v in verdicts
-            if v.status in ("right", "wrong", "unreadable")
-        }
+        exercise = predict_exercise(exercise_id)
+        outcome = run(exercise.expression, namespace, plain=is_plain(list(exercise.fields)))
+        verdict = judge_predict(exercise, json.loads(record_json), outcome)
     except Exception as error:  # the run must go on: the error is reported, not raised
-        line["error"] = f"{type(error).__name__}: {error}"
-    target = os.environ.get(VERDICTS_ENV)
-    if not target:
+        write_verdict(None, exercise_id, f"{type(error).__name__}: {error}")
         return
-    try:
-        with open(target, "a", encoding="utf-8") as out:
-            out.write(json.dumps(line) + "\n")
-    except OSError:
-        pass
-
-
-def read_verdicts(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """Exercise id -> the last line :func:`judge_in_kernel` wrote for it (empty when none)."""
-    found: dict[str, dict[str, Any]] = {}
-    try:
-        with open(path, encoding="utf-8") as lines:
-            for text in lines:
-                try:
-                    line = json.loads(text)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(line, dict) and isinstance(line.get("exercise"), str):
-                    found[line["exercise"]] = line
-    except OSError:
-        pass
-    return found
+    write_verdict(verdict, exercise_id)
 
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmfs.course.attempts import attempts_path, load_attempts, load_events, record_attempt
 from llmfs.course.exercises.entries import predict_exercise
-from llmfs.course.exercises.judge import Verdict, resolve_error_name
+from llmfs.course.exercises.judge import FieldVerdict, resolve_error_name
 from llmfs.course.exercises.reveals import reveals_allowed
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class ExerciseState:
 _STATES: dict[tuple[str, str], ExerciseState] = {}
 
 
-def _canonical(verdict: Verdict) -> str:
+def _canonical(verdict: FieldVerdict) -> str:
     value = verdict.value
     if verdict.field == "error" and isinstance(value, str) and value != "none":
         value = resolve_error_name(value) or value
@@ -89,7 +89,7 @@ def _canonical(verdict: Verdict) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
 
 
-def prediction_key(verdicts: Sequence[Verdict]) -> dict[str, str]:
+def prediction_key(verdicts: Sequence[FieldVerdict]) -> dict[str, str]:
     """Field -> the entry in canonical form, for each answered (right or wrong) field: what
     identifies a prediction, and what an attempt logs as its ``answers``. Two spellings of one
     answer (``"3,2"`` and ``[3, 2]``; ``"noncontiguous"`` and ``NonContiguousReshapeError``)
@@ -126,7 +126,7 @@ def exercise_state(exercise_id: str, path: Path | None = None) -> ExerciseState:
 
 def record(
     exercise_id: str | None,
-    verdicts: Sequence[Verdict],
+    verdicts: Sequence[FieldVerdict],
     *,
     path: Any = None,
     manifest: Any = None,

@@ -35,7 +35,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from llmfs.course import CourseError
-from llmfs.course.grading.score import ExerciseResult, SubmissionResult
+from llmfs.course.exercises.verdict import Verdict
+from llmfs.course.grading.score import SubmissionResult
 
 FORMAT_VERSION = 2
 
@@ -468,9 +469,7 @@ class Gradebook:
         return [*subs, *rows, *notes]
 
 
-def _result_row(
-    student: str, chapter: str, position: int, item: ExerciseResult
-) -> tuple[object, ...]:
+def _result_row(student: str, chapter: str, position: int, item: Verdict) -> tuple[object, ...]:
     return (
         student,
         item.exercise,

@@ -97,6 +97,28 @@ class ChapterKey:
     exercises: tuple[ExerciseKey, ...]
     blank: dict[str, Any]
     checks_id: str
+    #: The solution notebook's path, where the predict exercises' truths are computed.
+    solution: Path | None = None
+
+    def truths(self) -> dict[str, Any]:
+        """Predict exercise id -> the outcome of its expression right after its cell of the
+        solution (:func:`~llmfs.course.grading.truths.solution_truths`; a ``str`` says why the
+        expression failed there): what the notebook's check judges against. Computed once per
+        solution and process. Raises :class:`CourseError` when the solution cannot be run."""
+        # Loaded on use: the outcomes hold tensors; grading text answers never needs them.
+        from llmfs.course.exercises.entries import is_plain
+        from llmfs.course.grading.truths import solution_truths
+
+        wanted = [
+            (item.exercise.id, item.expression, is_plain(list(item.exercise.fields)))
+            for item in self.exercises
+            if item.exercise.kind == "predict"
+        ]
+        if not wanted:
+            return {}
+        if self.solution is None:
+            raise CourseError(f"chapter {self.chapter.id}: the key has no solution notebook")
+        return solution_truths(self.solution, wanted)
 
     def get(self, exercise_id: str) -> ExerciseKey:
         """The key of one exercise; :class:`CourseError` if the chapter has none with that id."""
@@ -217,7 +239,9 @@ def load_chapter_key(manifest: Manifest, chapter: Chapter, root: Path | None = N
         _spec_source(),
     ):
         digest.update(hashlib.sha256(part).digest())
-    return ChapterKey(chapter, tuple(items), blank, digest.hexdigest()[:16])
+    return ChapterKey(
+        chapter, tuple(items), blank, digest.hexdigest()[:16], (base / chapter.solution).resolve()
+    )
 
 
 def _spec_source() -> bytes:

@@ -6,11 +6,12 @@ compares them in this process with the key read from the solutions
 sandbox and compares their JSON outcomes here, and runs the notebook in a fresh kernel only to
 report how the run went. No score depends on anything the learner's process says.
 
-Row statuses (:data:`STATUSES`): ``right``, ``partial`` (some fields right), ``wrong``,
-``unanswered``, ``missing`` (no cell holds the exercise), ``unreadable`` (the cell or the file
-cannot be read), ``pending`` (an explain answer awaiting review; its score is None, never 0),
-``reviewed`` (scored by an instructor), ``unchecked`` (an implement exercise with no hidden check;
-score None).
+Every row is a :class:`~llmfs.course.exercises.verdict.Verdict` (statuses:
+:data:`~llmfs.course.exercises.verdict.STATUSES`), given by the same
+:func:`~llmfs.course.exercises.verdict.judge_predict` and
+:func:`~llmfs.course.exercises.verdict.judge_implement` as the notebook's check and
+``llmfs check``: a predict answer is judged against the outcome of the exercise's expression in
+the solution (:meth:`ChapterKey.truths`), not against the solution's literals.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llmfs.course import CourseError
-from llmfs.course.exercises.compare import same_answer
 from llmfs.course.exercises.reveals import revealed_in
+from llmfs.course.exercises.verdict import Verdict, judge_implement, judge_predict
 from llmfs.course.grading import extract
 from llmfs.course.grading.isolation import Isolation
 from llmfs.course.grading.key import ChapterKey, ExerciseKey
@@ -35,33 +36,6 @@ from llmfs.course.grading.sandbox import (
     run_functions,
     run_notebook,
 )
-
-STATUSES = (
-    "right",
-    "partial",
-    "wrong",
-    "unanswered",
-    "missing",
-    "unreadable",
-    "pending",
-    "reviewed",
-    "unchecked",
-)
-
-
-@dataclass(frozen=True)
-class ExerciseResult:
-    """One gradebook row: the exercise's score (None while pending or unchecked), its points,
-    status (one of :data:`STATUSES`), a message for the instructor and the learner (never the
-    solution), and the answer as JSON text (explain: the learner's text) with its hash."""
-
-    exercise: str
-    points: float
-    score: float | None
-    status: str
-    message: str
-    answer: str = ""
-    answer_sha: str = ""
 
 
 @dataclass(frozen=True)
@@ -75,7 +49,7 @@ class SubmissionResult:
     seed: int
     checks: str
     run: RunOutcome
-    results: tuple[ExerciseResult, ...]
+    results: tuple[Verdict, ...]
 
 
 def case_rng(seed: int, exercise_id: str) -> random.Random:
@@ -86,104 +60,35 @@ def case_rng(seed: int, exercise_id: str) -> random.Random:
     return random.Random(f"llmfs-grade:{seed}:{exercise_id}")
 
 
-# --------------------------------------------------------------------------------------------
-# comparing predict fields
-# --------------------------------------------------------------------------------------------
-
-
-def _generic(value: Any) -> Any:
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        return value.strip().lower()
-    if isinstance(value, (list, tuple)):
-        return [_generic(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _generic(v) for k, v in value.items()}
-    return repr(value)
-
-
-def field_matches(field: str, got: Any, expected: Any) -> bool:
-    """True when the learner's literal for ``field`` says the same as the solution's.
-
-    Known prediction fields are compared in the canonical form the notebook's check uses
-    (:func:`llmfs.course.exercises.entries.normalize`: tuples and lists alike, "yes"/True alike,
-    an error class by name); other fields compare as plain data (numbers by value, text without
-    case). Equality is the course's one :func:`~llmfs.course.exercises.compare.same_answer`.
-    """
-    if got is None or isinstance(got, extract.Unreadable):
-        return False
-    try:
-        # Loaded on use: the engine's entries import the tensor library; only predict answers
-        # need it.
-        from llmfs.course.exercises.entries import normalize
-
-        mine, theirs = normalize(field, got), normalize(field, expected)
-    except Exception:  # an unknown field or an entry the widget cannot read: compare as data
-        return same_answer(_generic(got), _generic(expected))
-    if isinstance(mine, str) and isinstance(theirs, str):
-        return mine.strip().lower() == theirs.strip().lower()
-    return same_answer(_generic(mine), _generic(theirs))
-
-
-def _fmt(value: float) -> str:
-    return f"{value:g}"
-
-
-def score_predict(item: ExerciseKey, found: extract.Found) -> ExerciseResult:
-    """Scores a predict exercise field by field (see the module docstring)."""
+def score_predict(item: ExerciseKey, found: extract.Found, truth: Any) -> Verdict:
+    """Scores a predict exercise by the one verdict the notebook's check gives:
+    :func:`~llmfs.course.exercises.verdict.judge_predict` of the learner's literals against
+    ``truth``, the outcome of the exercise's expression in the solution
+    (:meth:`ChapterKey.truths`). A ``str`` truth (the expression failed in the solution) leaves
+    the exercise unchecked."""
     exercise = item.exercise
-    points = float(exercise.points)
     answers = found.answer if isinstance(found.answer, dict) else {}
-    answer_text = json.dumps(extract.plain(answers), sort_keys=True)
-    names = list(item.answers)
-    given = {name: answers.get(name) for name in names}
-    answered = [name for name in names if given[name] is not None]
-    right = [name for name in answered if field_matches(name, given[name], item.answers[name])]
-    wrong = [name for name in answered if name not in right]
-    unreadable = [name for name in answered if isinstance(given[name], extract.Unreadable)]
-    if not answered:
-        return ExerciseResult(
-            exercise.id, points, 0.0, "unanswered", "not answered yet", answer_text
+    if isinstance(truth, str) or truth is None:
+        why = truth or "no outcome"
+        return Verdict(
+            exercise.id,
+            float(exercise.points),
+            None,
+            "unchecked",
+            f"the expression could not be run in the solution ({why}); review it by hand",
+            json.dumps(extract.plain(answers), sort_keys=True),
+            kind="predict",
         )
-    if item.scoring == "all_or_nothing":
-        score = points if len(right) == len(names) else 0.0
-    else:
-        score = points * len(right) / len(names)
-    status = "right" if len(right) == len(names) else "partial" if right else "wrong"
-    parts = [f"{len(right)} of {len(names)} fields right"]
-    if wrong:
-        parts.append("wrong: " + ", ".join(wrong))
-        # The misconceptions the manifest names for these wrong values: what the notebook's own
-        # check tells the learner for the same answer (one record for both).
-        parts += [
-            mistake.message
-            for mistake in exercise.mistakes
-            if mistake.field in wrong
-            and field_matches(mistake.field, given[mistake.field], mistake.answer)
-        ]
-    missing = [name for name in names if given[name] is None]
-    if missing:
-        parts.append("not answered: " + ", ".join(missing))
-    if unreadable:
-        parts.append("not a literal (write the value itself): " + ", ".join(unreadable))
-    extra = sorted(set(answers) - set(names))
-    if extra:
-        parts.append("not asked (ignored): " + ", ".join(extra))
-    return ExerciseResult(exercise.id, points, score, status, "; ".join(parts), answer_text)
+    return judge_predict(exercise, answers, truth)
 
 
-def score_explain(item: ExerciseKey, found: extract.Found) -> ExerciseResult:
+def score_explain(item: ExerciseKey, found: extract.Found) -> Verdict:
     """An explain answer: pending review when written (score None), else unanswered (0)."""
     exercise = item.exercise
     text = found.answer if isinstance(found.answer, str) else ""
     if not text:
-        return ExerciseResult(
-            exercise.id, float(exercise.points), 0.0, "unanswered", "not answered yet"
-        )
-    return ExerciseResult(
+        return Verdict(exercise.id, float(exercise.points), 0.0, "unanswered", "not answered yet")
+    return Verdict(
         exercise.id,
         float(exercise.points),
         None,
@@ -192,20 +97,6 @@ def score_explain(item: ExerciseKey, found: extract.Found) -> ExerciseResult:
         text,
         extract.sha256_text(text),
     )
-
-
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-#: How much of each argument of a failing case a row's message shows: enough to find the case,
-#: short enough that what the learner's function said still fits the message (a matrix of a
-#: kernel exercise is hundreds of numbers).
-ARGUMENT_LIMIT = 80
-
-
-def _show_args(args: Any) -> str:
-    return ", ".join(_short(json.dumps(a), ARGUMENT_LIMIT) for a in args)
 
 
 def implement_task(
@@ -223,28 +114,18 @@ def implement_task(
 
 def score_implement(
     item: ExerciseKey, found: extract.Found, task: FunctionTask | None, run: FunctionRun | None
-) -> ExerciseResult:
-    """Compares the outcomes the sandbox sent back for ``task`` with the library's, here.
-
-    Full points when every hidden case matches the library's outcome, else 0; the message names
-    how many passed and the smallest failing case (its arguments and what the function gave,
-    never the expected answer). A case that called a library function the exercise forbids
-    (its spec's ``shortcuts``) makes the score 0 and the message names that function.
-    """
-    # Loaded on use: the specs import the tensor library; only implement answers need it.
-    from llmfs.course.exercise_checks.spec import (
-        SHORTCUT,
-        expected_outcome,
-        outcomes_match,
-        shortcut_text,
-    )
-
+) -> Verdict:
+    """Judges the outcomes the sandbox sent back for ``task`` here, by the one implement verdict
+    (:func:`~llmfs.course.exercises.verdict.judge_implement`): full points when every hidden
+    case matches the library's outcome, else 0; the message names how many passed and the
+    smallest failing case by size (its arguments and what the function gave, never the expected
+    answer), or the forbidden library function a case called."""
     exercise = item.exercise
     points = float(exercise.points)
     source = found.answer if isinstance(found.answer, str) else ""
     answer_sha = extract.sha256_text(source) if source else ""
     if item.spec is None or not item.function:
-        return ExerciseResult(
+        return Verdict(
             exercise.id,
             points,
             None,
@@ -252,55 +133,20 @@ def score_implement(
             "no hidden check exists for this exercise; review it by hand",
             "",
             answer_sha,
+            kind="implement",
         )
     if not source or task is None or run is None:
-        return ExerciseResult(exercise.id, points, 0.0, "unanswered", "not implemented yet")
-    spec = item.spec
-    drawn = task.cases
-    count = len(drawn)
-    expected = [json.loads(json.dumps(expected_outcome(spec, args))) for args in drawn]
-    if run.outcomes is None:
-        return ExerciseResult(
-            exercise.id,
-            points,
-            0.0,
-            "wrong",
-            f"{run.problem}; 0 of {count} hidden cases passed",
-            "",
-            answer_sha,
+        return Verdict(
+            exercise.id, points, 0.0, "unanswered", "not implemented yet", kind="implement"
         )
-    refused = [got for got in run.outcomes if got.get("error") == SHORTCUT]
-    if refused:
-        # Calling the library function the exercise re-implements scores nothing, whatever the
-        # values: the message names the call (never an expected value).
-        message = f"{shortcut_text(spec, refused[0])}; 0 of {count} hidden cases count"
-        return ExerciseResult(exercise.id, points, 0.0, "wrong", message[:500], "", answer_sha)
-    failing = [
-        (args, got)
-        for args, got, want in zip(drawn, run.outcomes, expected)
-        if not outcomes_match(got, want)
-    ]
-    passed = count - len(failing)
-    if not failing:
-        return ExerciseResult(
-            exercise.id, points, points, "right", f"all {count} hidden cases passed", "", answer_sha
-        )
-    args, got = min(failing, key=lambda pair: (len(json.dumps(pair[0])), json.dumps(pair[0])))
-    # What the learner's process said is shown short: it is the learner's data, not ours.
-    said = (
-        f"raised {_short(str(got.get('error')))}"
-        if "error" in got
-        else f"returned {_short(json.dumps(got.get('value')))}"
+    verdict = judge_implement(
+        item.spec, points, task.cases, run.outcomes, problem=run.problem or "", which="hidden"
     )
-    message = (
-        f"{passed} of {count} hidden cases passed; smallest failing case: "
-        f"{item.function}({_show_args(args)}) {said}"
-    )
-    return ExerciseResult(exercise.id, points, 0.0, "wrong", message[:500], "", answer_sha)
+    return replace(verdict, answer_sha=answer_sha)
 
 
-def _missing(item: ExerciseKey) -> ExerciseResult:
-    return ExerciseResult(
+def _missing(item: ExerciseKey) -> Verdict:
+    return Verdict(
         item.exercise.id,
         float(item.exercise.points),
         0.0,
@@ -309,7 +155,7 @@ def _missing(item: ExerciseKey) -> ExerciseResult:
     )
 
 
-def _with_notes(result: ExerciseResult, found: extract.Found) -> ExerciseResult:
+def _with_notes(result: Verdict, found: extract.Found) -> Verdict:
     if not found.notes:
         return result
     from dataclasses import replace
@@ -325,7 +171,7 @@ def grade_notebook(
     *,
     cases: int | None = None,
     isolation: Isolation | None = None,
-) -> tuple[ExerciseResult, ...]:
+) -> tuple[Verdict, ...]:
     """Scores every exercise of the key's chapter from the notebook's cells (no kernel); the
     implement functions run in ``isolation`` (None: a plain limited process)."""
     tagged = extract.tagged_cells(notebook)
@@ -358,11 +204,11 @@ def grade_notebook(
             results.append(_missing(item))
             continue
         if here.problem:
-            result = ExerciseResult(
+            result = Verdict(
                 exercise_id, float(item.exercise.points), 0.0, "unreadable", here.problem
             )
         elif item.exercise.kind == "predict":
-            result = score_predict(item, here)
+            result = score_predict(item, here, key.truths().get(exercise_id))
         elif item.exercise.kind == "explain":
             result = score_explain(item, here)
         else:
@@ -371,7 +217,7 @@ def grade_notebook(
     return tuple(results)
 
 
-def _with_revealed(result: ExerciseResult, fields: tuple[str, ...] | None) -> ExerciseResult:
+def _with_revealed(result: Verdict, fields: tuple[str, ...] | None) -> Verdict:
     # The saved outputs show these answers (field names only: never a value in a message).
     if not fields:
         return result
@@ -398,10 +244,10 @@ def checks_fingerprint(
     return f"{key.checks_id}-{hashlib.sha256(settings.encode()).hexdigest()[:8]}"
 
 
-def unreadable_results(key: ChapterKey, why: str) -> tuple[ExerciseResult, ...]:
+def unreadable_results(key: ChapterKey, why: str) -> tuple[Verdict, ...]:
     """Every exercise scored 0 with the same reason (a file that is not a notebook)."""
     return tuple(
-        ExerciseResult(item.exercise.id, float(item.exercise.points), 0.0, "unreadable", why)
+        Verdict(item.exercise.id, float(item.exercise.points), 0.0, "unreadable", why)
         for item in key.exercises
     )
 

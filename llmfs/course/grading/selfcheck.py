@@ -3,18 +3,23 @@
 ``llmfs check [NOTEBOOK ...]`` (default: the course notebooks in ``--dir``, the course folder
 ``llmfs start`` uses, ``~/llmfs-course`` unless given; when that folder does not exist it says so
 and exits 2) runs each notebook headless in a fresh limited kernel, exactly as "Run All" would,
-and prints one table per chapter: answered, right, points and hints used (from the learner's own
-``.llmfs/attempts.jsonl`` when present), then the next hint for each wrong answer. ``--json``
+and prints one table per chapter with a line per exercise: the answer given (shortened), the
+result, the wrong tries, whether an answer was revealed, the hints used and the points; then,
+for each answer not right, the wrong fields, the mistakes it shows and the next hint. ``--json``
 prints the same as JSON.
 
-A predict exercise is judged on its record, the literals of its ``predict(...)`` cell
-(:mod:`llmfs.course.exercises.record`): they are read statically, and the run executes, right
-after that cell, one more cell that judges them against the exercise's expression in the
-notebook's names at that point. Neither the attempts log nor what a check printed counts, so
-``llmfs check``, ``llmfs grade`` (which reads the same literals) and the notebook's own
-``check`` read one answer. Implement exercises are judged by the checks the notebook runs, which
-record to an attempts log pointed at a temporary file. The run's home is a scratch folder; a
-Metal build cache named by ``$LLMFS_CACHE_DIR`` is passed on, so kernels built once are reused.
+Every result is a :class:`~llmfs.course.exercises.verdict.Verdict` from the one verdict module
+the notebook's ``check`` and ``llmfs grade`` use. A predict exercise is judged on its record,
+the literals of its ``predict(...)`` cell (:mod:`llmfs.course.exercises.record`): they are read
+statically, and the run executes, right after that cell, one more cell that judges them
+(:func:`~llmfs.course.exercises.verdict.judge_predict`) against the exercise's expression in the
+notebook's names at that point. An implement exercise is judged by the check the notebook runs
+(:func:`~llmfs.course.exercises.verdict.judge_implement`). Both write their verdicts to a
+temporary file this command reads. The learner's history (wrong tries, reveals, hints) comes
+from their attempts log, read as the notebook reads it
+(:func:`~llmfs.course.exercises.state.exercise_state`), and from the reveal notes the saved
+notebook carries; it never changes a verdict. The run's home is a scratch folder; a Metal build
+cache named by ``$LLMFS_CACHE_DIR`` is passed on, so kernels built once are reused.
 
 It never prints a solution: it has none. The learner's installation ships only the student
 notebooks; right and wrong come from the checks the notebook itself runs, which show no truth
@@ -29,14 +34,16 @@ import json
 import os
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from llmfs.course import CourseError
-from llmfs.course.exercises.record import VERDICTS_ENV, judge_cell_source, read_verdicts
+from llmfs.course.exercises.record import judge_cell_source
+from llmfs.course.exercises.reveals import revealed_in
+from llmfs.course.exercises.verdict import VERDICTS_ENV, Verdict, entry, read_verdicts
 from llmfs.course.grading import extract
-from llmfs.course.grading.key import hints_of, scoring_of
+from llmfs.course.grading.key import hints_of
 from llmfs.course.grading.limits import Limits
 from llmfs.course.grading.sandbox import RunOutcome, run_notebook
 from llmfs.course.manifest import Chapter, Exercise, Manifest, load_manifest
@@ -48,43 +55,30 @@ BUILD_CACHE_ENV = "LLMFS_CACHE_DIR"
 
 
 @dataclass
-class ExerciseProgress:
-    """One exercise's line: answered, right (None: not checked or review), points earned."""
-
-    id: str
-    kind: str
-    title: str
-    points: float
-    answered: bool
-    right: bool | None
-    score: float
-    hints_used: int
-    wrong_fields: list[str] = field(default_factory=list)
-    hint: str = ""
-    note: str = ""
-
-
-@dataclass
 class ChapterProgress:
-    """One notebook's chapter: its run, its exercises and the totals."""
+    """One notebook's chapter: its run and one :class:`Verdict` per exercise (in manifest
+    order), with the learner's history in each; ``next_hints`` holds, for each exercise not yet
+    right, the next hint the learner has not seen."""
 
     chapter: str
     title: str
     notebook: str
     run: str
-    exercises: list[ExerciseProgress]
+    exercises: list[Verdict]
+    next_hints: dict[str, str] = field(default_factory=dict)
 
     @property
     def totals(self) -> dict[str, float]:
-        """answered, right, points earned, points possible, hints used, in review."""
+        """answered, right, points earned, points possible, hints used, in review, revealed."""
         return {
             "exercises": len(self.exercises),
             "answered": sum(1 for e in self.exercises if e.answered),
             "right": sum(1 for e in self.exercises if e.right),
-            "points": round(sum(e.score for e in self.exercises), 4),
+            "points": round(sum(e.score or 0.0 for e in self.exercises), 4),
             "possible": sum(e.points for e in self.exercises),
             "hints_used": sum(e.hints_used for e in self.exercises),
-            "in_review": sum(1 for e in self.exercises if e.kind == "explain" and e.answered),
+            "in_review": sum(1 for e in self.exercises if e.status == "pending"),
+            "revealed": sum(1 for e in self.exercises if e.revealed),
         }
 
 
@@ -133,55 +127,24 @@ def _function_of(exercise: Exercise, blank_source: str) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
+def history(log: Path, exercise_id: str) -> tuple[int, bool, int]:
+    """The learner's history of one exercise in their attempts log, as the notebook keeps it
+    (:func:`~llmfs.course.exercises.state.exercise_state`): the wrong tries (the most at one
+    field: the count the reveal rule uses), whether an answer was revealed, and the hints seen
+    (each hint once). A log that cannot be read gives no history (the log is the learner's)."""
+    from llmfs.course.exercises.state import exercise_state
+
+    try:
+        state = exercise_state(exercise_id, log)
+    except (CourseError, OSError, ValueError):
+        return 0, False, 0
+    return max(state.wrong_tries.values(), default=0), bool(state.revealed), state.hints_seen
+
+
 def hints_used(log: Path, exercise_id: str) -> int:
-    """How many hints the learner's attempts log says were shown for the exercise (0 if none).
-
-    The log's ``{"event": "hint", "number": N}`` lines say hint N was shown, and each attempt
-    carries ``hints``, how many had been seen before it; the largest of these is the answer.
-    Unreadable lines are skipped (the log is the learner's file).
-    """
-    try:
-        lines = log.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return 0
-    used = 0
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict) or record.get("exercise") != exercise_id:
-            continue
-        for key in ("hints", "number") if record.get("event") == "hint" else ("hints",):
-            value = record.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                used = max(used, value)
-        if record.get("event") == "hint" and not isinstance(record.get("number"), int):
-            used += 1
-    return used
-
-
-def _attempts(path: Path) -> dict[str, dict[str, bool]]:
-    latest: dict[str, dict[str, bool]] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return latest
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("exercise"), str):
-            continue
-        fields = record.get("fields")
-        if (
-            isinstance(fields, dict)
-            and fields
-            and all(isinstance(v, bool) for v in fields.values())
-        ):
-            latest[record["exercise"]] = {str(k): v for k, v in fields.items()}
-    return latest
+    """How many of the exercise's hints the learner's attempts log says were shown (0 if none):
+    the third item of :func:`history`."""
+    return history(log, exercise_id)[2]
 
 
 def _with_judges(
@@ -200,9 +163,9 @@ def _with_judges(
         )
         answers = found.answer if isinstance(found.answer, dict) else {}
         asked = list(getattr(exercise, "fields", None) or answers)
-        if found.position is None or not asked or any(answers.get(f) is None for f in asked):
-            continue  # nothing to judge: the notebook's check would not judge it either
-        record = {name: extract.plain(answers[name]) for name in asked}
+        if found.position is None or all(answers.get(f) is None for f in asked):
+            continue  # nothing answered: nothing to judge
+        record = {name: extract.plain(entry(value)) for name, value in answers.items()}
         after[found.position] = judge_cell_source(exercise.id, record)
     cells: list[Any] = []
     origin: list[int] = []
@@ -226,10 +189,14 @@ def _with_judges(
 def check_notebook(
     manifest: Manifest, path: Path, limits: Limits, log: Path | None = None
 ) -> ChapterProgress:
-    """Runs one learner notebook headless and measures its chapter's progress.
+    """Runs one learner notebook headless and gives its chapter's verdicts.
 
-    ``log`` is the learner's own attempts log (for hints used; default: ``.llmfs/attempts.jsonl``
-    beside the notebook). Raises :class:`CourseError` for a file that is not a course notebook.
+    Every verdict is the one the notebook's own check gives
+    (:func:`~llmfs.course.exercises.verdict.judge_predict` of the cell's literals in the
+    notebook's names at its place; :func:`~llmfs.course.exercises.verdict.judge_implement` of
+    the implement check's cases), with the learner's history from ``log`` (their attempts log;
+    default: ``.llmfs/attempts.jsonl`` beside the notebook) and the answers the saved notebook
+    shows as revealed. Raises :class:`CourseError` for a file that is not a course notebook.
     """
     notebook = extract.parse_notebook(extract.read_notebook_bytes(path), str(path))
     chapter = _chapter_of(manifest, path, notebook)
@@ -245,126 +212,226 @@ def check_notebook(
         if os.environ.get(BUILD_CACHE_ENV):
             env[BUILD_CACHE_ENV] = os.environ[BUILD_CACHE_ENV]
         run = run_notebook(judged, limits, env=env)
-        checked = _attempts(attempts_file)
         records = read_verdicts(verdicts_file)
     if run.cell is not None and 1 <= run.cell <= len(origin):
         run = RunOutcome(run.status, origin[run.cell - 1], run.message)
-    for exercise in chapter.exercises:
-        if exercise.kind == "predict":
-            checked.pop(exercise.id, None)  # a predict exercise counts by its record only
-            line = records.get(exercise.id)
-            if line is not None and isinstance(line.get("fields"), dict):
-                checked[exercise.id] = {str(k): bool(v) for k, v in line["fields"].items()}
     own_log = log if log is not None else path.parent / ".llmfs" / "attempts.jsonl"
     tagged = extract.tagged_cells(notebook)
+    shown = revealed_in(notebook)
     rows = []
+    next_hints: dict[str, str] = {}
     for exercise in chapter.exercises:
-        rows.append(_progress(notebook, exercise, blank.get(exercise.id, ""), tagged, checked, run))
-        line = records.get(exercise.id) or {}
-        if exercise.kind == "predict" and isinstance(line.get("error"), str):
-            rows[-1].note = f"not checked: its expression failed here ({line['error']})"
-        rows[-1].hints_used = hints_used(own_log, exercise.id)
-        if rows[-1].right is False:
-            hints = hints_of(exercise)
-            if hints:
-                rows[-1].hint = hints[min(rows[-1].hints_used, len(hints) - 1)]
-    return ChapterProgress(chapter.id, chapter.title, str(path), run.describe(), rows)
+        verdict = _verdict(
+            notebook, exercise, blank.get(exercise.id, ""), tagged, records.get(exercise.id), run
+        )
+        wrong_tries, revealed, hints = history(own_log, exercise.id)
+        verdict = replace(
+            verdict,
+            wrong_tries=wrong_tries,
+            revealed=revealed or bool(shown.get(exercise.id)),
+            hints_used=hints,
+        )
+        rows.append(verdict)
+        if verdict.right is False:
+            listed = hints_of(exercise)
+            if listed:
+                next_hints[exercise.id] = listed[min(hints, len(listed) - 1)]
+    return ChapterProgress(chapter.id, chapter.title, str(path), run.describe(), rows, next_hints)
 
 
-def _progress(
+def _verdict(
     notebook: dict[str, Any],
     exercise: Exercise,
     blank_source: str,
     tagged: dict[str, list[int]],
-    checked: dict[str, dict[str, bool]],
+    line: dict[str, Any] | None,
     run: RunOutcome,
-) -> ExerciseProgress:
+) -> Verdict:
     function = _function_of(exercise, blank_source) if exercise.kind == "implement" else None
     found = extract.find_exercise(
         notebook, exercise, blank_source=blank_source, function=function, tagged=tagged
     )
-    progress = ExerciseProgress(
-        exercise.id, exercise.kind, exercise.title, float(exercise.points), False, None, 0.0, 0
-    )
-    attempt = checked.get(exercise.id)
+    points = float(exercise.points)
+    base = Verdict(exercise.id, points, 0.0, "unanswered", "", kind=exercise.kind)
     if found.missing:
-        progress.note = f"no cell is tagged {exercise.tag}"
-        return progress
+        return replace(base, status="missing", message=f"no cell is tagged {exercise.tag}")
     if exercise.kind == "explain":
-        progress.answered = bool(found.answer)
-        progress.note = "your instructor reviews written answers" if progress.answered else ""
-        return progress
+        text = found.answer if isinstance(found.answer, str) else ""
+        if not text:
+            return base
+        return replace(
+            base,
+            score=None,
+            status="pending",
+            message="your instructor reviews written answers",
+            answer=text,
+        )
+    if isinstance(line, dict) and isinstance(line.get("verdict"), dict):
+        try:
+            return Verdict.from_json(line["verdict"])
+        except (TypeError, ValueError):
+            pass  # not a verdict this run wrote: judged as not checked below
     if exercise.kind == "predict":
         answers = found.answer if isinstance(found.answer, dict) else {}
-        progress.answered = any(v is not None for v in answers.values())
-    else:
-        progress.answered = found.answer is not None or attempt is not None
-    if not progress.answered:
-        return progress
-    if attempt is None:
-        if run.status != "ok":
-            progress.note = "not checked: the notebook run stopped before it"
-        elif exercise.kind == "predict":
-            progress.note = "not checked: answer every field of its predict(...) cell"
+        if all(v is None for v in answers.values()):
+            return base
+        answer = json.dumps(extract.plain(answers), sort_keys=True)
+        if isinstance(line, dict) and isinstance(line.get("error"), str):
+            why = f"not checked: its expression failed here ({line['error']})"
+        elif run.status != "ok":
+            why = "not checked: the notebook run stopped before it"
         else:
-            progress.note = "not checked: answer every field, then run its check"
-        return progress
-    right = [name for name, ok in attempt.items() if ok]
-    progress.wrong_fields = [name for name, ok in attempt.items() if not ok]
-    progress.right = not progress.wrong_fields
-    if exercise.kind == "predict" and scoring_of(exercise) == "per_field":
-        expected = len(getattr(exercise, "fields", None) or attempt)
-        progress.score = round(progress.points * len(right) / max(expected, 1), 4)
+            why = "not checked"
+        return replace(base, score=None, status="unchecked", message=why, answer=answer)
+    if found.answer is None:
+        return base
+    if run.status != "ok":
+        why = "not checked: the notebook run stopped before it"
     else:
-        progress.score = progress.points if progress.right else 0.0
-    if exercise.kind == "implement" and progress.wrong_fields:
-        count = len(progress.wrong_fields)
-        progress.wrong_fields = [f"{count} of {len(attempt)} cases"]
-    return progress
+        # The check ran and judged nothing: the function is still its stub.
+        return replace(base, message="not implemented yet")
+    return replace(base, score=None, status="unchecked", message=why)
+
+
+#: The widest an answer is shown in the table (the whole answer is in ``--json``).
+ANSWER_WIDTH = 24
+
+
+def shortened(text: str, width: int = ANSWER_WIDTH) -> str:
+    """``text`` on one line, cut to ``width`` characters with "…" when longer."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def answer_text(verdict: Verdict) -> str:
+    """The answer given, as the report shows it: a prediction's fields (``shape=[3, 2]
+    strides=[2, 1]``), an implement function's cases passed, the start of a written answer;
+    ``-`` when none."""
+    if verdict.status in ("unanswered", "missing"):
+        return "-"
+    if verdict.kind == "implement":
+        if verdict.cases is not None and verdict.passed is not None:
+            return f"{verdict.passed}/{verdict.cases} cases"
+        return "written"
+    if verdict.kind == "explain":
+        return f'"{verdict.answer}"'
+    try:
+        fields = json.loads(verdict.answer) if verdict.answer else {}
+    except json.JSONDecodeError:
+        return verdict.answer
+    if not isinstance(fields, dict):
+        return verdict.answer
+    return " ".join(
+        f"{name}={json.dumps(value, ensure_ascii=False)}"
+        for name, value in fields.items()
+        if value is not None
+    )
+
+
+def result_text(verdict: Verdict) -> str:
+    """``right``, ``partial``, ``wrong``, ``review`` (a written answer), ``-`` (not answered)
+    or ``unchecked``."""
+    if verdict.status == "pending":
+        return "review"
+    if verdict.status in ("unanswered", "missing"):
+        return "-"
+    if verdict.status == "unreadable":
+        return "wrong"
+    return verdict.status
+
+
+def _points(verdict: Verdict) -> str:
+    return f"{verdict.score or 0:g}/{verdict.points:g}"
 
 
 def render(chapters: list[ChapterProgress]) -> str:
-    """The plain-text report: one table per chapter, then a hint per wrong answer."""
+    """The plain-text report: one table per chapter (per exercise: the answer given, shortened;
+    right or wrong; wrong tries; whether an answer was revealed; hints used; points), the
+    totals, then for each exercise not right what is wrong, the mistakes it shows and the next
+    hint."""
     lines = []
     # One id column for the whole report, wide enough for its longest id and two spaces.
-    width = max([24, *(len(e.id) + 2 for chapter in chapters for e in chapter.exercises)])
+    width = max([16, *(len(e.exercise) + 2 for chapter in chapters for e in chapter.exercises)])
+    header = (
+        f"  {'exercise':<{width}}{'answer':<{ANSWER_WIDTH + 2}}{'result':<10}{'wrong':<7}"
+        f"{'revealed':<10}{'hints':<7}points"
+    )
     for chapter in chapters:
         totals = chapter.totals
         lines.append(f"{chapter.chapter}: {chapter.title}")
         lines.append(f"  notebook {chapter.notebook}; run: {chapter.run}")
-        lines.append(
-            f"  {'exercise':<{width}}{'kind':<11}{'answered':<10}{'right':<8}{'points':<10}hints"
-        )
+        lines.append(header)
         for e in chapter.exercises:
-            right = (
-                "review"
-                if e.kind == "explain" and e.answered
-                else ("yes" if e.right else "no" if e.right is False else "-")
-            )
-            points = f"{e.score:g}/{e.points:g}"
-            answered = "yes" if e.answered else "no"
+            revealed = "yes" if e.revealed else "no"
             lines.append(
-                f"  {e.id:<{width}}{e.kind:<11}{answered:<10}{right:<8}{points:<10}{e.hints_used}"
+                f"  {e.exercise:<{width}}{shortened(answer_text(e)):<{ANSWER_WIDTH + 2}}"
+                f"{result_text(e):<10}{e.wrong_tries:<7}{revealed:<10}{e.hints_used:<7}"
+                f"{_points(e)}"
             )
         lines.append(
-            f"  answered {totals['answered']}/{totals['exercises']}, right {totals['right']}, "
-            f"points {totals['points']:g}/{totals['possible']:g}, hints used "
-            f"{totals['hints_used']}, written answers for review {totals['in_review']}"
+            f"  answered {totals['answered']:g}/{totals['exercises']:g}, right "
+            f"{totals['right']:g}, points {totals['points']:g}/{totals['possible']:g}, written "
+            f"answers for review {totals['in_review']:g}"
+        )
+        # A second line: the report fits a 900 px notebook output or an 88-column terminal.
+        lines.append(
+            f"  wrong tries {sum(e.wrong_tries for e in chapter.exercises)}, answers revealed "
+            f"{totals['revealed']:g}, hints used {totals['hints_used']:g}"
         )
         for e in chapter.exercises:
             if e.right is False:
                 which = f" (wrong: {', '.join(e.wrong_fields)})" if e.wrong_fields else ""
-                hint = f" hint: {e.hint}" if e.hint else ""
-                lines.append(f"  {e.id}{which}.{hint}")
-            elif e.note and e.kind != "explain":
-                lines.append(f"  {e.id}: {e.note}")
+                said = f" smallest failing case: {e.smallest}" if e.smallest else ""
+                lines.append(f"  {e.exercise}{which}.{said}")
+                # One line per mistake the answer shows, then the next hint.
+                lines += [f"    - {m}" for m in e.mistakes]
+                hint = chapter.next_hints.get(e.exercise, "")
+                if hint:
+                    lines.append(f"    hint: {hint}")
+            elif e.message and e.status in ("unchecked", "missing", "unanswered"):
+                # Why it was not judged (not checked, no cell, a stub): never a verdict.
+                lines.append(f"  {e.exercise}: {e.message}")
         lines.append("")
     return "\n".join(lines)
 
 
 def as_json(chapters: list[ChapterProgress]) -> dict[str, Any]:
-    """The report as JSON data (what ``--json`` prints): every chapter with its totals."""
-    return {"chapters": [{**asdict(chapter), "totals": chapter.totals} for chapter in chapters]}
+    """The report as JSON data (what ``--json`` prints): every chapter with its totals and, per
+    exercise, its verdict (:meth:`Verdict.to_json`) with ``id``, ``title``, ``answered``,
+    ``right``, the ``answer_shown`` as the table shows it and the next ``hint``."""
+    out = []
+    for chapter in chapters:
+        titles = _titles(chapter.chapter)
+        exercises = [
+            {
+                **e.to_json(),
+                "id": e.exercise,
+                "title": titles.get(e.exercise, ""),
+                "answered": e.answered,
+                "right": e.right,
+                "answer_shown": shortened(answer_text(e)),
+                "hint": chapter.next_hints.get(e.exercise, ""),
+            }
+            for e in chapter.exercises
+        ]
+        out.append(
+            {
+                "chapter": chapter.chapter,
+                "title": chapter.title,
+                "notebook": chapter.notebook,
+                "run": chapter.run,
+                "exercises": exercises,
+                "totals": chapter.totals,
+            }
+        )
+    return {"chapters": out}
+
+
+def _titles(chapter_id: str) -> dict[str, str]:
+    try:
+        return {e.id: e.title for e in load_manifest().chapter(chapter_id).exercises}
+    except CourseError:
+        return {}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

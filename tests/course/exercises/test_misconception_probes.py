@@ -27,7 +27,7 @@ import pytest
 from llmfs.course.exercises.compare import same_answer
 from llmfs.course.exercises.describe import ExpressionError
 from llmfs.course.exercises.entries import UnreadableEntry, is_plain, normalize, plain_value
-from llmfs.course.exercises.judge import Verdict, compare
+from llmfs.course.exercises.judge import FieldVerdict, compare
 from llmfs.course.exercises.misconceptions import MISCONCEPTIONS, Context
 from llmfs.course.exercises.run import Outcome, run
 from llmfs.course.manifest import Chapter, Exercise, load_manifest
@@ -290,7 +290,7 @@ def outcome(exercise_id: str) -> Outcome:
     return run(exercise.expression, dict(_names(chapter.id)), plain=plain)
 
 
-def verdict(probe: Probe) -> Verdict:
+def verdict(probe: Probe) -> FieldVerdict:
     """The verdict on the probe's field, every other field answered right."""
     chapter, exercise = _exercise(probe.exercise)
     answers = {**solution_answers(chapter, exercise), probe.field: probe.value}

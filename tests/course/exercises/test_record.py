@@ -23,6 +23,7 @@ from llmfs.course.exercises.record import (
     read_verdicts,
     record_of,
 )
+from llmfs.course.exercises.verdict import Verdict
 
 EXPRESSION = "base.transpose(0, 1)"
 
@@ -96,11 +97,14 @@ def test_the_judge_cell_writes_one_line_and_records_no_attempt(
     exec(judge_cell_source("ch02.q1", hostile), namespace)  # the cell as llmfs check runs it
     exec(judge_cell_source("ch02.q1", RIGHT), namespace)
     lines = [json.loads(line) for line in target.read_text().splitlines()]
-    assert lines[0] == {
-        "exercise": "ch02.q1",
-        "fields": {"shape": True, "strides": False, "offsets": True},
-    }
-    assert read_verdicts(target)["ch02.q1"]["fields"] == dict.fromkeys(RIGHT, True)
+    assert len(lines) == 2 and set(lines[0]) == {"exercise", "verdict"}
+    first = Verdict.from_json(lines[0]["verdict"])
+    assert (first.exercise, first.status, first.wrong_fields) == (
+        "ch02.q1",
+        "partial",
+        ("strides",),
+    )
+    assert Verdict.from_json(read_verdicts(target)["ch02.q1"]["verdict"]).status == "right"
     assert "_llmfs_judge" not in namespace  # the cell leaves no name behind
     assert not attempts_log.exists()  # history is not the record: nothing logged
 
