@@ -246,8 +246,8 @@ def test_llmfs_check_judges_in_the_fixture_not_in_the_learners_names(tmp_path: P
     assert status == 0, text
     (report,) = json.loads(text)["chapters"]
     found = {e["id"]: e for e in report["exercises"]}
-    assert found["ch01.q2"]["right"] is True, found["ch01.q2"]
-    assert found["ch01.q3"]["right"] is False
+    assert found["ch01.q2"]["status"] == "right", found["ch01.q2"]
+    assert found["ch01.q3"]["status"] == "wrong", found["ch01.q3"]
 
 
 @pytest.mark.parametrize("other", ["solution-only", "exercise:ch01.q1"])

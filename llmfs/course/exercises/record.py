@@ -29,10 +29,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmfs.course.exercises.entries import is_plain, predict_exercise
+from llmfs.course.exercises.entries import predict_exercise
 from llmfs.course.exercises.fixtures import exercise_outcome
 from llmfs.course.exercises.judge import FieldVerdict, compare
-from llmfs.course.exercises.run import run
 from llmfs.course.exercises.verdict import (
     VERDICTS_ENV,
     judge_predict,
@@ -202,12 +201,13 @@ def judge_cell_source(exercise_id: str, record: Mapping[str, Any]) -> str:
 
 def judge_in_kernel(exercise_id: str, record_json: str, namespace: Mapping[str, Any]) -> None:
     """Judges a record in a running notebook with
-    :func:`~llmfs.course.exercises.verdict.judge_predict` and appends the exercise's verdict to
-    the file named by :data:`VERDICTS_ENV` (:func:`~llmfs.course.exercises.verdict.write_verdict`),
-    or why the expression could not run. Prints nothing and never raises (the run must go on)."""
+    :func:`~llmfs.course.exercises.verdict.judge_predict`, the expression evaluated in the
+    exercise's fixture (:func:`~llmfs.course.exercises.fixtures.exercise_outcome`), and appends
+    the exercise's verdict to the file named by :data:`VERDICTS_ENV`
+    (:func:`~llmfs.course.exercises.verdict.write_verdict`), or why the expression could not run. Prints nothing and never raises (the run must go on)."""
     try:
         exercise = predict_exercise(exercise_id)
-        outcome = run(exercise.expression, namespace, plain=is_plain(list(exercise.fields)))
+        outcome = exercise_outcome(exercise_id, namespace)  # the fixture, not the kernel's names
         verdict = judge_predict(exercise, json.loads(record_json), outcome)
     except Exception as error:  # the run must go on: the error is reported, not raised
         write_verdict(None, exercise_id, f"{type(error).__name__}: {error}")
