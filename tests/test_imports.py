@@ -144,6 +144,7 @@ LAYERS: list[tuple[str, int, str]] = [
     ("llmfs.widgets.model", 8, "widgets"),
     ("llmfs.widgets.plot", 8, "widgets"),
     ("llmfs.widgets.predict", 8, "widgets"),
+    ("llmfs.widgets.progress", 8, "widgets"),  # a progress bar with the time left
     ("llmfs.widgets.rows", 8, "widgets"),
     ("llmfs.widgets.storage", 8, "widgets"),
     ("llmfs.widgets.style", 8, "widgets"),
