@@ -39,8 +39,10 @@ How it works, in the order a launch happens:
 An isolated launch (``sanitize=True``, or ``None``: the default of
 :func:`~llmfs.tensor.backends.metal.run_kernel` for learners' kernels) builds the same text as a
 standalone executable and runs it in a subprocess on copies of the buffers, each in its own
-exactly-sized block: under AddressSanitizer when the compiler supports it, otherwise between
-inaccessible guard regions. An access outside a buffer is reported (:class:`KernelMemoryError`,
+exactly-sized block: under AddressSanitizer, or between inaccessible guard regions, whichever of
+:data:`ISOLATION_MODES` first passes its probe (:func:`isolation_check`: the real shim and harness
+must report reads and writes one element past either end of a buffer); a mode that lets one
+through is never used. An access outside a buffer is reported (:class:`KernelMemoryError`,
 naming the first thread outside) without any risk to the calling process. ``sanitize=False``
 (the library's own kernels) runs in process through :mod:`ctypes`, fast and unchecked.
 """
