@@ -831,8 +831,11 @@ class EmulatorLibrary:
         shuffle: int | None,
         timeout: float,
         lengths: Sequence[int],
+        symbolize: bool = True,
     ) -> None:
-        """:meth:`run_isolated` without the check that the mode works (the probe uses it)."""
+        """:meth:`run_isolated` without the check that the mode works (the probe uses it, with
+        ``symbolize=False``: it needs to know that a stray access was reported, not its line,
+        and naming the line starts a symbolizer for every report)."""
         mode = "" if sanitize else "#define LLMFS_GUARDED 1\n"
         text = (
             f"#define LLMFS_HARNESS 1\n{mode}#line 1\n{self._text}"
@@ -860,7 +863,9 @@ class EmulatorLibrary:
             manifest = folder / "manifest.txt"
             manifest.write_text("\n".join(lines) + "\n")
             env = dict(os.environ)
-            env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:abort_on_error=0"
+            env["ASAN_OPTIONS"] = (
+                f"detect_leaks=0:exitcode=86:abort_on_error=0:symbolize={int(symbolize)}"
+            )
             # AddressSanitizer sees both ends of every block in one run; the guarded build sees
             # one end per run (see the harness text), so it runs once per layout, the results
             # coming back from the last.
@@ -1201,6 +1206,7 @@ def isolation_check(mode: str) -> str:
             shuffle=None,
             timeout=DEFAULT_TIMEOUT_S,
             lengths=(0,) * 32,
+            symbolize=False,
         )
         return buffers
 
