@@ -10,6 +10,7 @@ version strings (:mod:`llmfs.gpt.figure_files`); matplotlib is imported only whe
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +89,8 @@ class LiveTrainingPlot:
     keeps every step's loss; at every ``eval_every``-th step and at the last one (``steps - 1``)
     it measures ``evaluate(params)``, the fraction of held-out problems answered right; at those
     steps, and every ``draw_every`` steps, it redraws the figure: a PNG shown with a display id
-    (:meth:`show` first), updated in place. Without a notebook (``display`` returns no handle)
+    (:meth:`show` first), updated in place, its title the step reached and, while it runs, the
+    time left (:meth:`time_left`). Without a notebook (``display`` returns no handle)
     it keeps the numbers and draws nothing.
 
     The figure is 900 pixels wide on white (so it reads the same in a light and a dark theme):
@@ -117,14 +119,30 @@ class LiveTrainingPlot:
         self.losses: list[float] = []
         self.accuracy: list[tuple[int, float]] = []
         self._handle: Any = None
+        self._started: float | None = None
+
+    def time_left(self) -> str:
+        """While training runs, the estimated time left (the mean time per step so far, times
+        the steps to go), as ``", about 40 s left"``; ``""`` before the first step and after the
+        last, so that the finished figure holds no time and is the same on every run."""
+        done = len(self.losses)
+        if self._started is None or done == 0 or done >= self.steps:
+            return ""
+        from llmfs.widgets.progress import time_left_text
+
+        per_step = (time.monotonic() - self._started) / done
+        return f", {time_left_text(per_step * (self.steps - done))}"
 
     def show(self) -> None:
         """Displays the (empty) figure; later draws replace it in place."""
         from IPython.display import display
 
         self._handle = display(self._image(), display_id=True)
+        self._started = time.monotonic()
 
     def __call__(self, step: int, loss: float, params: Any) -> None:
+        if self._started is None:
+            self._started = time.monotonic()
         self.losses.append(float(loss))
         last = step + 1 == self.steps
         evaluated = (step + 1) % self.eval_every == 0 or last
@@ -146,7 +164,7 @@ class LiveTrainingPlot:
             left.set_ylim(bottom=0)
             left.set_xlabel("training step")
             left.set_ylabel("cross-entropy of the answer digits")
-            done = f"step {len(self.losses)} of {self.steps}"
+            done = f"step {len(self.losses)} of {self.steps}{self.time_left()}"
             left.set_title(f"{self.title}: loss ({done})")
             left.grid(True, color="#dddddd", lw=0.5)
             right.plot(

@@ -79,3 +79,23 @@ def test_sizes_below_one_are_refused(bad: dict[str, int]) -> None:
     steps = arguments.pop("steps")
     with pytest.raises(ConfigError, match="must be at least 1"):
         LiveTrainingPlot(steps, lambda p: 0.0, **arguments)
+
+
+def test_while_it_runs_the_title_says_the_time_left_and_the_finished_figure_holds_no_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from llmfs.gpt import plot as module
+
+    now = [50.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    plot = LiveTrainingPlot(10, lambda p: 0.5, eval_every=5)
+    assert plot.time_left() == ""  # nothing measured yet
+    for step in range(4):
+        plot(step, 2.0, None)
+        now[0] += 5.0  # 5 s per step: after 4 steps, 6 to go
+    assert plot.time_left() == ", about 30 s left"
+    assert "step 4 of 10, about 30 s left" in plot.figure().axes[0].get_title()
+    for step in range(4, 10):
+        plot(step, 2.0, None)
+    assert plot.time_left() == ""
+    assert plot.figure().axes[0].get_title().endswith("(step 10 of 10)")

@@ -204,7 +204,8 @@ def judge_in_kernel(exercise_id: str, record_json: str, namespace: Mapping[str, 
     :func:`~llmfs.course.exercises.verdict.judge_predict`, the expression evaluated in the
     exercise's fixture (:func:`~llmfs.course.exercises.fixtures.exercise_outcome`), and appends
     the exercise's verdict to the file named by :data:`VERDICTS_ENV`
-    (:func:`~llmfs.course.exercises.verdict.write_verdict`), or why the expression could not run. Prints nothing and never raises (the run must go on)."""
+    (:func:`~llmfs.course.exercises.verdict.write_verdict`), or why the expression could not run.
+    Prints nothing and never raises (the run must go on)."""
     try:
         exercise = predict_exercise(exercise_id)
         outcome = exercise_outcome(exercise_id, namespace)  # the fixture, not the kernel's names

@@ -113,8 +113,10 @@ def run_kernel(
 
     On the emulator a kernel of yours can never corrupt or crash the calling process: by default
     (``sanitize=None``) it runs in a subprocess on copies of the buffers, under AddressSanitizer
-    when the compiler supports it, otherwise between guard regions, and an access outside a
-    buffer raises :class:`KernelMemoryError` naming the kernel and the first thread outside.
+    or between guard regions, whichever first passed its probe here (the emulator's
+    ``isolation_check``: a probe kernel's reads and writes past either end of a buffer must all
+    be reported, else the mode is never used), and an access outside a buffer raises
+    :class:`KernelMemoryError` naming the kernel and the first thread outside.
     ``sanitize=True`` insists on AddressSanitizer (its report says which line and which
     buffer). ``timeout`` (seconds,
     default 30) stops an isolated launch that runs longer (an endless loop).

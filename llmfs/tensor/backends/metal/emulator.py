@@ -39,21 +39,27 @@ How it works, in the order a launch happens:
 An isolated launch (``sanitize=True``, or ``None``: the default of
 :func:`~llmfs.tensor.backends.metal.run_kernel` for learners' kernels) builds the same text as a
 standalone executable and runs it in a subprocess on copies of the buffers, each in its own
-exactly-sized block: under AddressSanitizer when the compiler supports it, otherwise between
-inaccessible guard regions. An access outside a buffer is reported (:class:`KernelMemoryError`,
+exactly-sized block: under AddressSanitizer, or between inaccessible guard regions, whichever of
+:data:`ISOLATION_MODES` first passes its probe (:func:`isolation_check`: the real shim and harness
+must report reads and writes one element past either end of a buffer); a mode that lets one
+through is never used. An access outside a buffer is reported (:class:`KernelMemoryError`,
 naming the first thread outside) without any risk to the calling process. ``sanitize=False``
 (the library's own kernels) runs in process through :mod:`ctypes`, fast and unchecked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import operator
 import os
 import re
+import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -389,14 +395,19 @@ def launcher_source(source: str, kernels: Sequence[Kernel]) -> str:
         "// only a fault handler reads them, which the optimizer cannot see).",
         "static thread_local volatile unsigned llmfs_fault_thread[3] = {0, 0, 0};",
         "static thread_local volatile int llmfs_in_kernel = 0;",
+        "// How many times a thread started or resumed: the same at every point of two runs of",
+        "// one launch, so the guarded harness can tell which of two runs' faults came first.",
+        "static thread_local volatile unsigned long long llmfs_fault_step = 0;",
         "#define LLMFS_ENTER(ids) (llmfs_fault_thread[0] = (ids).thread_position_in_grid.x, "
         "llmfs_fault_thread[1] = (ids).thread_position_in_grid.y, "
-        "llmfs_fault_thread[2] = (ids).thread_position_in_grid.z, llmfs_in_kernel = 1)",
+        "llmfs_fault_thread[2] = (ids).thread_position_in_grid.z, llmfs_fault_step += 1, "
+        "llmfs_in_kernel = 1)",
         "#define LLMFS_LEAVE() (llmfs_in_kernel = 0)",
         "static void llmfs_note_thread(const llmfs_ids* ids) {",
         "    llmfs_fault_thread[0] = ids->thread_position_in_grid.x;",
         "    llmfs_fault_thread[1] = ids->thread_position_in_grid.y;",
         "    llmfs_fault_thread[2] = ids->thread_position_in_grid.z;",
+        "    llmfs_fault_step += 1;",
         "    llmfs_in_kernel = 1;  // a fiber resumed: the kernel runs again",
         "}",
         "#else",
@@ -447,27 +458,33 @@ _HARNESS_MAIN = r"""
 // ---- llmfs emulator: isolated launch harness ----
 // argv[1] names a manifest: "gx gy gz tx ty tz count shuffled seed", then the 32 lengths of
 // the [[threadgroup(n)]] arguments, then per buffer index "bytes path"
-// (path "-" for an unbound index). Every buffer gets its own exactly-sized block:
+// (path "-" for an unbound index); argv[2] is the guarded layout (see below) and argv[3] says
+// whether the buffers are written back to their files after a clean run ("1") or not ("0").
+// Every buffer gets its own exactly-sized block:
 // * AddressSanitizer build: a malloc of exactly `bytes` bytes; the sanitizer reports any access
-//   outside it.
-// * Guarded build (LLMFS_GUARDED, when no sanitizer is available): the block ends exactly where
-//   an inaccessible guard region begins, another guard region lies before it, and the slack
-//   between the front guard and the block holds a canary pattern. An access past either end
-//   faults (reported by the SIGSEGV handler below); a write into the slack changes the canary.
+//   outside it (the shim flattens the address spaces in this build, so every access is checked).
+// * Guarded build (LLMFS_GUARDED): the block lies between two inaccessible guard regions. Memory
+//   comes in pages, so only one end of a block can touch a guard: layout "end" puts the block's
+//   end on the back guard (an access past the end faults at once), layout "start" its start on
+//   the front guard (an access before the start faults at once). The emulator runs a launch
+//   in both layouts; the two runs do the same until the first stray access, which one of them
+//   catches, and each report carries the step (thread starts and resumes) it happened at, so
+//   the earlier of the two reports names the first thread that stepped outside.
 #if defined(LLMFS_GUARDED)
 #define LLMFS_GUARD_BYTES (64 * 1024)
-#define LLMFS_CANARY 0xA5
 static unsigned char* llmfs_starts[31];
 static size_t llmfs_sizes[31];
 static int llmfs_count = 0;
+static int llmfs_layout_start = 0;
 
 static void llmfs_say(const char* text) { (void)!write(2, text, strlen(text)); }
 
 static void llmfs_say_thread() {
     if (!llmfs_in_kernel) return;
-    char line[96];
-    snprintf(line, sizeof line, "LLMFS-THREAD: %u %u %u\n", llmfs_fault_thread[0],
-             llmfs_fault_thread[1], llmfs_fault_thread[2]);
+    char line[128];
+    snprintf(line, sizeof line, "LLMFS-THREAD: %u %u %u\nLLMFS-STEP: %llu\n",
+             llmfs_fault_thread[0], llmfs_fault_thread[1], llmfs_fault_thread[2],
+             (unsigned long long)llmfs_fault_step);
     llmfs_say(line);
 }
 
@@ -512,29 +529,10 @@ static void* llmfs_alloc(int index, size_t bytes) {
     if (base == (unsigned char*)MAP_FAILED) return 0;
     mprotect(base, guard, PROT_NONE);
     mprotect(base + guard + data, guard, PROT_NONE);
-    unsigned char* start = base + guard + data - bytes;
-    memset(base + guard, LLMFS_CANARY, data - bytes);
+    unsigned char* start = llmfs_layout_start ? base + guard : base + guard + data - bytes;
     llmfs_starts[index] = start;
     llmfs_sizes[index] = bytes;
     return start;
-}
-
-// Returns 0 when the slack before buffer `index` still holds the canary, else reports and 1.
-static int llmfs_check(int index) {
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t data = (llmfs_sizes[index] + page - 1) / page * page;
-    size_t slack = data - llmfs_sizes[index];
-    const unsigned char* front = llmfs_starts[index] - slack;
-    for (size_t k = 0; k < slack; ++k) {
-        if (front[k] != LLMFS_CANARY) {
-            fprintf(stderr,
-                    "LLMFS-GUARD: canary overwritten\nSUMMARY: guarded emulator: write at "
-                    "byte offset %lld of buffer %d, before its start\n",
-                    (long long)k - (long long)slack, index);
-            return 1;
-        }
-    }
-    return 0;
 }
 #else
 #include <sanitizer/common_interface_defs.h>
@@ -549,9 +547,13 @@ static void llmfs_say_thread() {
 #endif
 
 int main(int argc, char** argv) {
-    if (argc != 2) return 64;
+    if (argc != 4) return 64;
     FILE* manifest = fopen(argv[1], "r");
     if (!manifest) return 65;
+    int write_back = argv[3][0] == '1';
+#if defined(LLMFS_GUARDED)
+    llmfs_layout_start = strcmp(argv[2], "start") == 0;
+#endif
     unsigned grid[3], group[3];
     int count = 0, shuffled = 0;
     unsigned long long seed = 0;
@@ -589,12 +591,7 @@ int main(int argc, char** argv) {
 #endif
     llmfs_switch_hook = llmfs_note_thread;
     int rc = LLMFS_LAUNCH(buffers, grid, group, lengths);
-#if defined(LLMFS_GUARDED)
-    for (int i = 0; i < count; ++i) {
-        if (buffers[i] && llmfs_check(i)) return 87;
-    }
-#endif
-    for (int i = 0; i < count; ++i) {
+    for (int i = 0; i < count && write_back; ++i) {
         if (!buffers[i]) continue;
         FILE* f = fopen(paths[i], "wb");
         if (!f || fwrite(buffers[i], 1, sizes[i], f) != sizes[i]) return 69;
@@ -700,7 +697,8 @@ class EmulatorLibrary:
         * ``True``: in a subprocess under AddressSanitizer (see :meth:`run_isolated`);
           :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when the compiler
           cannot build sanitized code here.
-        * ``None``: in a subprocess, under AddressSanitizer when it is available, otherwise
+        * ``None``: in a subprocess, in the first mode of :data:`ISOLATION_MODES` whose probe
+          (:func:`isolation_check`) caught every stray access here: under AddressSanitizer, or
           with guard regions around exactly-sized buffers. Safe for any kernel.
 
         Raises :class:`KernelArgumentError` for bad arguments, :class:`KernelMemoryError` (naming
@@ -733,7 +731,7 @@ class EmulatorLibrary:
         if 0 in dims:
             return  # no threads: nothing runs, nothing to isolate
         if sanitize is None or sanitize:
-            chosen = sanitizer_available() if sanitize is None else True
+            chosen = isolation_mode() == "asan" if sanitize is None else True
             self.run_isolated(
                 kernel,
                 bound,
@@ -801,16 +799,43 @@ class EmulatorLibrary:
 
         Each buffer is copied into its own exactly-sized block; writeable arrays are copied back
         after a clean run. With ``sanitize`` the executable is built with AddressSanitizer;
-        without, each block is surrounded by inaccessible guard regions and a canary (see the
-        harness text). Nothing the kernel does can reach the calling process. Raises
-        :class:`KernelMemoryError` with the report when an access leaves a buffer,
+        without, each block lies between inaccessible guard regions and the launch runs twice,
+        once with each block's end on its back guard and once with its start on its front
+        guard (see the harness text). Nothing the kernel does can reach the calling process.
+        Raises :class:`KernelMemoryError` with the report when an access leaves a buffer,
         :class:`KernelLaunchError` for any other failure (or a launch running past ``timeout``
         seconds, which then is stopped), and
-        :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when ``sanitize`` is
-        asked for but the compiler cannot build sanitized code here.
+        :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` when the mode asked
+        for did not catch the stray accesses of :func:`isolation_check`'s probe here.
         """
-        if sanitize:
-            require_sanitizer()
+        require_isolation("asan" if sanitize else "guarded")
+        self._launch_isolated(
+            kernel,
+            bound,
+            grid,
+            group,
+            sanitize=sanitize,
+            shuffle=shuffle,
+            timeout=timeout,
+            lengths=lengths,
+        )
+
+    def _launch_isolated(
+        self,
+        kernel: Kernel,
+        bound: Mapping[int, np.ndarray],
+        grid: Grid,
+        group: Grid,
+        *,
+        sanitize: bool,
+        shuffle: int | None,
+        timeout: float,
+        lengths: Sequence[int],
+        symbolize: bool = True,
+    ) -> None:
+        """:meth:`run_isolated` without the check that the mode works (the probe uses it, with
+        ``symbolize=False``: it needs to know that a stray access was reported, not its line,
+        and naming the line starts a symbolizer for every report)."""
         mode = "" if sanitize else "#define LLMFS_GUARDED 1\n"
         text = (
             f"#define LLMFS_HARNESS 1\n{mode}#line 1\n{self._text}"
@@ -821,7 +846,7 @@ class EmulatorLibrary:
             exe = build(text, kind="exe", what=what, sanitize=sanitize)
         except KernelCompileError as error:
             raise compile_error(self.source, error.log) from None
-        with tempfile.TemporaryDirectory(prefix="llmfs-asan-run-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="llmfs-isolated-run-") as tmp:
             folder = Path(tmp)
             count = max(bound, default=-1) + 1
             order = (0 if shuffle is None else 1, _seed(shuffle))
@@ -838,40 +863,82 @@ class EmulatorLibrary:
             manifest = folder / "manifest.txt"
             manifest.write_text("\n".join(lines) + "\n")
             env = dict(os.environ)
-            env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:abort_on_error=0"
-            try:
-                result = subprocess.run(
-                    [str(exe), str(manifest)],
-                    capture_output=True,
-                    text=True,
-                    env=env,
-                    timeout=timeout,
+            env["ASAN_OPTIONS"] = (
+                f"detect_leaks=0:exitcode=86:abort_on_error=0:symbolize={int(symbolize)}"
+            )
+            # AddressSanitizer sees both ends of every block in one run; the guarded build sees
+            # one end per run (see the harness text), so it runs once per layout, the results
+            # coming back from the last.
+            layouts = ("asan",) if sanitize else ("end", "start")
+            deadline = time.monotonic() + timeout
+            faults: list[tuple[int, str]] = []
+            for number, layout in enumerate(layouts):
+                last = number == len(layouts) - 1
+                result = _run_harness(
+                    [str(exe), str(manifest), layout, "1" if last else "0"],
+                    env,
+                    max(deadline - time.monotonic(), 0.001),
+                    kernel.name,
+                    timeout,
                 )
-            except subprocess.TimeoutExpired:
-                raise KernelLaunchError(
-                    f"isolated launch of kernel {kernel.name} ran past its {timeout:g} s timeout "
-                    f"and was stopped (an endless loop, or a barrier some threads never reach?)"
-                ) from None
-            if "ERROR: AddressSanitizer" in result.stderr or "LLMFS-GUARD:" in result.stderr:
-                raise KernelMemoryError(kernel.name, result.stderr)
-            if result.returncode < 0 and not sanitize:
-                # A fault the guard handler did not see (another signal): still memory-related
-                # in practice, but say exactly what happened.
-                raise KernelLaunchError(
-                    f"isolated launch of kernel {kernel.name} was killed by signal "
-                    f"{-result.returncode}: {result.stderr.strip()[-2000:]}"
-                )
-            if result.returncode in (2, 3, 4, 5, 6):
-                raise KernelLaunchError(_launch_failure(kernel.name, result.returncode, group))
-            if result.returncode != 0:
-                raise KernelLaunchError(
-                    f"isolated launch of kernel {kernel.name} failed with code "
-                    f"{result.returncode}: {result.stderr.strip()[-2000:]}"
-                )
+                if "ERROR: AddressSanitizer" in result.stderr or "LLMFS-GUARD:" in result.stderr:
+                    faults.append((_fault_step(result.stderr), result.stderr))
+                    continue
+                if result.returncode < 0 and not sanitize:
+                    # A fault the guard handler did not see (another signal): still memory-related
+                    # in practice, but say exactly what happened.
+                    raise KernelLaunchError(
+                        f"isolated launch of kernel {kernel.name} was killed by signal "
+                        f"{-result.returncode}: {result.stderr.strip()[-2000:]}"
+                    )
+                if faults:
+                    continue  # a clean run after a caught one: the caught one is the report
+                if result.returncode in (2, 3, 4, 5, 6):
+                    raise KernelLaunchError(_launch_failure(kernel.name, result.returncode, group))
+                if result.returncode != 0:
+                    raise KernelLaunchError(
+                        f"isolated launch of kernel {kernel.name} failed with code "
+                        f"{result.returncode}: {result.stderr.strip()[-2000:]}"
+                    )
+            if faults:
+                raise KernelMemoryError(kernel.name, min(faults, key=lambda fault: fault[0])[1])
             for index, array in bound.items():
                 if array.flags.writeable and array.nbytes:
                     data = (folder / f"buffer{index}.bin").read_bytes()
                     array.reshape(-1).view(np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+
+
+def _run_harness(
+    args: list[str], env: Mapping[str, str], limit: float, name: str, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """One run of an isolated launch's executable, in its own session so that a run past
+    ``limit`` seconds is stopped with everything it started."""
+    with subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(env),
+        start_new_session=True,
+    ) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise KernelLaunchError(
+                f"isolated launch of kernel {name} ran past its {timeout:g} s timeout "
+                f"and was stopped (an endless loop, or a barrier some threads never reach?)"
+            ) from None
+    return subprocess.CompletedProcess(args, process.returncode, stdout, stderr)
+
+
+def _fault_step(report: str) -> int:
+    """The step (thread starts and resumes) a guarded run's fault happened at; AddressSanitizer's
+    reports, which come from a single run, count as step 0."""
+    found = re.search(r"^LLMFS-STEP: (\d+)$", report, re.MULTILINE)
+    return int(found.group(1)) if found else 0
 
 
 def _seed(shuffle: int | None) -> int:
@@ -1064,14 +1131,134 @@ def _plain(message: str) -> str:
     return re.sub(r"\s*\[-W[^\]]*\]", "", message)
 
 
+#: The isolation modes of an isolated launch, in the order :func:`isolation_mode` prefers them:
+#: ``"asan"`` (AddressSanitizer: exact reports, naming the line) and ``"guarded"`` (guard pages
+#: around each buffer, two runs: reports name the buffer and the byte offset).
+ISOLATION_MODES = ("asan", "guarded")
+
+#: The probe kernel of :func:`isolation_check`: thread 0 of a one-thread launch makes the access
+#: ``plan`` asks for, through a ``device`` or ``constant`` pointer, at element ``plan[1]``.
+_PROBE_SOURCE = """#include <metal_stdlib>
+using namespace metal;
+
+kernel void stray(device float* data [[buffer(0)]],
+                  constant float* table [[buffer(1)]],
+                  device float* out [[buffer(2)]],
+                  constant int* plan [[buffer(3)]],
+                  uint gid [[thread_position_in_grid]]) {
+    if (gid != 0) {
+        return;
+    }
+    int at = plan[1];
+    if (plan[0] == 0) {
+        out[0] = data[at];
+    } else if (plan[0] == 1) {
+        data[at] = 7.0f;
+    } else {
+        out[0] = table[at];
+    }
+}
+"""
+_PROBE_DATA, _PROBE_TABLE = 5, 3  # elements: 20 and 12 bytes, neither a whole page nor granule
+#: (what the probe does, plan) for every stray access a mode must catch.
+_PROBE_CASES = (
+    ("a device read one element past the end", (0, _PROBE_DATA)),
+    ("a device read one element before the start", (0, -1)),
+    ("a device write one element past the end", (1, _PROBE_DATA)),
+    ("a device write one element before the start", (1, -1)),
+    ("a constant read one element past the end", (2, _PROBE_TABLE)),
+    ("a constant read one element before the start", (2, -1)),
+)
+
+
+@functools.cache
+def isolation_check(mode: str) -> str:
+    """Why isolation ``mode`` (one of :data:`ISOLATION_MODES`) cannot be trusted here, or ``""``
+    when it can: the real shim and harness, built in that mode, run the probe kernel once per
+    stray access of :data:`_PROBE_CASES` (reads and writes past either end of a ``device``
+    buffer, reads past either end of a ``constant`` one) and must report every one as a
+    :class:`KernelMemoryError`, and an in-bounds run must come back clean. Checked once per
+    process and mode. A compiler, runtime or platform that silently lets an access through
+    (AddressSanitizer, for one, skips accesses through non-default address spaces) fails here,
+    and the mode is then never used."""
+    if mode not in ISOLATION_MODES:
+        raise KernelArgumentError(f"isolation mode must be one of {ISOLATION_MODES}, got {mode!r}")
+    sanitize = mode == "asan"
+    if sanitize and not sanitizer_available():
+        return f"{find_compiler().path} cannot build and run AddressSanitizer executables here"
+    library = load_library(_PROBE_SOURCE)
+    kernel = library.kernel("stray")
+    missed: list[str] = []
+
+    def launch(plan: tuple[int, int]) -> dict[int, np.ndarray]:
+        buffers = {
+            0: np.arange(_PROBE_DATA, dtype=np.float32),
+            1: np.arange(_PROBE_TABLE, dtype=np.float32),
+            2: np.zeros(1, dtype=np.float32),
+            3: np.array(plan, dtype=np.int32),
+        }
+        library._launch_isolated(
+            kernel,
+            buffers,
+            (1, 1, 1),
+            (1, 1, 1),
+            sanitize=sanitize,
+            shuffle=None,
+            timeout=DEFAULT_TIMEOUT_S,
+            lengths=(0,) * 32,
+            symbolize=False,
+        )
+        return buffers
+
+    try:
+        if launch((0, _PROBE_DATA - 1))[2][0] != _PROBE_DATA - 1:
+            return f"the {mode} build of the probe kernel returned a wrong value"
+        for what, plan in _PROBE_CASES:
+            try:
+                launch(plan)
+            except KernelMemoryError:
+                continue
+            missed.append(what)
+    except (KernelCompileError, KernelLintError, KernelLaunchError, OSError) as error:
+        return f"the {mode} build of the probe kernel does not run here ({error})"
+    if missed:
+        return f"the {mode} build let {', '.join(missed)} through unreported"
+    return ""
+
+
+def isolation_mode() -> str:
+    """The isolation mode ``sanitize=None`` uses: the first of :data:`ISOLATION_MODES` whose
+    :func:`isolation_check` passes. Raises
+    :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` naming each mode's
+    failure when none does: a launch that could not report a stray access is never made."""
+    reasons = []
+    for mode in ISOLATION_MODES:
+        reason = isolation_check(mode)
+        if not reason:
+            return mode
+        reasons.append(f"{mode}: {reason}")
+    raise MetalUnavailableError(
+        f"no isolated launch mode catches an out-of-bounds access here ({'; '.join(reasons)})"
+    )
+
+
+def require_isolation(mode: str) -> None:
+    """Raises :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` unless isolation
+    ``mode`` passed its :func:`isolation_check` here."""
+    reason = isolation_check(mode)
+    if reason:
+        other = "sanitize=None isolates the launch in a mode that works here instead"
+        raise MetalUnavailableError(
+            f"the {'AddressSanitizer' if mode == 'asan' else 'guarded'} isolated launch cannot "
+            f"be trusted with {find_compiler().path} here: {reason}; {other}"
+        )
+
+
 def require_sanitizer() -> None:
     """Raises :class:`~llmfs.tensor.backends.metal.errors.MetalUnavailableError` unless the
-    compiler can build AddressSanitizer code here."""
-    if not sanitizer_available():
-        raise MetalUnavailableError(
-            f"AddressSanitizer is not available with {find_compiler().path} here; "
-            f"sanitize=None isolates the launch with guarded buffers instead"
-        )
+    compiler builds AddressSanitizer code here that catches stray accesses (see
+    :func:`isolation_check`)."""
+    require_isolation("asan")
 
 
 _LIBRARIES: dict[tuple[str, int | None], EmulatorLibrary] = {}
@@ -1109,6 +1296,7 @@ def is_available() -> bool:
 __all__ = [
     "DEFAULT_TIMEOUT_S",
     "ELEMENT_DTYPES",
+    "ISOLATION_MODES",
     "MAX_THREADGROUP_ARGUMENT_INDEX",
     "MAX_THREADGROUP_BYTES",
     "MAX_THREADGROUP_VARIABLES",
@@ -1121,10 +1309,13 @@ __all__ = [
     "compile_error",
     "default_threadgroup",
     "is_available",
+    "isolation_check",
+    "isolation_mode",
     "launcher_source",
     "load_library",
     "msl_as_cpp",
     "normalize_buffers",
+    "require_isolation",
     "require_sanitizer",
     "threadgroup_lengths",
     "uses_barrier",

@@ -28,6 +28,7 @@ from llmfs.tensor.backends.metal.errors import (
     MetalUnavailableError,
 )
 from llmfs.tensor.errors import TensorError
+from tests.requirements import require_tool
 
 pytestmark = pytest.mark.skipif(not emulator_available(), reason="the Metal emulator needs clang++")
 
@@ -248,8 +249,7 @@ def test_a_memory_error_names_the_first_thread_that_stepped_outside(
 ) -> None:
     if sanitized and not toolchain.sanitizer_available():
         pytest.skip("AddressSanitizer is not available here")
-    if not sanitized:
-        monkeypatch.setattr(emu, "sanitizer_available", lambda: False)
+    monkeypatch.setattr(emu, "isolation_mode", lambda: "asan" if sanitized else "guarded")
     values = np.arange(10, dtype=np.float32)
     out = np.zeros(10, dtype=np.float32)
     # Threads 10 to 15 have no value; in grid order thread 10 is the first to step outside.
@@ -263,14 +263,75 @@ def test_a_memory_error_names_the_first_thread_that_stepped_outside(
     assert c.value.thread[1:] == (0, 0)
 
 
+STRAY = HEADER + "".join(
+    f"""
+kernel void stray_{name}(device {name}* data [[buffer(0)]],
+                         device {name}* out [[buffer(1)]],
+                         constant int& shift [[buffer(2)]],
+                         constant int& write [[buffer(3)]],
+                         uint gid [[thread_position_in_grid]]) {{
+    int at = int(gid) + shift;  // BUG: no bounds guard
+    if (write != 0) {{
+        data[at] = out[gid];
+    }} else {{
+        out[gid] = data[at];
+    }}
+}}
+"""
+    for name in ("float", "uchar")
+)
+
+
+@pytest.mark.parametrize("mode", emu.ISOLATION_MODES)
+def test_every_isolation_mode_that_runs_here_reports_each_stray_access(mode, monkeypatch) -> None:
+    # A mode the platform can run must catch reads and writes through device pointers past
+    # either end of buffers of any size; if it cannot, its probe fails and so does this test
+    # (AddressSanitizer skipping address-space accesses passed a build that checked nothing).
+    if mode == "asan" and not toolchain.sanitizer_available():
+        # CI installs clang with its sanitizer runtime, as a learner does: there this fails.
+        require_tool("AddressSanitizer cannot build and run executables here")
+    assert emu.isolation_check(mode) == ""
+    monkeypatch.setattr(emu, "isolation_mode", lambda: mode)
+    rng = np.random.default_rng(36)
+    for case in range(8):
+        dtype = (np.float32, np.uint8)[case % 2]
+        n = int(rng.integers(1, 3000))
+        step = int(rng.integers(1, 24))
+        shift = step if case % 4 < 2 else -step  # past the end, or before the start
+        write = int(rng.integers(0, 2))
+        data = rng.integers(0, 100, n).astype(dtype)
+        out = np.full(n, 9, dtype=dtype)
+        name = f"stray_{'float' if dtype == np.float32 else 'uchar'}"
+        args = [data, out, np.int32(shift), np.int32(write)]
+        what = f"{n} elements of {np.dtype(dtype)}, shift {shift}, write {write}"
+        with pytest.raises(KernelMemoryError, match=f"'{name}'") as caught:
+            run_kernel(STRAY, name, args, n, backend="metal-emulator")
+        # In grid order the first thread outside is n - shift past the end, 0 before the start.
+        first = max(n - shift, 0) if shift > 0 else 0
+        assert caught.value.thread == (first, 0, 0), what
+        np.testing.assert_array_equal(out, 9)  # nothing comes back from a failed launch
+        run_kernel(STRAY, name, [data, out, np.int32(0), np.int32(write)], n,
+                   backend="metal-emulator")  # fmt: skip
+        np.testing.assert_array_equal(out if write == 0 else data, data if write == 0 else out)
+
+
+def without_a_sanitizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Makes this process behave as where AddressSanitizer cannot be trusted."""
+    real = emu.isolation_check
+    monkeypatch.setattr(
+        emu, "isolation_check", lambda mode: "no runtime" if mode == "asan" else real(mode)
+    )
+
+
 def test_without_a_sanitizer_the_default_uses_guarded_buffers(monkeypatch) -> None:
-    monkeypatch.setattr(emu, "sanitizer_available", lambda: False)
+    without_a_sanitizer(monkeypatch)
+    assert emu.isolation_mode() == "guarded"
     values = np.arange(10, dtype=np.float32)
     out = np.zeros(10, dtype=np.float32)
     with pytest.raises(KernelMemoryError, match="'twice'") as caught:
         run_kernel(UNGUARDED, "twice", [values, out], 16, backend="metal-emulator")
     assert "LLMFS-GUARD" in caught.value.report and "buffer" in caught.value.summary
-    # One element past the end, far past it, and just before the start (caught by the canary).
+    # One element past the end, far past it, and just before the start.
     for shift in (1, 100, 100_000, -1, -100):
         target = np.zeros(4, dtype=np.float32)
         with pytest.raises(KernelMemoryError, match="'shifted'") as caught:
