@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmfs.cli import main as llmfs_main
-from llmfs.course.grading import collect, reports
+from llmfs.course.grading import collect, reports, shown
 from llmfs.course.grading.collect import Submission, collect_submissions
 from llmfs.course.grading.gradebook import Gradebook
 
@@ -278,7 +278,7 @@ def test_grading_a_hostile_class_gives_every_student_a_row_and_their_own_feedbac
         index = {reports.student_from_key(r["student_id"]): r["file"] for r in csv.DictReader(f)}
     for student in ids:
         text = (out / "feedback" / index[student]).read_bytes().decode("utf-8")
-        assert text.startswith(f"# Feedback for {student}\n")
+        assert text.startswith(f"# Feedback for {shown.markdown(student)}\n")
     arch_feedback = (out / "feedback" / index["arch"]).read_text(encoding="utf-8")
     assert f"Collected: {CHAPTER.id}: graded {NAME}; also found Archive/{NAME}" in arch_feedback
     arch_row = next(r for r in table if r["student_id"] == "arch")
