@@ -12,8 +12,10 @@ costs what the reader's did, bounded.
 One reader per grading thread, started once (importing the library takes seconds) and reused;
 a reader that ran out of time or memory is ended and the next notebook gets a fresh one.
 ``python -m llmfs.course.grading.reader`` speaks :mod:`~llmfs.course.grading.channel` frames
-on stdin and stdout: a setup frame, then per notebook a frame ``{"label": ..., "size": N}``
-followed by ``N`` raw bytes; each answered by ``{"problem": ""}`` or ``{"problem": "why"}``.
+on stdin and stdout: a setup frame (answered ``{"ready": true}`` once the library is imported,
+so the import is never a notebook's time), then per notebook a frame ``{"label": ...,
+"size": N}`` followed by ``N`` raw bytes; each answered by ``{"problem": ""}`` or
+``{"problem": "why"}``.
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ from typing import Any
 
 from llmfs.course.grading import channel
 
-#: Wall-clock seconds one notebook's reading may take (an honest chapter notebook: well under 1).
+#: CPU seconds one notebook's reading may take (an honest chapter notebook: well under 1).
 READ_SECONDS = 10.0
 #: Address space of the reader process (MiB): the library it imports, and the notebook read.
-READ_MEMORY_MB = 2048
+READ_MEMORY_MB = 512
+#: The reader's wall-clock time, at most, as a multiple of its CPU budget (a starved reader).
+WALL_FACTOR = 6.0
+#: How long the reader may take to start (import the library), before any notebook's time.
+STARTUP_SECONDS = 120.0
 
 
 class Reader:
@@ -61,9 +67,14 @@ class Reader:
             stderr=subprocess.DEVNULL,
         )
         self.buffer = b""
-        assert process.stdin is not None
+        assert process.stdin is not None and process.stdout is not None
         process.stdin.write(channel.encode(self.setup))
         process.stdin.flush()
+        # Starting Python and importing the library is not the notebook's time.
+        ready = self._reply(process.stdout.fileno(), time.monotonic() + STARTUP_SECONDS)
+        if ready != {"ready": True}:
+            sandbox._end(process)
+            raise OSError("the notebook reader did not start")
         return process
 
     def close(self) -> None:
@@ -83,10 +94,17 @@ class Reader:
         an unreadable one gets its reason from the grader's own reading), else why not."""
         if self.process is None or self.process.poll() is not None:
             self.close()
-            self.process = self._spawn()
+            try:
+                self.process = self._spawn()
+            except OSError as error:
+                return f"{label}: not graded ({error})"
         process = self.process
         assert process.stdin is not None and process.stdout is not None
-        deadline = time.monotonic() + self.seconds
+        # The budget is the reader's CPU time (a loaded machine does not make an honest notebook
+        # over budget); the wall clock only bounds a reader that gets no CPU at all.
+        deadline = time.monotonic() + WALL_FACTOR * self.seconds
+        spent = _cpu_seconds(process.pid)
+        budget = (spent + self.seconds) if spent is not None else None
         # Writing may block on a full pipe while the reader is busy: a thread writes, so the
         # deadline holds either way.
         header = channel.encode({"label": label, "size": len(data)})
@@ -99,25 +117,24 @@ class Reader:
 
         writer = threading.Thread(target=send, daemon=True)
         writer.start()
-        reply = self._reply(process.stdout.fileno(), deadline)
+        reply = self._reply(process.stdout.fileno(), deadline, process.pid, budget)
         if reply is None:
             ended = process.poll() is not None
             self.close()
             writer.join(timeout=1)
             if ended:
-                return (
-                    f"{label}: reading the notebook took more than {self.memory_mb} MiB of "
-                    "memory (the grader reads a notebook within that): not graded"
-                )
+                return _over_memory(label, self.memory_mb)
             return (
-                f"{label}: reading the notebook took longer than {self.seconds:g} s (the grader "
-                "reads a notebook within that): not graded"
+                f"{label}: reading the notebook took longer than {self.seconds:g} s of CPU time "
+                "(the grader reads a notebook within that): not graded"
             )
         writer.join(timeout=1)
         problem = reply.get("problem")
         return problem if isinstance(problem, str) else f"{label}: the reader failed"
 
-    def _reply(self, fd: int, deadline: float) -> dict[str, Any] | None:
+    def _reply(
+        self, fd: int, deadline: float, pid: int | None = None, budget: float | None = None
+    ) -> dict[str, Any] | None:
         from llmfs.course.grading.sandbox import _STOPPED
 
         while True:
@@ -131,6 +148,10 @@ class Reader:
             left = deadline - time.monotonic()
             if left <= 0 or _STOPPED.is_set():
                 return None
+            if pid is not None and budget is not None:
+                spent = _cpu_seconds(pid)
+                if spent is not None and spent > budget:
+                    return None
             ready, _, _ = select.select([fd], [], [], min(left, 0.1))
             if not ready:
                 continue
@@ -138,6 +159,23 @@ class Reader:
             if not chunk:
                 return None
             self.buffer += chunk
+
+
+def _over_memory(label: str, memory_mb: int) -> str:
+    return (
+        f"{label}: reading the notebook took more than {memory_mb} MiB of memory (the grader "
+        "reads a notebook within that): not graded"
+    )
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """The CPU time a process has used (user and system), from ``/proc``; None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 _LOCAL = threading.local()
@@ -175,7 +213,8 @@ def close_all() -> None:
 
 def read_like_the_grader(data: bytes, label: str, setup: dict[str, Any]) -> str:
     """Reads ``data`` as the grader does (the notebook, every exercise of the chapter, what its
-    outputs reveal); ``""`` or the reason it is not a readable notebook."""
+    outputs reveal); ``""`` once done, readable or not (an unreadable notebook's reason is the
+    grader's to give, from its own reading, which costs no more than this one)."""
     from llmfs.course import CourseError
     from llmfs.course.exercises.reveals import revealed_in
     from llmfs.course.grading import extract
@@ -185,7 +224,9 @@ def read_like_the_grader(data: bytes, label: str, setup: dict[str, Any]) -> str:
     try:
         notebook = extract.parse_notebook(data, label)
     except CourseError as error:
-        return str(error)
+        if isinstance(error.__context__, MemoryError):  # the budget, not the notebook
+            return _over_memory(label, int(setup.get("memory_mb", READ_MEMORY_MB)))
+        return ""  # read within the budget: the grader's own reading gives the same reason
     tagged = extract.tagged_cells(notebook)
     exercises = {e.id: e for e in manifest.exercises()}
     for item in setup["exercises"]:
@@ -213,6 +254,11 @@ def main() -> None:
     if setup is None:
         return
     apply_limits(int(setup.get("memory_mb", READ_MEMORY_MB)), 3600.0, 1)
+    import llmfs.course.exercises.reveals
+    import llmfs.course.grading.extract  # noqa: F401  (imported once, before any notebook)
+
+    replies.write(channel.encode({"ready": True}))
+    replies.flush()
     while True:
         request = channel.read_frame(requests)
         if request is None:
@@ -225,7 +271,7 @@ def main() -> None:
         try:
             problem = read_like_the_grader(data, label, setup)
         except MemoryError:
-            problem = f"{label}: too large to read within {setup.get('memory_mb')} MiB"
+            problem = _over_memory(label, int(setup.get("memory_mb", READ_MEMORY_MB)))
         except RecursionError:
             problem = f"{label}: nested deeper than the grader reads"
         except Exception as error:  # the grader's own reading would fail the same way
