@@ -141,6 +141,36 @@ def test_the_top_most_notebook_wins_and_the_others_are_reported(tmp_path: Path) 
     )
 
 
+def test_names_of_any_bytes_become_reversible_ids_and_reach_every_output(
+    tmp_path: Path,
+) -> None:
+    # A Windows zip unpacked on Linux: names in Latin-1, not UTF-8; and the bidi override.
+    subs = tmp_path / "subs"
+    raw = os.fsencode(subs)
+    os.makedirs(raw + b"/dave/Archive")
+    for name in (b"/Zo\xeb.ipynb", b"/dave/" + NAME.encode(), b"/dave/Archive/r\xe9sum\xe9.ipynb"):
+        with open(raw + name, "w") as handle:
+            handle.write(BLANK)
+    with open(raw + "/ada\u202etxt.ipynb".encode(), "w") as handle:
+        handle.write(BLANK)
+    found = _by_id(collect_submissions([subs], CHAPTER))
+    assert set(found) == {"Zo\\xeb", "dave", "ada\\u202etxt"}
+    assert shown.name_bytes("Zo\\xeb") == b"Zo\xeb"
+    out = tmp_path / "out"
+    argv = ["grade", str(subs), "--chapter", CHAPTER.id, "--out", str(out), "--no-execute"]
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()) as printed, contextlib.redirect_stderr(err):
+        assert llmfs_main([*argv, *kit.sandbox_limits()]) == 0, err.getvalue()
+    assert "r\\xe9sum\\xe9.ipynb" in err.getvalue()
+    assert "\u202e" not in err.getvalue() + printed.getvalue()
+    with Gradebook(out / "gradebook.sqlite") as book:
+        assert {s.student for s in book.submissions()} == set(found)
+        notes = book.notes()[("dave", CHAPTER.id)]
+    assert notes == [f"graded {NAME}; also found Archive/r\\xe9sum\\xe9.ipynb (not graded)"]
+    table = (out / "gradebook.csv").read_text(encoding="utf-8")
+    assert "\u202e" not in table and "Zo\\xeb" in table
+
+
 def test_a_notebook_of_another_chapter_is_named_as_such(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     (subs / "cy").mkdir(parents=True)
