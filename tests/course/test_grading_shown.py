@@ -166,3 +166,24 @@ def test_an_unreadable_notebook_is_left_to_the_grader_s_own_reason() -> None:
         assert budget.vet(b"[" * 100_000 + b"]" * 100_000, "deep.ipynb") == ""
     finally:
         budget.close()
+
+
+def test_the_grader_s_terminal_line_for_a_submission_obeys_nothing_it_supplied() -> None:
+    from llmfs.course.grading.grade import _summary
+    from llmfs.course.grading.sandbox import RunOutcome
+    from llmfs.course.grading.score import ExerciseResult, SubmissionResult
+
+    run = RunOutcome("error", 2, "cell #2 raised \x1b]0;owned\x07E\u202e: \x1b[2K\rfake")
+    result = SubmissionResult(
+        "\x1b[31mada\u202e",
+        "ch01",
+        "x.ipynb",
+        "0" * 64,
+        1,
+        "checks",
+        run,
+        (ExerciseResult("ch01.q1", 1.0, 1.0, "right", ""),),
+    )
+    line = _summary(result)
+    assert "\x1b" not in line and "\u202e" not in line and "\r" not in line
+    assert line.startswith("\\x1b[31mada\\u202e: 1 of 1 points")

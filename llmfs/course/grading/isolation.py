@@ -8,8 +8,11 @@ Debian's ``bubblewrap``) in which the child sees:
   installation and its site-packages, and the ``llmfs`` package folder alone (never the folder
   above it: a checkout's ``solutions/``, ``course/`` and tests stay out of sight, so
   ``llmfs.__file__`` leads nowhere);
-* a private ``/tmp`` (a tmpfs that vanishes with the sandbox), fresh ``/proc`` and ``/dev``;
-* one writable folder, its own scratch folder;
+* a private ``/tmp`` (a tmpfs of ``disk_mb`` that vanishes with the sandbox), fresh ``/proc``
+  and ``/dev``;
+* one more writable folder, its scratch folder: another tmpfs of ``disk_mb`` laid over the
+  host's scratch path, holding the job's input files read-only (nothing written there reaches
+  the host, and the grader reads nothing back from it);
 * no network (its own network namespace: not even the host's 127.0.0.1), its own PID namespace
   (the grader's processes, and their arguments in ``/proc``, are not visible; when the sandbox's
   first process ends, the kernel ends every process in it, whatever session it started),
@@ -347,7 +350,9 @@ def find_bwrap(scratch_parent: Path | None = None) -> Isolation:
             "apt-get install bubblewrap), or grade in a Linux container or VM; --no-sandbox runs "
             "the students' code with your own rights"
         )
-    controllers = tuple(sorted(cgroups.find_controllers().items()))
+    found = cgroups.find_controllers()
+    cgroups.remove_stale(found)  # the groups of graders killed before they removed them
+    controllers = tuple(sorted(found.items()))
     tries: list[Isolation] = []
     if os.geteuid() == 0 and os.access(_setpriv(), os.X_OK):
         tries += [Isolation(path, run_as=HOST_UID, controllers=controllers)]

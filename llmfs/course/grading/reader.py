@@ -23,10 +23,12 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from llmfs.course.grading import channel
@@ -49,12 +51,14 @@ class Reader:
         self.seconds = seconds
         self.memory_mb = memory_mb
         self.process: subprocess.Popen[bytes] | None = None
+        self.scratch: Path | None = None
         self.buffer = b""
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         from llmfs.course.grading import sandbox  # the live-process registry: Ctrl-C ends it
 
         scratch = sandbox.run_folder().scratch("reader-")
+        self.scratch = scratch
         process = sandbox._start(
             [sys.executable, "-m", "llmfs.course.grading.reader"],
             None,
@@ -88,6 +92,9 @@ class Reader:
                     if stream is not None:
                         stream.close()
             self.process = None
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
     def vet(self, data: bytes, label: str) -> str:
         """``""`` when the notebook in ``data`` was read within the budget (readable or not:
