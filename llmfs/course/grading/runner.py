@@ -205,7 +205,7 @@ def main() -> None:
     )
     try:
         verdict = run(job)
-    except Exception as error:  # report, never hang: the grader reads the verdict file
+    except Exception as error:  # report, never hang: the grader waits for the verdict
         verdict = {
             "status": "died",
             "cell": None,
