@@ -237,7 +237,8 @@ def _run_notebook_in(
 ) -> RunOutcome:
     workdir = scratch / "work"
     workdir.mkdir()
-    notebook_file = workdir / "submission.ipynb"
+    # Beside the working folder, not in it: mounted read-only, and the kernel's folder is its own.
+    notebook_file = scratch / "submission.ipynb"
     notebook_file.write_text(json.dumps(notebook), encoding="utf-8")
     sandboxed = isolation is not None
     reader, writer = os.pipe()
