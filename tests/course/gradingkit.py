@@ -20,6 +20,7 @@ import contextlib
 import copy
 import io
 import json
+import os
 import random
 import re
 import shutil
@@ -232,3 +233,32 @@ def scores_nothing(rows: dict[tuple[str, str], Any], chapter: Chapter, student: 
     """No exercise of ``chapter`` earned ``student`` a point."""
     for exercise in chapter.exercises:
         assert not rows[(student, exercise.id)].score, (exercise.id, rows[(student, exercise.id)])
+
+
+def hostile_class(folder: Path, honest: int, hostile: bool, fifo: str = "") -> set[str]:
+    """A class folder of ``honest`` correct submissions of the grading chapter, one of them
+    named with bytes that are not UTF-8 (``Zo\\xeb.ipynb``, student ``Zo\\xeb``), and with
+    ``hostile``: ``fifo.ipynb`` (a correct notebook whose first cell is ``fifo``), ``big.ipynb``
+    (a correct notebook of 63 MiB, a stream output) and ``bomb.ipynb`` (24 MiB of nested JSON
+    lists). Returns the honest students' ids."""
+    chapter = grading_chapter()
+    correct = json.dumps(correct_notebook(chapter)).encode()
+    folder.mkdir(parents=True)
+    ids = set()
+    for number in range(honest - 1):
+        (folder / f"s{number:02d}.ipynb").write_bytes(correct)
+        ids.add(f"s{number:02d}")
+    (Path(os.fsdecode(os.fsencode(folder) + b"/Zo\xeb.ipynb"))).write_bytes(correct)
+    ids.add("Zo\\xeb")
+    if hostile:
+        (folder / "fifo.ipynb").write_text(
+            json.dumps(with_cell_first(correct_notebook(chapter), fifo)), encoding="utf-8"
+        )
+        big = correct_notebook(chapter)
+        cell = next(c for c in big["cells"] if c["cell_type"] == "code")
+        text = "A" * (63 * 1024 * 1024 - len(correct))
+        cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": text}]
+        (folder / "big.ipynb").write_text(json.dumps(big), encoding="utf-8")
+        bomb = b'{"cells": [], "metadata": {}, "x": [' + b"[]," * (8 << 20) + b"[]]}"
+        (folder / "bomb.ipynb").write_bytes(bomb)
+    return ids

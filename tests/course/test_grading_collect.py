@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmfs.cli import main as llmfs_main
-from llmfs.course.grading import collect, reports
+from llmfs.course.grading import collect, reports, shown
 from llmfs.course.grading.collect import Submission, collect_submissions
 from llmfs.course.grading.gradebook import Gradebook
 
@@ -139,6 +139,36 @@ def test_the_top_most_notebook_wins_and_the_others_are_reported(tmp_path: Path) 
     assert bob.notes == (
         f"graded {NAME.upper()}; also found scratch.ipynb, old/{NAME} (not graded)",
     )
+
+
+def test_names_of_any_bytes_become_reversible_ids_and_reach_every_output(
+    tmp_path: Path,
+) -> None:
+    # A Windows zip unpacked on Linux: names in Latin-1, not UTF-8; and the bidi override.
+    subs = tmp_path / "subs"
+    raw = os.fsencode(subs)
+    os.makedirs(raw + b"/dave/Archive")
+    for name in (b"/Zo\xeb.ipynb", b"/dave/" + NAME.encode(), b"/dave/Archive/r\xe9sum\xe9.ipynb"):
+        with open(raw + name, "w") as handle:
+            handle.write(BLANK)
+    with open(raw + "/ada\u202etxt.ipynb".encode(), "w") as handle:
+        handle.write(BLANK)
+    found = _by_id(collect_submissions([subs], CHAPTER))
+    assert set(found) == {"Zo\\xeb", "dave", "ada\\u202etxt"}
+    assert shown.name_bytes("Zo\\xeb") == b"Zo\xeb"
+    out = tmp_path / "out"
+    argv = ["grade", str(subs), "--chapter", CHAPTER.id, "--out", str(out), "--no-execute"]
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()) as printed, contextlib.redirect_stderr(err):
+        assert llmfs_main([*argv, *kit.sandbox_limits()]) == 0, err.getvalue()
+    assert "r\\xe9sum\\xe9.ipynb" in err.getvalue()
+    assert "\u202e" not in err.getvalue() + printed.getvalue()
+    with Gradebook(out / "gradebook.sqlite") as book:
+        assert {s.student for s in book.submissions()} == set(found)
+        notes = book.notes()[("dave", CHAPTER.id)]
+    assert notes == [f"graded {NAME}; also found Archive/r\\xe9sum\\xe9.ipynb (not graded)"]
+    table = (out / "gradebook.csv").read_text(encoding="utf-8")
+    assert "\u202e" not in table and "Zo\\xeb" in table
 
 
 def test_a_notebook_of_another_chapter_is_named_as_such(tmp_path: Path) -> None:
@@ -278,7 +308,7 @@ def test_grading_a_hostile_class_gives_every_student_a_row_and_their_own_feedbac
         index = {reports.student_from_key(r["student_id"]): r["file"] for r in csv.DictReader(f)}
     for student in ids:
         text = (out / "feedback" / index[student]).read_bytes().decode("utf-8")
-        assert text.startswith(f"# Feedback for {student}\n")
+        assert text.startswith(f"# Feedback for {shown.markdown(student)}\n")
     arch_feedback = (out / "feedback" / index["arch"]).read_text(encoding="utf-8")
     assert f"Collected: {CHAPTER.id}: graded {NAME}; also found Archive/{NAME}" in arch_feedback
     arch_row = next(r for r in table if r["student_id"] == "arch")

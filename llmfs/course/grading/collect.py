@@ -24,6 +24,10 @@ link), so:
   belong to another) is refused with a row naming that chapter, instead of one ``missing`` row
   per exercise.
 
+A name may be any bytes (a Windows zip unpacked on Linux gives ``Zo\xeb.ipynb``): the student id
+is the name rendered by :func:`~llmfs.course.grading.shown.render_name` (``Zo\\xeb``: printable,
+one-to-one, reversible), and every message about it is made storable where it is written.
+
 Entries whose name starts with a dot (``.git``, ``.ipynb_checkpoints``, ``.DS_Store``) are not
 submissions and are skipped.
 
@@ -45,6 +49,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from llmfs.course import CourseError
+from llmfs.course.grading.shown import render_name
 from llmfs.course.manifest import EXERCISE_TAG_PREFIX, Chapter
 
 NOTEBOOK_SUFFIX = ".ipynb"
@@ -372,6 +377,8 @@ def _from_folder(folder: Path, chapter: Chapter) -> list[Submission]:
 def _resolve_collisions(found: list[Submission]) -> list[Submission]:
     """One submission per exact id (a clash is refused, naming every path); ids equal after
     case folding are kept, each with a note."""
+    # Any bytes are a file name: the id is its printable, reversible rendering.
+    found = [replace(item, student=render_name(item.student)) for item in found]
     by_id: dict[str, list[Submission]] = {}
     for item in found:
         by_id.setdefault(item.student, []).append(item)

@@ -24,12 +24,22 @@ order of its arguments and refuses gradebooks of different seeds (``--allow-mixe
 A re-run skips every submission already graded from the same bytes with the same seed and
 checks, so an interrupted run is finished by running the same command again; ``--regrade``
 grades all again.
+
+Before anything runs, the command prints the limits in force in this sandbox and how each is
+enforced (:meth:`~llmfs.course.grading.isolation.Isolation.enforcement`), warns once for a limit
+this machine cannot enforce, and stores the list in the gradebook (``limits:<chapter>``). Every
+notebook is first read by a limited reader process (:mod:`~llmfs.course.grading.reader`): one
+that cannot be read within its time and memory gets rows saying so. Everything a submission
+supplied is shown on the terminal through :func:`~llmfs.course.grading.shown.terminal` (no
+control, bidi or undecodable character reaches it). Ctrl-C ends the run within seconds in
+every state: the sandboxes, workers and readers are killed and nothing new starts.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import secrets
 import sys
 import time
@@ -40,7 +50,7 @@ from pathlib import Path
 from typing import IO
 
 from llmfs.course import CourseError
-from llmfs.course.grading import extract, reports
+from llmfs.course.grading import extract, reader, reports
 from llmfs.course.grading.collect import Submission, collect_submissions
 from llmfs.course.grading.gradebook import Gradebook, merge_gradebooks
 from llmfs.course.grading.isolation import Isolation, find_bwrap
@@ -53,6 +63,7 @@ from llmfs.course.grading.score import (
     grade_submission,
     unreadable_results,
 )
+from llmfs.course.grading.shown import terminal
 from llmfs.course.manifest import Manifest, load_manifest
 
 GRADEBOOK_FILE = "gradebook.sqlite"
@@ -89,11 +100,12 @@ class Progress:
             filled = int(width * self.done / max(self.total, 1))
             bar = "#" * filled + "." * (width - filled)
             end = "\n" if self.done == self.total else ""
+            shown = terminal(label, 30)
             self.stream.write(
-                f"\r[{bar}] {self.done}/{self.total} {seconds:5.0f} s {label[:30]:<30}{end}"
+                f"\r[{bar}] {self.done}/{self.total} {seconds:5.0f} s {shown:<30}{end}"
             )
         else:
-            self.stream.write(f"graded {self.done}/{self.total}: {label}\n")
+            self.stream.write(f"graded {self.done}/{self.total}: {terminal(label)}\n")
         self.stream.flush()
 
 
@@ -104,7 +116,40 @@ def _summary(result: SubmissionResult) -> str:
     text = f"{result.student}: {scored:g} of {possible:g} points"
     if pending:
         text += f" ({pending} awaiting review)"
-    return text + f"; run: {result.run.describe()}"
+    # The id and the run's message are the submission's: one line, nothing a terminal obeys.
+    return terminal(text + f"; run: {result.run.describe()}", 400)
+
+
+def limits_in_force(limits: Limits, isolation: Isolation | None) -> tuple[tuple[str, str], ...]:
+    """Each limit of a run and how it is enforced (see
+    :meth:`~llmfs.course.grading.isolation.Isolation.enforcement`); without a sandbox only the
+    per-process rlimits hold."""
+    if isolation is not None:
+        return isolation.enforcement(limits)
+    return (
+        ("memory", f"{limits.memory_mb} MiB of address space per process (hard RLIMIT_AS)"),
+        ("cpu", f"{limits.total_timeout + 5:g} s of CPU per process (hard RLIMIT_CPU)"),
+        ("file size", f"{limits.file_mb} MiB per file (hard RLIMIT_FSIZE)"),
+        ("disk", "NOT ENFORCED: --no-sandbox writes to the grader's disk"),
+        ("processes", "NOT ENFORCED: --no-sandbox has no process cap"),
+        ("capabilities", "NOT ENFORCED: --no-sandbox runs with the grader's rights"),
+    )
+
+
+def report_limits(
+    rows: tuple[tuple[str, str], ...], stream: IO[str], book: Gradebook | None, chapter: str
+) -> None:
+    """Prints the limits in force, one warning line for those not enforced, and stores them
+    in the gradebook's meta table under ``limits:<chapter>``."""
+    stream.write("limits in force: " + "; ".join(f"{name}: {how}" for name, how in rows) + "\n")
+    missing = [name for name, how in rows if how.startswith("NOT ENFORCED")]
+    if missing:
+        stream.write(
+            f"llmfs grade: WARNING: this machine cannot enforce {', '.join(missing)} (see "
+            "the instructor guide, 'Limits')\n"
+        )
+    if book is not None:
+        book.set_meta(f"limits:{chapter}", json.dumps(dict(rows)))
 
 
 def grade_all(
@@ -121,12 +166,16 @@ def grade_all(
     progress: IO[str] | None = None,
     out: IO[str] | None = None,
     isolation: Isolation | None = None,
+    manifest_path: Path | None = None,
 ) -> tuple[int, int]:
     """Grades every submission not already in the gradebook; returns (graded, skipped).
 
-    The students' code runs in ``isolation`` (None: unsandboxed, said in every row). Each
-    finished submission is committed at once, from this thread. On KeyboardInterrupt the
-    running sandboxes are killed and the interrupt propagates; what was committed stays.
+    The students' code runs in ``isolation`` (None: unsandboxed, said in every row). Every
+    notebook is first read by a limited reader (:mod:`~llmfs.course.grading.reader`, with the
+    course manifest at ``manifest_path``, by default the installed course's); one it cannot
+    read within its budget gets rows saying so. Each finished submission is committed at once,
+    from this thread. On KeyboardInterrupt the running sandboxes, workers and readers are killed
+    and the interrupt propagates within seconds; what was committed stays.
     """
     chapter = key.chapter.id
     sandboxed = isolation is not None
@@ -144,6 +193,22 @@ def grade_all(
                 continue
         todo.append((item, data))
     bar = Progress(len(todo), progress or sys.stderr)
+    if manifest_path is None:
+        from llmfs.course.manifest import load_manifest as _load
+
+        manifest_path = _load().path
+    setup = {
+        "key": f"{manifest_path}:{key.checks_id}",
+        "manifest": str(manifest_path),
+        "exercises": [
+            {
+                "id": item.exercise.id,
+                "blank_source": item.blank_source,
+                "function": item.function,
+            }
+            for item in key.exercises
+        ],
+    }
 
     def work(item: Submission, data: bytes) -> SubmissionResult:
         if item.problem:
@@ -156,6 +221,18 @@ def grade_all(
                 checks,
                 RunOutcome("not run", None, "no notebook to run"),
                 unreadable_results(key, item.problem),
+            )
+        over = reader.reader_for(setup).vet(data, str(item.path))
+        if over:
+            return SubmissionResult(
+                item.student,
+                key.chapter.id,
+                str(item.path),
+                hashlib.sha256(data).hexdigest(),
+                seed,
+                checks,
+                RunOutcome("not run", None, "the notebook was not read within the budget"),
+                unreadable_results(key, over),
             )
         try:
             return grade_submission(
@@ -205,12 +282,18 @@ def grade_all(
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         stop_all()  # a submission being graded may not start another process
-        while not all(f.done() for f in futures):
+        # Every wait of a grading thread is sliced and watches the stop: they end at once. A
+        # thread still reading a vetted notebook (its reader took at most its budget) is not
+        # waited for beyond a few seconds.
+        give_up = time.monotonic() + 3.0
+        while not all(f.done() for f in futures) and time.monotonic() < give_up:
             kill_all()
             time.sleep(0.1)
         raise
     finally:
-        pool.shutdown(wait=True)
+        done_all = all(f.done() for f in futures)
+        pool.shutdown(wait=done_all)
+        reader.close_all()
     return len(todo), skipped
 
 
@@ -342,8 +425,9 @@ def main(args: argparse.Namespace) -> int:
         isolation = _isolation(args, manifest, root)
         for item in submissions:
             for note in item.notes:
-                print(f"{item.student}: {note}", file=sys.stderr)
+                print(terminal(f"{item.student}: {note}", 400), file=sys.stderr)
         with Gradebook(args.out / GRADEBOOK_FILE) as book:
+            report_limits(limits_in_force(limits, isolation), sys.stderr, book, chapter.id)
             book.record_notes(chapter.id, {s.student: s.notes for s in submissions})
             seed = book.seed(args.seed, secrets.randbelow(2**31))
             try:
@@ -359,6 +443,7 @@ def main(args: argparse.Namespace) -> int:
                     cases=args.cases,
                     out=sys.stdout,
                     isolation=isolation,
+                    manifest_path=manifest.path,
                 )
             except KeyboardInterrupt:
                 print(

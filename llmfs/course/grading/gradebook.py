@@ -37,6 +37,7 @@ from pathlib import Path
 from llmfs.course import CourseError
 from llmfs.course.exercises.verdict import Verdict
 from llmfs.course.grading.score import SubmissionResult
+from llmfs.course.grading.shown import storable
 
 FORMAT_VERSION = 2
 
@@ -166,6 +167,11 @@ class Gradebook:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
+    def set_meta(self, key: str, value: str) -> None:
+        """Stores a meta value (the limits a run was graded under, say), replacing it."""
+        with self._db:
+            self._set_meta(key, storable(value))
+
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
@@ -201,6 +207,8 @@ class Gradebook:
     def record(self, result: SubmissionResult, graded_at: str | None = None) -> None:
         """Replaces the student's rows for the chapter with ``result``, in one transaction."""
         when = graded_at or now()
+        run = result.run
+        result = _storable_result(result)
         run = result.run
         with self._db:
             self._db.execute(
@@ -240,7 +248,7 @@ class Gradebook:
                 )
                 self._db.executemany(
                     "INSERT INTO notes VALUES (?, ?, ?, ?)",
-                    [(student, chapter, i, note) for i, note in enumerate(items)],
+                    [(student, chapter, i, storable(note)) for i, note in enumerate(items)],
                 )
 
     def check_review(
@@ -467,6 +475,30 @@ class Gradebook:
         ]
         notes = [(*key, tuple(items)) for key, items in sorted(self.notes().items())]
         return [*subs, *rows, *notes]
+
+
+def _storable_result(result: SubmissionResult) -> SubmissionResult:
+    """``result`` with every text a submission could supply made encodable
+    (:func:`~llmfs.course.grading.shown.storable`): a file name that is not UTF-8, a lone
+    surrogate in an answer or a message never stops the gradebook."""
+    from dataclasses import replace
+
+    items = tuple(
+        replace(
+            item,
+            message=storable(item.message),
+            answer=storable(item.answer) if isinstance(item.answer, str) else item.answer,
+        )
+        for item in result.results
+    )
+    run = replace(result.run, message=storable(result.run.message))
+    return replace(
+        result,
+        student=storable(result.student),
+        path=storable(result.path),
+        run=run,
+        results=items,
+    )
 
 
 def _result_row(student: str, chapter: str, position: int, item: Verdict) -> tuple[object, ...]:

@@ -8,8 +8,11 @@ Debian's ``bubblewrap``) in which the child sees:
   installation and its site-packages, and the ``llmfs`` package folder alone (never the folder
   above it: a checkout's ``solutions/``, ``course/`` and tests stay out of sight, so
   ``llmfs.__file__`` leads nowhere);
-* a private ``/tmp`` (a tmpfs that vanishes with the sandbox), fresh ``/proc`` and ``/dev``;
-* one writable folder, its own scratch folder;
+* a private ``/tmp`` (a tmpfs of ``disk_mb`` that vanishes with the sandbox), fresh ``/proc``
+  and ``/dev``;
+* one more writable folder, its scratch folder: another tmpfs of ``disk_mb`` laid over the
+  host's scratch path, holding the job's input files read-only (nothing written there reaches
+  the host, and the grader reads nothing back from it);
 * no network (its own network namespace: not even the host's 127.0.0.1), its own PID namespace
   (the grader's processes, and their arguments in ``/proc``, are not visible; when the sandbox's
   first process ends, the kernel ends every process in it, whatever session it started),
@@ -25,10 +28,20 @@ system's temporary folder, locked while the process lives. Every scratch folder 
 inside it, and the next run removes the folders of runs that are gone (killed with SIGKILL, say),
 so nothing a run created outlives the next one.
 
-Running as root: bubblewrap then acts with root's privileges, so the sandbox drops every
-capability (``--cap-drop ALL``) and mounts everything but the scratch folder read-only. As a
-normal user it needs unprivileged user namespaces (Debian's default); :func:`find_bwrap` tries one
-sandbox and names the failure when it cannot start.
+Limits that hold against the code they limit: the sandbox runs as an unprivileged uid
+(:data:`SANDBOX_UID`) in its own user namespace with every capability dropped, so no process in
+it can raise the hard limits :func:`~llmfs.course.grading.limits.apply_limits` set; its ``/tmp``
+and its scratch folder are tmpfs of ``disk_mb`` each (``bwrap --size``), never the host's disk;
+and where this machine lets the grader create control groups (:mod:`.cgroups`), the whole sandbox
+is capped in memory and processes. :meth:`Isolation.enforcement` says which limits are in force.
+
+Running as root: the sandbox is started as the unprivileged host user ``nobody``
+(:data:`HOST_UID`, with ``setpriv``) when that user can read what is mounted, so that
+``RLIMIT_NPROC``, which never binds root, counts the sandbox's processes; otherwise bubblewrap
+acts with root's privileges, drops every capability (``--cap-drop ALL``) and mounts everything
+read-only, and the process cap needs a control group. As a normal user it needs unprivileged user
+namespaces (Debian's default); :func:`find_bwrap` tries one sandbox and names the failure when it
+cannot start.
 """
 
 from __future__ import annotations
@@ -46,6 +59,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from llmfs.course import CourseError
+from llmfs.course.grading import cgroups
+from llmfs.course.grading.limits import Limits
 
 #: The files and folders of ``/etc`` a sandboxed Python process may read (when present).
 ETC_ENTRIES = (
@@ -65,6 +80,11 @@ ETC_ENTRIES = (
     "ca-certificates",
     "os-release",
 )
+
+#: The uid and gid the sandbox's processes have inside their user namespace (no capability).
+SANDBOX_UID = 65534
+#: The host user a grader running as root starts the sandbox as (``nobody``).
+HOST_UID = 65534
 
 RUN_PREFIX = "llmfs-run-"
 _LOCK_NAME = "run.lock"
@@ -92,6 +112,10 @@ class Isolation:
     hidden: tuple[Path, ...] = ()
     extra_env: tuple[tuple[str, str], ...] = field(default=())
     readable: tuple[Path, ...] = ()
+    #: The host uid the sandbox starts as (a grader running as root); None: this process's.
+    run_as: int | None = None
+    #: Control groups each sandbox gets (controller -> where), empty where none can be made.
+    controllers: tuple[tuple[str, cgroups.Controller], ...] = ()
 
     def with_hidden(self, paths: Iterable[Path]) -> Isolation:
         """A copy that also hides ``paths`` (resolved)."""
@@ -134,6 +158,10 @@ class Isolation:
             # what the learner may not see: only the package folder itself is mounted.
             if _inside(package, path):
                 continue
+            # Nor the system's temporary folder (a script run from /tmp puts it on sys.path):
+            # the sandbox's /tmp is its own, and other runs' files are there on the host.
+            if _inside(Path(tempfile.gettempdir()).resolve(), path):
+                continue
             roots.append(path)
         roots.append(package)
         roots.extend(p for p in self.readable if p.exists())
@@ -170,20 +198,31 @@ class Isolation:
         scratch: Path,
         workdir: Path,
         env: dict[str, str],
+        inputs: Sequence[Path] = (),
+        disk_mb: int = Limits.disk_mb,
     ) -> list[str]:
-        """The ``bwrap`` command that runs ``argv`` in ``workdir`` with ``env`` only; ``scratch``
-        (which holds ``workdir``) is the one writable folder."""
+        """The ``bwrap`` command that runs ``argv`` in ``workdir`` with ``env`` only.
+
+        Inside, ``scratch`` (which holds ``workdir``) is a fresh tmpfs of ``disk_mb`` MiB, the
+        one writable folder besides ``/tmp`` (another such tmpfs): nothing the sandbox writes
+        reaches the host's disk, and the grader reads nothing back from it. ``inputs`` (files
+        under ``scratch`` on the host) are mounted read-only at the same paths.
+        """
+        size = str(disk_mb * 1024 * 1024)
         # The private /tmp comes first: bubblewrap applies mounts in order, so a folder mounted
         # later under /tmp (a checkout or a virtual environment there, the scratch folder) is
         # laid on top of the tmpfs instead of being hidden by it.
-        command = [self.bwrap, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        command = [self.bwrap, "--proc", "/proc", "--dev", "/dev", "--size", size]
+        command += ["--tmpfs", "/tmp"]
         for kind, path in self.mounts():
             if kind == "symlink":
                 command += ["--symlink", os.readlink(path), str(path)]
             else:
                 command += ["--ro-bind", str(path), str(path)]
-        command += ["--bind", str(scratch), str(scratch)]
-        mounted = [p for kind, p in self.mounts() if kind == "ro"] + [scratch]
+        command += ["--size", size, "--tmpfs", str(scratch), "--dir", str(workdir)]
+        for path in inputs:
+            command += ["--ro-bind", str(path), str(path)]
+        mounted = [p for kind, p in self.mounts() if kind == "ro"]
         for path in self.hidden:
             if not any(_inside(path, m) for m in mounted):
                 continue  # never mounted in the first place
@@ -193,6 +232,11 @@ class Isolation:
                 command += ["--ro-bind", "/dev/null", str(path)]
         command += [
             "--unshare-all",
+            "--unshare-user",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
             "--die-with-parent",
             "--new-session",
             "--cap-drop",
@@ -208,7 +252,86 @@ class Isolation:
         inside["PYTHONPATH"] = os.pathsep.join(self.python_path())
         for name, value in sorted(inside.items()):
             command += ["--setenv", name, value]
-        return [*command, "--", *argv]
+        command = [*command, "--", *argv]
+        if self.run_as is not None:
+            command = [
+                _setpriv(),
+                f"--reuid={self.run_as}",
+                f"--regid={self.run_as}",
+                "--clear-groups",
+                "--",
+                *command,
+            ]
+        return command
+
+    def share(self, *files: Path) -> None:
+        """Lets the user the sandbox starts as read ``files`` (mounted as inputs): with
+        :attr:`run_as`, each file becomes readable and the folders above it, up to the system's
+        temporary folder, traversable (never listable)."""
+        if self.run_as is None:
+            return
+        top = Path(tempfile.gettempdir()).resolve()
+        for path in files:
+            os.chmod(path, 0o644)
+            folder = path.resolve().parent
+            while _inside(folder, top) and folder != top:
+                os.chmod(folder, os.stat(folder).st_mode & 0o777 | 0o111)
+                folder = folder.parent
+
+    def group(self, limits: Limits) -> cgroups.Group | None:
+        """A new control group for one sandbox under these limits (None where there are no
+        controllers, or one cannot be made now)."""
+        if not self.controllers:
+            return None
+        # The whole sandbox: the kernel's address space, the runner beside it (about 256 MiB)
+        # and the pages of its two tmpfs folders.
+        memory = (limits.memory_mb + 2 * limits.disk_mb + 256) * 1024 * 1024
+        try:
+            return cgroups.create(dict(self.controllers), memory, limits.processes)
+        except OSError:
+            return None
+
+    def enforcement(self, limits: Limits) -> tuple[tuple[str, str], ...]:
+        """Each limit and how it is enforced in this sandbox, as (name, how); a limit this
+        machine cannot enforce says ``NOT ENFORCED`` and why."""
+        controllers = dict(self.controllers)
+        rows = [
+            (
+                "memory",
+                f"{limits.memory_mb} MiB of address space per process (hard RLIMIT_AS)"
+                + (
+                    f"; {limits.memory_mb + 2 * limits.disk_mb + 256} MiB for the whole "
+                    f"sandbox (cgroup v{controllers['memory'].version} "
+                    f"{controllers['memory'].limit_file})"
+                    if "memory" in controllers
+                    else "; no cgroup here: a sandbox's processes are each capped, not summed"
+                ),
+            ),
+            ("cpu", f"{limits.total_timeout + 5:g} s of CPU per process (hard RLIMIT_CPU)"),
+            ("file size", f"{limits.file_mb} MiB per file (hard RLIMIT_FSIZE)"),
+            ("disk", f"/tmp and the scratch folder: tmpfs of {limits.disk_mb} MiB each"),
+        ]
+        ways = []
+        if "pids" in controllers:
+            ways.append(f"cgroup v{controllers['pids'].version} pids.max")
+        if self.run_as is not None or os.geteuid() != 0:
+            ways.append("hard RLIMIT_NPROC in the sandbox's user namespace")
+        if ways:
+            rows.append(("processes", f"{limits.processes} at once ({'; '.join(ways)})"))
+        else:
+            rows.append(
+                (
+                    "processes",
+                    f"NOT ENFORCED: RLIMIT_NPROC never binds root, the user nobody cannot read "
+                    f"the mounted files and no cgroup can be created (wanted {limits.processes})",
+                )
+            )
+        rows.append(("capabilities", f"none: uid {SANDBOX_UID} in its own user namespace"))
+        return tuple(rows)
+
+
+def _setpriv() -> str:
+    return shutil.which("setpriv") or "/usr/bin/setpriv"
 
 
 def find_bwrap(scratch_parent: Path | None = None) -> Isolation:
@@ -227,23 +350,57 @@ def find_bwrap(scratch_parent: Path | None = None) -> Isolation:
             "apt-get install bubblewrap), or grade in a Linux container or VM; --no-sandbox runs "
             "the students' code with your own rights"
         )
-    isolation = Isolation(path)
+    found = cgroups.find_controllers()
+    cgroups.remove_stale(found)  # the groups of graders killed before they removed them
+    controllers = tuple(sorted(found.items()))
+    tries: list[Isolation] = []
+    if os.geteuid() == 0 and os.access(_setpriv(), os.X_OK):
+        tries += [Isolation(path, run_as=HOST_UID, controllers=controllers)]
+        if controllers:
+            tries += [Isolation(path, run_as=HOST_UID)]
+    tries += [Isolation(path, controllers=controllers)]
+    if controllers:
+        tries += [Isolation(path)]
+    failure = ""
+    for isolation in tries:
+        failure = _probe(isolation, scratch_parent)
+        if not failure:
+            return isolation
+    raise CourseError(
+        f"no sandbox: {path} cannot start one here ({failure}); user namespaces may be disabled"
+    )
+
+
+def _probe(isolation: Isolation, scratch_parent: Path | None) -> str:
+    """Why ``isolation`` cannot run a sandbox here (with its control group, as its user);
+    ``""`` when it can."""
     with tempfile.TemporaryDirectory(prefix="llmfs-probe-", dir=scratch_parent) as name:
         scratch = Path(name)
+        # One input file, mounted as the notebook runner's job is: the user the sandbox starts
+        # as must be able to read it.
+        given = scratch / "input.txt"
+        given.write_text("llmfs", encoding="utf-8")
+        isolation.share(given)
+        code = f"import llmfs; assert open({str(given)!r}).read() == 'llmfs'"
         probe = isolation.command(
-            [sys.executable, "-c", "import llmfs"], scratch=scratch, workdir=scratch, env={}
+            [sys.executable, "-c", code], scratch=scratch, workdir=scratch, env={}, inputs=[given]
         )
+        group = isolation.group(Limits())
+        if isolation.controllers and group is None:
+            return "no control group could be made"
+        if group is not None:
+            probe = cgroups.wrap(probe, group)
         try:
             done = subprocess.run(probe, capture_output=True, text=True, timeout=60)
         except (OSError, subprocess.TimeoutExpired) as error:
-            raise CourseError(f"no sandbox: {path} did not start ({error})") from None
+            return f"it did not start: {error}"
+        finally:
+            if group is not None:
+                group.close()
     if done.returncode != 0:
         said = (done.stderr or done.stdout).strip().splitlines()
-        raise CourseError(
-            f"no sandbox: {path} cannot start one here (exit status {done.returncode}: "
-            f"{said[-1] if said else 'no message'}); user namespaces may be disabled"
-        )
-    return isolation
+        return f"exit status {done.returncode}: {said[-1] if said else 'no message'}"
+    return ""
 
 
 # --------------------------------------------------------------------------------------------

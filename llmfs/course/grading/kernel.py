@@ -3,8 +3,9 @@ output.
 
 Started by :mod:`llmfs.course.grading.runner` through a temporary kernelspec whose ``argv`` is
 ``python -m llmfs.course.grading.kernel --memory-mb M --cpu-seconds S --file-mb F
---output-mb O -f FILE``. The limits are set before ipykernel is imported, so the learner's code
-can never run without them; everything after the limit options is passed to ipykernel unchanged.
+--output-mb O --processes P -f FILE`` (``P`` 0: no process cap, outside a sandbox). The limits
+are set, hard, before ipykernel is imported, so the learner's code can never run without them;
+everything after the limit options is passed to ipykernel unchanged.
 
 Output: every text the cells print (stdout, stderr) and every display counts against ``O`` MiB
 in all; a write beyond it raises :class:`OutputLimitError` in the cell that wrote it and is never
@@ -70,7 +71,8 @@ def main() -> None:
     cpu = _take(argv, "--cpu-seconds", 600)
     files = int(_take(argv, "--file-mb", 64))
     output = _take(argv, "--output-mb", 16)
-    apply_limits(memory, cpu, files)
+    processes = int(_take(argv, "--processes", 0))
+    apply_limits(memory, cpu, files, processes or None)
     # jsonschema (imported with the widgets) loads rfc3987_syntax when installed, which spends
     # seconds building a parser at every start; no notebook of the course needs it.
     sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]

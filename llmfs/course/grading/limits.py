@@ -4,6 +4,11 @@ Both sandboxed processes (the notebook's kernel and the implement worker) call
 :func:`apply_limits` first thing, so every byte the learner's code allocates and every CPU second
 it burns counts against them. A process sets its own limits instead of the parent passing a
 ``preexec_fn``: the grader runs submissions from several threads, where ``preexec_fn`` is unsafe.
+
+Every limit is set as both the soft and the hard limit: a process may lower a hard limit but
+only one with ``CAP_SYS_RESOURCE`` may raise it, and the sandbox's processes have no capability
+(an unprivileged uid in their own user namespace, every capability dropped), so the learner's
+``resource.setrlimit(RLIMIT_AS, (hard, hard))`` changes nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +41,9 @@ class Limits:
     ``compile_timeout`` compiling a kernel exercise's kernel once, before its cases are timed
     (a cold build cache on a loaded machine takes seconds: never the cases' time),
     ``file_mb`` any file a sandboxed process writes, ``output_mb`` everything a notebook prints
-    or displays in all (a run that prints more is stopped and reported).
+    or displays in all (a run that prints more is stopped and reported), ``processes`` the
+    processes and threads alive at once in one sandbox, ``disk_mb`` the sandbox's ``/tmp`` and
+    its scratch folder (each a tmpfs of that size).
     Invariant: every value is positive.
     """
 
@@ -48,6 +55,8 @@ class Limits:
     compile_timeout: float = 120.0
     file_mb: int = 64
     output_mb: int = 16
+    processes: int = 64
+    disk_mb: int = 256
 
     def __post_init__(self) -> None:
         for name in self.__dataclass_fields__:
@@ -56,32 +65,46 @@ class Limits:
                 raise ValueError(f"Limits.{name} must be positive, got {value!r}")
 
 
-def apply_limits(memory_mb: int, cpu_seconds: float, file_mb: int) -> None:
-    """Caps this process's address space, CPU time and file size; no core dumps.
+def apply_limits(
+    memory_mb: int, cpu_seconds: float, file_mb: int, processes: int | None = None
+) -> dict[str, int]:
+    """Caps this process's address space, CPU time and file size, and with ``processes`` the
+    processes its user may have (``RLIMIT_NPROC``); no core dumps. Returns the limits now in
+    force (name -> value), soft and hard alike.
 
-    A limit the system refuses to lower (an exotic platform) is left as it is: the parent's
-    wall-clock timeout still ends the process.
+    Each limit becomes both the soft and the hard limit (never above the hard limit already in
+    force), so the process cannot raise it again without ``CAP_SYS_RESOURCE``. ``processes`` is
+    only for a process in its own user namespace (the sandbox): there ``RLIMIT_NPROC`` counts the
+    sandbox's processes alone; outside one it counts every process of the user's.
+    A limit the system refuses to lower (an exotic platform) is left out of the answer: the
+    parent's wall-clock timeout still ends the process.
     """
     try:
         import resource
     except ImportError:  # pragma: no cover - not POSIX
-        return
+        return {}
     cpu = max(1, int(cpu_seconds + 0.999))
     wanted = [
-        (getattr(resource, "RLIMIT_AS", None), memory_mb * 1024 * 1024),
-        (getattr(resource, "RLIMIT_CPU", None), cpu),
-        (getattr(resource, "RLIMIT_FSIZE", None), file_mb * 1024 * 1024),
-        (getattr(resource, "RLIMIT_CORE", None), 0),
+        ("RLIMIT_AS", memory_mb * 1024 * 1024),
+        ("RLIMIT_CPU", cpu),
+        ("RLIMIT_FSIZE", file_mb * 1024 * 1024),
+        ("RLIMIT_CORE", 0),
     ]
-    for which, value in wanted:
+    if processes is not None:
+        wanted.append(("RLIMIT_NPROC", processes))
+    held: dict[str, int] = {}
+    for name, value in wanted:
+        which = getattr(resource, name, None)
         if which is None:
             continue
         try:
             _, hard = resource.getrlimit(which)
             cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(which, (cap, hard))
+            resource.setrlimit(which, (cap, cap))
         except (ValueError, OSError):
             continue
+        held[name] = cap
+    return held
 
 
 #: Variables a sandboxed process inherits; everything else (tokens, a CI's grading seed, cloud

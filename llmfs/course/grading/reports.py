@@ -28,13 +28,14 @@ import math
 import re
 import urllib.parse
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmfs.course import CourseError
 from llmfs.course.grading.gradebook import Gradebook, Review, Row
 from llmfs.course.grading.key import ChapterKey, hints_of
+from llmfs.course.grading.shown import markdown, neutral, terminal
 from llmfs.course.manifest import Manifest
 
 SCORES_FILE = "explain-scores.csv"
@@ -48,8 +49,11 @@ _NAME_LIMIT = 60
 
 
 def csv_text(value: str) -> str:
-    """A text cell safe from formula injection: a leading ``'`` when ``value`` starts with one
-    of :data:`FORMULA_STARTS` (a spreadsheet then shows it as text), else ``value``."""
+    """A text cell safe from formula injection and reordering: every bidirectional control,
+    other control character (tab and line breaks kept) or undecodable byte written as its
+    escape (:func:`~llmfs.course.grading.shown.neutral`), then a leading ``'`` when it starts
+    with one of :data:`FORMULA_STARTS` (a spreadsheet then shows it as text)."""
+    value = neutral(value)
     return "'" + value if value.startswith(FORMULA_STARTS) else value
 
 
@@ -174,26 +178,32 @@ def feedback_markdown(
     manifest: Manifest,
     runs: list[str],
     notes: Iterable[str] = (),
+    escape: Callable[[str], str] = markdown,
 ) -> str:
     """One student's feedback as Markdown (results, messages, hints, what collecting the
-    submission noticed; never a solution)."""
+    submission noticed; never a solution).
+
+    Every text a submission supplied (the id, the run's message, the collection notes, each
+    row's message, which may quote a returned value or an exception) goes through ``escape``:
+    by default :func:`~llmfs.course.grading.shown.markdown`, so a heading, a tag or a comment
+    in it is literal text on one line."""
     hints = _hints(manifest)
     titles = {exercise.id: exercise.title for exercise in manifest.exercises()}
     scored = sum(r.score for r in rows if r.score is not None)
     possible = sum(r.points for r in rows)
     pending = sum(1 for r in rows if r.status == "pending")
-    lines = [f"# Feedback for {student}", ""]
+    lines = [f"# Feedback for {escape(student)}", ""]
     lines.append(f"Score so far: {_number(round(scored, 4))} of {_number(possible)} points.")
     if pending:
         lines.append(f"{pending} written answer(s) await your instructor's review.")
     for run in runs:
-        lines.append(f"Notebook run: {run}.")
+        lines.append(f"Notebook run: {escape(run)}.")
     for note in notes:
-        lines.append(f"Collected: {note}.")
+        lines.append(f"Collected: {escape(note)}.")
     lines += ["", "| exercise | result | points | notes |", "| --- | --- | --- | --- |"]
     for row in rows:
         points = "—" if row.score is None else f"{_number(row.score)} / {_number(row.points)}"
-        note = row.message.replace("|", "\\|")
+        note = escape(row.message)
         lines.append(f"| {row.exercise} | {row.status} | {points} | {note} |")
     advice = [
         row
@@ -209,10 +219,14 @@ def feedback_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _markdown_page(title: str, markdown: str) -> str:
+def _one_line(text: str) -> str:
+    return terminal(text, 600)
+
+
+def _markdown_page(title: str, text: str) -> str:
     return (
         f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f'</head>\n<body><pre style="white-space: pre-wrap">{html.escape(markdown)}</pre>'
+        f'</head>\n<body><pre style="white-space: pre-wrap">{html.escape(text)}</pre>'
         "</body></html>\n"
     )
 
@@ -238,9 +252,13 @@ def write_feedback(book: Gradebook, manifest: Manifest, folder: Path, fmt: str =
     notes = _notes_by_student(book)
     names = feedback_files(by_student, fmt)
     for student, rows in sorted(by_student.items()):
-        text = feedback_markdown(student, rows, manifest, runs[student], notes[student])
-        if fmt == "html":
-            text = _markdown_page(f"Feedback for {student}", text)
+        if fmt == "html":  # the page shows the text as text: html.escape is its one escape
+            text = feedback_markdown(
+                student, rows, manifest, runs[student], notes[student], escape=_one_line
+            )
+            text = _markdown_page(f"Feedback for {_one_line(student)}", text)
+        else:
+            text = feedback_markdown(student, rows, manifest, runs[student], notes[student])
         (folder / names[student]).write_text(text, encoding="utf-8")
     keep = set(names.values())
     for stale in sorted(folder.iterdir()):

@@ -3,14 +3,18 @@
 ``python -m llmfs.course.grading.runner JOB.json`` reads the job (notebook path, working folder,
 limits, where to write), starts :mod:`llmfs.course.grading.kernel` through a temporary kernelspec,
 executes the code cells in order with nbclient (per-cell timeout, no stdin, the kernel's own
-output streams sent to /dev/null) and stops at the first cell that fails. It writes the kernel's
-process id to ``pid_file`` as soon as the kernel runs (so the grader can end it if this process
-must be killed) and its verdict to ``result_file``:
+output streams sent to /dev/null) and stops at the first cell that fails. It reports to the
+grader through the pipe ``verdict_fd`` (:mod:`~llmfs.course.grading.channel` frames): first
+``{"kernel": PID}`` as soon as the kernel runs (so the grader can end it if this process must be
+killed), then, as its last act, the verdict
 
 ``{"status": "ok" | "timeout" | "died" | "error", "cell": N or null, "message": "..."}``
 
 where ``cell`` is the 1-based position of the failing cell. The verdict only says how the run
-went: no score is ever read from the kernel (in the sandbox, the kernel could rewrite it).
+went: no score is ever read from the kernel. The pipe is this process's alone: it is not
+inherited by the kernel, and this process makes itself non-dumpable before the kernel starts, so
+the kernel (same user) cannot open it through ``/proc/PID/fd`` or attach to this process; a
+kernel that kills this process leaves an exit status the grader refuses.
 
 The runner caps its own memory like the kernel's and keeps none of the cells' outputs: it only
 counts their size, and a notebook that prints or displays more than ``output_mb`` MiB in all is
@@ -19,6 +23,7 @@ stopped there (its kernel killed) with an ``error`` verdict naming the cell.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from llmfs.course.grading.channel import encode
 from llmfs.course.grading.limits import apply_limits
 
 KERNEL_NAME = "llmfs-grader"
@@ -47,6 +53,8 @@ def _kernelspec(folder: Path, job: dict[str, Any]) -> Path:
         str(job["file_mb"]),
         "--output-mb",
         str(job.get("output_mb", 16)),
+        "--processes",
+        str(job.get("processes") or 0),
         "-f",
         "{connection_file}",
     ]
@@ -60,6 +68,21 @@ def _first_line(text: str) -> str:
         if line.strip():
             return line.strip()[:120]
     return ""
+
+
+def _report(job: dict[str, Any], message: dict[str, Any]) -> None:
+    fd = job.get("verdict_fd")
+    if isinstance(fd, int):
+        with contextlib.suppress(OSError):
+            os.write(fd, encode(message))
+
+
+def _not_dumpable() -> None:
+    # PR_SET_DUMPABLE = 4: /proc/PID/fd and ptrace of this process need privileges from now on.
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
 
 
 def run(job: dict[str, Any]) -> dict[str, Any]:
@@ -122,7 +145,8 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     try:
         with client.setup_kernel(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL):
             pid = getattr(manager.provisioner, "pid", None)
-            Path(job["pid_file"]).write_text(str(pid or ""), encoding="utf-8")
+            if isinstance(pid, int):
+                _report(job, {"kernel": pid})
             for index, cell in enumerate(notebook.cells):
                 if cell.get("cell_type") != "code" or not str(cell.get("source", "")).strip():
                     continue
@@ -168,16 +192,26 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     """Entry point: ``python -m llmfs.course.grading.runner JOB.json``."""
     job = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
-    apply_limits(int(job["memory_mb"]), float(job["cpu_seconds"]), int(job["file_mb"]))
+    fd = job.get("verdict_fd")
+    if isinstance(fd, int):
+        os.set_inheritable(fd, False)  # the kernel and anything it starts never get it
+    _not_dumpable()
+    processes = job.get("processes")
+    apply_limits(
+        int(job["memory_mb"]),
+        float(job["cpu_seconds"]),
+        int(job["file_mb"]),
+        int(processes) if isinstance(processes, int) else None,
+    )
     try:
         verdict = run(job)
-    except Exception as error:  # report, never hang: the grader reads the verdict file
+    except Exception as error:  # report, never hang: the grader waits for the verdict
         verdict = {
             "status": "died",
             "cell": None,
             "message": f"{type(error).__name__}: {_first_line(str(error))}",
         }
-    Path(job["result_file"]).write_text(json.dumps(verdict), encoding="utf-8")
+    _report(job, verdict)
 
 
 if __name__ == "__main__":

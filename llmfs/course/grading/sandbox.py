@@ -19,6 +19,12 @@ Ctrl-C). Every scratch folder lives in this process's
 next run. Nothing a child writes is trusted beyond its shape: a verdict that is not what was
 asked for, a reply the worker was not asked for, or one that is not an outcome, is reported as
 such.
+
+The notebook runner's verdict comes back through a pipe the grader made (never a file in the
+scratch folder, which the kernel can write): it is read with a deadline and a size cap, and
+counts only when the runner then exits with status 0 having written exactly one verdict. Every
+wait of the grader's is in short slices that watch :func:`stop_all`, so Ctrl-C ends a run at
+once whatever the sandbox does.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmfs.course.grading import channel
+from llmfs.course.grading import cgroups, channel
 from llmfs.course.grading.isolation import Isolation, RunFolder
 from llmfs.course.grading.limits import Limits, sandbox_env
 
@@ -54,7 +60,12 @@ class GradingStopped(RuntimeError):
     """Raised instead of starting a process once :func:`stop_all` has run."""
 
 
-_PID_FILES: dict[int, Path] = {}  # runner pid -> where it writes its kernel's pid
+_KERNELS: dict[int, int] = {}  # an unsandboxed runner's pid -> its kernel's pid
+_GROUPS: dict[int, cgroups.Group] = {}  # a sandbox's pid -> its control group
+#: The most bytes a notebook runner's verdict pipe may carry (two small frames).
+VERDICT_BYTES = 64 * 1024
+#: How often a wait of the grader's looks whether the run was interrupted (seconds).
+_SLICE = 0.1
 
 RUN_STATUSES = ("ok", "timeout", "died", "error", "not run")
 
@@ -97,18 +108,38 @@ def _start(
     scratch: Path,
     workdir: Path,
     env: dict[str, str],
+    limits: Limits,
+    inputs: tuple[Path, ...] = (),
     **kwargs: Any,
 ) -> subprocess.Popen[Any]:
+    group = None
+    cwd = workdir
     if isolation is not None:
-        argv = isolation.command(argv, scratch=scratch, workdir=workdir, env=env)
+        isolation.share(*inputs)
+        argv = isolation.command(
+            argv, scratch=scratch, workdir=workdir, env=env, inputs=inputs, disk_mb=limits.disk_mb
+        )
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+        group = isolation.group(limits)
+        if group is not None:
+            argv = cgroups.wrap(argv, group)
+        cwd = scratch  # the workdir exists inside the sandbox only
     if _STOPPED.is_set():
+        if group is not None:
+            group.close()
         raise GradingStopped("the grading was interrupted: no new process is started")
-    process = subprocess.Popen(
-        argv, start_new_session=True, env=env, cwd=str(workdir), close_fds=True, **kwargs
-    )
+    try:
+        process = subprocess.Popen(
+            argv, start_new_session=True, env=env, cwd=str(cwd), close_fds=True, **kwargs
+        )
+    except BaseException:
+        if group is not None:
+            group.close()
+        raise
     with _LIVE_LOCK:
         _LIVE.add(process)
+        if group is not None:
+            _GROUPS[process.pid] = group
         stopped = _STOPPED.is_set()
     if stopped:  # stop_all ran while this one started: it was not among those it ended
         _end(process)
@@ -124,6 +155,9 @@ def _end(process: subprocess.Popen[Any]) -> None:
             process.wait(timeout=10)
     with _LIVE_LOCK:
         _LIVE.discard(process)
+        group = _GROUPS.pop(process.pid, None)
+    if group is not None:
+        group.close()
 
 
 def _kill_group(pid: int) -> None:
@@ -149,11 +183,9 @@ def kill_all() -> None:
     """Ends every sandboxed process still running (their groups, and their kernels)."""
     with _LIVE_LOCK:
         processes = list(_LIVE)
-        pid_files = list(_PID_FILES.values())
-    for path in pid_files:
-        kernel = _kernel_pid(path)
-        if kernel is not None:
-            _kill_group(kernel)
+        kernels = list(_KERNELS.values())
+    for kernel in kernels:
+        _kill_group(kernel)
     for process in processes:
         _end(process)
 
@@ -205,9 +237,13 @@ def _run_notebook_in(
 ) -> RunOutcome:
     workdir = scratch / "work"
     workdir.mkdir()
-    (workdir / "submission.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    # Beside the working folder, not in it: mounted read-only, and the kernel's folder is its own.
+    notebook_file = scratch / "submission.ipynb"
+    notebook_file.write_text(json.dumps(notebook), encoding="utf-8")
+    sandboxed = isolation is not None
+    reader, writer = os.pipe()
     job = {
-        "notebook": str(workdir / "submission.ipynb"),
+        "notebook": str(notebook_file),
         "workdir": str(workdir),
         "scratch": str(scratch),
         "cell_timeout": limits.cell_timeout,
@@ -215,71 +251,120 @@ def _run_notebook_in(
         "cpu_seconds": limits.total_timeout + 5,
         "file_mb": limits.file_mb,
         "output_mb": limits.output_mb,
-        "pid_file": str(scratch / "kernel.pid"),
-        "result_file": str(scratch / "result.json"),
+        # RLIMIT_NPROC counts every process of the user's outside a sandbox's user namespace.
+        "processes": limits.processes if sandboxed else None,
+        "verdict_fd": writer,
     }
-    (scratch / "job.json").write_text(json.dumps(job), encoding="utf-8")
+    job_file = scratch / "job.json"
+    job_file.write_text(json.dumps(job), encoding="utf-8")
     extra = _scratch_env(scratch, isolation)
     extra["LLMFS_ATTEMPTS"] = str(workdir / ".llmfs" / "attempts.jsonl")
     extra.update(env)
-    process = _start(
-        [sys.executable, "-m", "llmfs.course.grading.runner", str(scratch / "job.json")],
-        isolation,
-        scratch=scratch,
-        workdir=workdir,
-        env=sandbox_env(extra),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    # Outside a sandbox the kernel is the runner's child in another session: the grader ends it
-    # by its pid. Inside one, its pid means nothing here, and ending the sandbox ends it.
-    pid_file = scratch / "kernel.pid" if isolation is None else None
-    if pid_file is not None:
-        with _LIVE_LOCK:
-            _PID_FILES[process.pid] = pid_file
-    timed_out = False
     try:
-        process.wait(timeout=limits.total_timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        process = _start(
+            [sys.executable, "-m", "llmfs.course.grading.runner", str(job_file)],
+            isolation,
+            scratch=scratch,
+            workdir=workdir,
+            env=sandbox_env(extra),
+            limits=limits,
+            inputs=(job_file, notebook_file),
+            pass_fds=(writer,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     finally:
-        kernel = _kernel_pid(pid_file) if pid_file is not None else None
-        if kernel is not None and (timed_out or process.poll() is None):
+        os.close(writer)  # the runner's copy is the only writer left
+    try:
+        return _await_verdict(process, reader, limits, sandboxed)
+    finally:
+        os.close(reader)
+        kernel = _KERNELS.get(process.pid)
+        if kernel is not None:
             _kill_group(kernel)
         _end(process)
         if kernel is not None:
             _kill_group(kernel)
         with _LIVE_LOCK:
-            _PID_FILES.pop(process.pid, None)
-    if timed_out:
-        return RunOutcome(
-            "timeout", None, f"the notebook ran longer than {limits.total_timeout:g} s in all"
-        )
-    return _verdict(scratch / "result.json")
+            _KERNELS.pop(process.pid, None)
 
 
-def _kernel_pid(path: Path) -> int | None:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+def _died(why: str) -> RunOutcome:
+    return RunOutcome("died", None, f"the notebook runner ended without a verdict ({why})")
 
 
-def _verdict(path: Path) -> RunOutcome:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return RunOutcome("died", None, "the notebook runner ended without a verdict")
-    status = data.get("status") if isinstance(data, dict) else None
-    cell = data.get("cell") if isinstance(data, dict) else None
-    message = data.get("message") if isinstance(data, dict) else None
+def _await_verdict(
+    process: subprocess.Popen[Any], reader: int, limits: Limits, sandboxed: bool
+) -> RunOutcome:
+    """Reads the runner's frames from ``reader`` until it closes, then waits for its exit; the
+    verdict, or why there is none. Never blocks longer than :data:`_SLICE` at a time."""
+    deadline = time.monotonic() + limits.total_timeout
+    stopped = RunOutcome("not run", None, "the grading was interrupted")
+    buffer = b""
+    frames: list[dict[str, Any]] = []
+    while True:
+        if _STOPPED.is_set():
+            return stopped
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return RunOutcome(
+                "timeout", None, f"the notebook ran longer than {limits.total_timeout:g} s in all"
+            )
+        ready, _, _ = select.select([reader], [], [], min(_SLICE, left))
+        if not ready:
+            continue
+        chunk = os.read(reader, 1 << 16)
+        if not chunk:
+            break
+        buffer += chunk
+        if len(buffer) > VERDICT_BYTES:
+            return _died(f"it wrote more than {VERDICT_BYTES} bytes")
+        try:
+            while (found := channel.split(buffer)) is not None:
+                frame, buffer = found
+                frames.append(frame)
+                kernel = frame.get("kernel")
+                if not sandboxed and len(frames) == 1 and _is_int(kernel) and kernel > 1:
+                    with _LIVE_LOCK:  # outside a sandbox the grader ends the kernel by its pid
+                        _KERNELS[process.pid] = int(kernel)
+        except channel.FrameError as error:
+            return _died(str(error))
+    while process.poll() is None:  # the pipe closed: the runner is ending
+        if _STOPPED.is_set():
+            return stopped
+        if time.monotonic() > deadline:
+            return RunOutcome(
+                "timeout", None, f"the notebook ran longer than {limits.total_timeout:g} s in all"
+            )
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=_SLICE)
+    if process.returncode != 0:
+        return _died(f"exit status {process.returncode}")
+    if buffer:
+        return _died("a truncated frame")
+    verdicts = [frame for frame in frames if "kernel" not in frame]
+    if len(verdicts) != 1 or len(frames) - len(verdicts) > 1:
+        return _died(f"{len(verdicts)} verdicts where one is written")
+    return _verdict(verdicts[0])
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _verdict(data: dict[str, Any]) -> RunOutcome:
+    """The verdict in ``data``, checked to be one: a known status, a cell position or none, a
+    message (kept to its first line, 300 characters)."""
+    status, cell, message = data.get("status"), data.get("cell"), data.get("message")
+    if set(data) != {"status", "cell", "message"}:
+        return _died("a verdict with other keys")
     if status not in RUN_STATUSES or not isinstance(message, str):
         return RunOutcome("died", None, "the notebook runner wrote an unreadable verdict")
-    if not (cell is None or (isinstance(cell, int) and not isinstance(cell, bool))):
+    if not (cell is None or _is_int(cell)):
         cell = None
-    return RunOutcome(str(status), cell, message[:300])
+    lines = message.splitlines()
+    return RunOutcome(str(status), cell, (lines[0] if lines else "")[:300])
 
 
 @dataclass(frozen=True)
@@ -385,9 +470,11 @@ class _Channel:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None, "timeout"
-            ready, _, _ = select.select([self.replies], [], [], left)
+            ready, _, _ = select.select([self.replies], [], [], min(left, _SLICE))
             if not ready:
-                return None, "timeout"
+                if _STOPPED.is_set():  # an interrupted run: its worker is being ended
+                    return None, "ended"
+                continue
             chunk = os.read(self.replies, 1 << 16)
             if not chunk:
                 return None, "malformed: a truncated reply" if self.buffer else "ended"
@@ -436,12 +523,13 @@ def _run_worker(
             scratch=scratch,
             workdir=workdir,
             env=sandbox_env(_scratch_env(scratch, isolation)),
+            limits=limits,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
         )
         try:
-            return _drive(process, tasks, limits, results)
+            return _drive(process, tasks, limits, results, sandboxed=isolation is not None)
         finally:
             _end(process)
             for stream in (process.stdin, process.stdout):
@@ -457,6 +545,8 @@ def _drive(
     tasks: list[FunctionTask],
     limits: Limits,
     results: dict[str, FunctionRun],
+    *,
+    sandboxed: bool,
 ) -> int:
     link = _Channel(process)
     setup = {
@@ -465,6 +555,8 @@ def _drive(
         "file_mb": limits.file_mb,
         "case_timeout": limits.case_timeout,
         "compile_timeout": limits.compile_timeout,
+        # RLIMIT_NPROC counts every process of the user's outside a sandbox's user namespace.
+        "processes": limits.processes if sandboxed else None,
     }
     # Starting an interpreter and importing the library is not the learner's time.
     ready, why = link.ask({"setup": setup}, time.monotonic() + max(60.0, limits.implement_timeout))

@@ -182,7 +182,13 @@ def main() -> None:
     if not isinstance(first, dict) or not isinstance(first.get("setup"), dict):
         os._exit(2)
     setup = first["setup"]
-    apply_limits(int(setup["memory_mb"]), float(setup["cpu_seconds"]), int(setup["file_mb"]))
+    processes = setup.get("processes")
+    apply_limits(
+        int(setup["memory_mb"]),
+        float(setup["cpu_seconds"]),
+        int(setup["file_mb"]),
+        int(processes) if isinstance(processes, int) else None,
+    )
     signal.signal(signal.SIGALRM, _on_alarm)
     # Imported before any learner code is defined, so redefining it there changes nothing here.
     compile_timeout = setup.get("compile_timeout")
