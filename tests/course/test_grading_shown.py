@@ -169,9 +169,9 @@ def test_an_unreadable_notebook_is_left_to_the_grader_s_own_reason() -> None:
 
 
 def test_the_grader_s_terminal_line_for_a_submission_obeys_nothing_it_supplied() -> None:
+    from llmfs.course.exercises.verdict import Verdict
     from llmfs.course.grading.grade import _summary
     from llmfs.course.grading.sandbox import RunOutcome
-    from llmfs.course.exercises.verdict import Verdict
     from llmfs.course.grading.score import SubmissionResult
 
     run = RunOutcome("error", 2, "cell #2 raised \x1b]0;owned\x07E\u202e: \x1b[2K\rfake")
