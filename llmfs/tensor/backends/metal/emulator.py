@@ -43,6 +43,12 @@ exactly-sized block: under AddressSanitizer when the compiler supports it, other
 inaccessible guard regions. An access outside a buffer is reported (:class:`KernelMemoryError`,
 naming the first thread outside) without any risk to the calling process. ``sanitize=False``
 (the library's own kernels) runs in process through :mod:`ctypes`, fast and unchecked.
+
+A counted launch (:meth:`EmulatorLibrary.count_accesses`) is an isolated launch of a build whose
+every load instruction calls the harness first (clang's ``-fsanitize-coverage=trace-loads``):
+it reports the bytes read from each buffer, the barrier rounds of a threadgroup and how many
+distinct words of threadgroup memory one thread read, so a check can judge how a kernel
+cooperates by what it does rather than by its text.
 """
 
 from __future__ import annotations
@@ -1300,6 +1306,7 @@ def is_available() -> bool:
 
 
 __all__ = [
+    "COUNTING_FLAGS",
     "DEFAULT_TIMEOUT_S",
     "ELEMENT_DTYPES",
     "MAX_THREADGROUP_ARGUMENT_INDEX",
@@ -1307,6 +1314,7 @@ __all__ = [
     "MAX_THREADGROUP_VARIABLES",
     "MAX_THREADS_PER_THREADGROUP",
     "THREAD_EXECUTION_WIDTH",
+    "AccessCounts",
     "EmulatorLibrary",
     "as_grid",
     "check_buffers",
