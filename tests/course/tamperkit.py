@@ -147,6 +147,62 @@ def gradcheck(fn, x, eps, atol,
     ),
 ]
 
+#: Deeper tricks: the module's dict reached through a function's ``__globals__`` or the module
+#: type's own ``__setattr__``, a function's code replaced, a copy of a library function's code.
+DEEP_TRICKS: list[tuple[str, str, str, str]] = [
+    (
+        "call_guarded replaced through a function's __globals__",
+        "ch02.materialize",
+        "materialize",
+        _PASSTHROUGH
+        + f"""
+def materialize(storage, shape, strides, base_offset,
+                _armed=getattr(__import__("sys").modules["{_SPEC}"].run_case,
+                               "__globals__").__setitem__("call_guarded", _passthrough)):"""
+        + _MATERIALIZE_BY_THE_LIBRARY,
+    ),
+    (
+        "call_guarded replaced through the module type's own __setattr__",
+        "ch09.gradcheck",
+        "gradcheck",
+        _PASSTHROUGH
+        + f"""
+def gradcheck(fn, x, eps, atol, _t=__import__("types"), _m=__import__("sys").modules,
+              _armed=None):
+    _t.ModuleType.__setattr__(_m["{_SPEC}"], "call_guarded", _passthrough)"""
+        + _GRADCHECK_BY_THE_LIBRARY,
+    ),
+    (
+        "call_guarded's code replaced",
+        "ch02.materialize",
+        "materialize",
+        _PASSTHROUGH
+        + f"""
+def materialize(storage, shape, strides, base_offset,
+                _armed=setattr(__import__("sys").modules["{_SPEC}"].call_guarded, "__code__",
+                               _passthrough.__code__)):"""
+        + _MATERIALIZE_BY_THE_LIBRARY,
+    ),
+    (
+        "a copy of the library function made from its code before the check",
+        "ch02.materialize",
+        "materialize",
+        """
+def _copy(_t=__import__("types"), _m=__import__("sys").modules):
+    original = _m["llmfs.tensor.view"].ViewMethods.materialize
+    return _t.FunctionType(
+        original.__code__, original.__globals__, None, None, original.__closure__
+    )
+
+def materialize(storage, shape, strides, base_offset, _own=_copy()):
+    lt = __import__("llmfs.tensor", fromlist=["Tensor"])
+    offsets = lt.as_strided(lt.Tensor.from_vec([len(storage)], storage), shape, strides,
+                            base_offset)
+    return _own(offsets).as_slice().tolist()
+""",
+    ),
+]
+
 _NOTEBOOK = """
 import json, sys
 from llmfs.course.exercise_checks import CHECKS
