@@ -23,7 +23,17 @@ its message, the grader's row its name):
 * :class:`MissingCooperation`: the kernel does without what the exercise is about (threadgroup
   tiles and barriers, ``simd_sum``, an atomic increment), which no value can show: a plain
   ``counts[id] += 1`` loses increments on a GPU, and the emulator, running one thread at a time,
-  would never lose one.
+  would never lose one;
+* :class:`SerialReduction`: a "tree" sum whose threads do not share the work, measured on the
+  emulator (its counted launch, ``EmulatorLibrary.count_accesses``): one thread reads all (or most) of the slots of threadgroup memory, or the
+  group passes fewer barrier rounds than log2 of its size;
+* :class:`UntiledLoads`: a "tiled" matmul whose threads load as many values of ``a`` and ``b``
+  from device memory per output as the naive kernel does, where a T x T tile loads T times
+  fewer: declared tiles and a barrier are not tiling.
+
+The two measurements count what a kernel does, not what its text says (see
+:func:`tree_measure` and :func:`device_loads_per_output`); where loads cannot be counted (a
+Mac's Metal without the emulator) only the text rules stand.
 
 Copying the library's own matmul kernel (its source text, or :func:`kernel_source`) is a
 shortcut and is refused as one.
