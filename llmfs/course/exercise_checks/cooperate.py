@@ -25,8 +25,9 @@ its message, the grader's row its name):
   ``counts[id] += 1`` loses increments on a GPU, and the emulator, running one thread at a time,
   would never lose one;
 * :class:`SerialReduction`: a "tree" sum whose threads do not share the work, measured on the
-  emulator (its counted launch, ``EmulatorLibrary.count_accesses``): one thread reads all (or most) of the slots of threadgroup memory, or the
-  group passes fewer barrier rounds than log2 of its size;
+  emulator (its counted launch, ``EmulatorLibrary.count_accesses``): one thread reads all (or
+  most) of the slots of threadgroup memory; a tree whose group passes fewer barrier rounds
+  than log2 of its size is a :class:`RaceBetweenThreads`, even where one run is right;
 * :class:`UntiledLoads`: a "tiled" matmul whose threads load as many values of ``a`` and ``b``
   from device memory per output as the naive kernel does, where a T x T tile loads T times
   fewer: declared tiles and a barrier are not tiling.
@@ -98,7 +99,7 @@ class MissingCooperation(KernelMisconception):
 
 class SerialReduction(KernelMisconception):
     """A "tree" sum whose threads do not share the work: one thread reads many slots of
-    threadgroup memory, or the group passes fewer barrier rounds than halvings."""
+    threadgroup memory (more than its own and one partner's per halving)."""
 
 
 class UntiledLoads(KernelMisconception):
@@ -269,10 +270,13 @@ def _check_tree(source: str) -> None:
             f"(kernel group_sum)"
         )
     if rounds < halvings:
-        raise SerialReduction(
+        # A tree whose rounds are not separated by barriers races, whatever one run shows.
+        raise RaceBetweenThreads(
             f"the group passed {rounds} barrier round(s) where a tree over {MEASURE_GROUP} "
             f"threads has {halvings} halvings: each halving reads what the one before wrote, so "
-            f"a threadgroup_barrier separates every round (kernel group_sum)"
+            f"without a threadgroup_barrier between rounds a thread can read its partner's slot "
+            f"before the partner wrote it (a race, even where one run happens to be right) "
+            f"(kernel group_sum)"
         )
 
 
