@@ -14,10 +14,14 @@ from solutionkit import SOLUTIONS
 from llmfs.course import CourseError
 from llmfs.course.exercise_checks import CHECKS, SPECS, run_spec
 from llmfs.course.exercise_checks.cooperate import (
+    MEASURE_GROUP,
+    TILE,
+    device_loads_per_output,
     global_reads,
     missing_barrier,
     thread_census,
     tiled_grid,
+    tree_measure,
 )
 from llmfs.course.exercise_checks.spec import SHORTCUT, draw_cases, outcome_of
 from llmfs.tensor.backends.metal import emulator_available
@@ -196,3 +200,108 @@ def test_the_prediction_helpers_measure_what_the_chapter_says() -> None:
         thread_census(0, 4)
     with pytest.raises(CourseError):
         global_reads(8, 64)
+
+
+# Kernels that give the right numbers without the cooperation the exercises are about: the
+# checks measure what they do (barrier rounds, slots each thread reads, device loads per output)
+# on the emulator, so each fails with the mistake named.
+SERIAL_SUM = """
+#include <metal_stdlib>
+using namespace metal;
+
+kernel void group_sum(device const float* x [[buffer(0)]],
+                      device float* partial [[buffer(1)]],
+                      constant uint& count [[buffer(2)]],
+                      threadgroup float* shared [[threadgroup(0)]],
+                      uint gid [[thread_position_in_grid]],
+                      uint lid [[thread_position_in_threadgroup]],
+                      uint group [[threadgroup_position_in_grid]],
+                      uint size [[threads_per_threadgroup]]) {
+    shared[lid] = gid < count ? x[gid] : 0.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid == 0) {
+        float total = 0.0f;
+        for (uint i = 0; i < size; ++i) {
+            total += shared[i];
+        }
+        partial[group] = total;
+    }
+}
+"""
+TWO_LEVEL_SUM = """
+#include <metal_stdlib>
+using namespace metal;
+
+kernel void group_sum(device const float* x [[buffer(0)]],
+                      device float* partial [[buffer(1)]],
+                      constant uint& count [[buffer(2)]],
+                      threadgroup float* shared [[threadgroup(0)]],
+                      uint gid [[thread_position_in_grid]],
+                      uint lid [[thread_position_in_threadgroup]],
+                      uint group [[threadgroup_position_in_grid]],
+                      uint size [[threads_per_threadgroup]]) {
+    shared[lid] = gid < count ? x[gid] : 0.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    uint chunk = size / 4;
+    if (lid < 4) {
+        float part = 0.0f;
+        for (uint i = 0; i < chunk; ++i) {
+            part += shared[lid * chunk + i];
+        }
+        shared[lid * chunk] = part;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid == 0) {
+        partial[group] = shared[0] + shared[chunk] + shared[2 * chunk] + shared[3 * chunk];
+    }
+}
+"""
+DECOY_TILES = """
+#include <metal_stdlib>
+using namespace metal;
+
+kernel void tiled_matmul(device const float* a [[buffer(0)]],
+                         device const float* b [[buffer(1)]],
+                         device float* c [[buffer(2)]],
+                         constant uint& M [[buffer(3)]],
+                         constant uint& N [[buffer(4)]],
+                         constant uint& K [[buffer(5)]],
+                         uint3 gid [[thread_position_in_grid]]) {
+    threadgroup float a_tile[1];
+    threadgroup float b_tile[1];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (gid.y >= M || gid.x >= N) {
+        return;
+    }
+    float acc = 0.0f;
+    for (uint k = 0; k < K; ++k) {
+        acc += a[gid.z * M * K + gid.y * K + k] * b[gid.z * K * N + k * N + gid.x];
+    }
+    c[gid.z * M * N + gid.y * N + gid.x] = acc;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("exercise_id", "source", "named", "says"),
+    [
+        ("ch12.tree_sum", SERIAL_SUM, "SerialReduction", f"read {MEASURE_GROUP} of the"),
+        ("ch12.tree_sum", TWO_LEVEL_SUM, "SerialReduction", "one thread read"),
+        ("ch12.tiled_matmul", DECOY_TILES, "UntiledLoads", "loads 64 values"),
+    ],
+)
+def test_a_kernel_that_skips_the_cooperation_fails_by_what_it_does(
+    exercise_id: str, source: str, named: str, says: str
+) -> None:
+    text = _report(exercise_id, source)
+    assert f"raised {named}" in text and says in text, text
+
+
+def test_the_measurements_count_a_tree_and_a_tiling() -> None:
+    halvings = MEASURE_GROUP.bit_length() - 1
+    rounds, words = tree_measure(_solution("ch12.tree_sum")) or (0, 0)
+    assert rounds == halvings + 1 and words == halvings + 1  # own slot, then one per round
+    assert tree_measure(SERIAL_SUM) == (1, MEASURE_GROUP)
+    naive = device_loads_per_output(DECOY_TILES)
+    tiled = device_loads_per_output(_solution("ch12.tiled_matmul"))
+    assert naive is not None and tiled is not None and naive == TILE * tiled

@@ -15,6 +15,7 @@ from typing import Any
 import gradingkit as kit
 import numpy as np
 import pytest
+import tamperkit
 from solutionkit import SOLUTIONS
 
 import llmfs.tensor as lt
@@ -613,3 +614,60 @@ def test_a_grader_gives_a_shortcut_zero_and_names_the_call(tmp_path: Path) -> No
         encoding="utf-8"
     )
     assert "calls the library's llmfs.tensor.layout.row_major_strides" in feedback
+
+
+# -- refusals a learner's code cannot reach ----------------------------------------------------
+# Each trick below got the library's answer (or a wrong one) accepted before the checks were
+# sealed: it changes the checks themselves. Both the notebook's check (a fresh interpreter, as a
+# kernel) and the grader's worker refuse every one of them.
+
+
+@pytest.mark.parametrize(
+    ("name", "exercise", "function", "source"),
+    tamperkit.TRICKS + tamperkit.DEEP_TRICKS,
+    ids=[t[0] for t in tamperkit.TRICKS + tamperkit.DEEP_TRICKS],
+)
+def test_a_trick_that_changes_the_checks_is_refused_in_the_notebook_and_the_grader(
+    name: str, exercise: str, function: str, source: str, tmp_path: Path
+) -> None:
+    notebook = tamperkit.notebook_check(source, exercise, function)
+    assert not notebook["passed"], (name, notebook)
+    refused = ("ChecksChanged", "AttributeError")
+    assert (
+        notebook["raised"] in refused
+        or "was changed while the check ran" in notebook["text"]
+        or "calls the library's" in notebook["text"]
+        or "wrong" in notebook["text"]
+    ), (name, notebook)
+    replies, expected = tamperkit.worker_replies(tmp_path, source, exercise, function)
+    assert not tamperkit.worker_accepts(replies, expected), (name, replies)
+
+
+def test_the_sealed_checks_refuse_each_way_of_changing_them() -> None:
+    from llmfs.course.exercise_checks import sentinel
+    from llmfs.course.exercise_checks import spec as spec_module
+
+    with pytest.raises(sentinel.ChecksChanged):
+        spec_module.call_guarded = lambda *args: None  # type: ignore[assignment]
+    with pytest.raises(sentinel.ChecksChanged):
+        del spec_module.run_case
+    with pytest.raises(TypeError):
+        vars(spec_module)["call_guarded"] = None  # a read-only mapping
+    with pytest.raises(sentinel.ChecksChanged):
+        spec_module.run_case.__code__ = (lambda: None).__code__
+    with pytest.raises(sentinel.ChecksChanged):
+        layout.row_major_strides.__defaults__ = ()
+    assert "call_guarded" in dir(spec_module)  # reading still works
+    # The checks still pass a right answer after all of this was refused.
+    check, solution = CHECKS["ch01.compute_strides"], SOLUTIONS["ch01.compute_strides"]
+    assert check(solution, record_attempt=False).passed
+    # A class's attribute can be set (no audit event before Python 3.12): the check that runs
+    # while it is changed refuses to count, and counts again once it is back.
+    passed = spec_module.CheckReport.__dict__["passed"]
+    spec_module.CheckReport.passed = True  # type: ignore[misc]
+    try:
+        report = check(solution, record_attempt=False)
+    finally:
+        spec_module.CheckReport.passed = passed  # type: ignore[misc]
+    assert report.status == "failed" and "CheckReport was changed" in report.note, repr(report)
+    assert check(solution, record_attempt=False).passed

@@ -104,7 +104,14 @@ from llmfs.course.exercise_checks.reshape import (  # chapter 3
     check_merge_layout,
 )
 from llmfs.course.exercise_checks.shortcuts import Shortcuts
-from llmfs.course.exercise_checks.spec import CHECKS, SPECS, ImplementSpec, register, run_spec
+from llmfs.course.exercise_checks.spec import (
+    CHECKS,
+    SPECS,
+    ImplementSpec,
+    register,
+    run_spec,
+    seal_checks,
+)
 
 # Each chapter's module registers its exercises (spec and check) when it is imported.
 from llmfs.course.exercise_checks.strides import (  # chapter 1
@@ -130,6 +137,10 @@ from llmfs.course.exercise_checks.views import (  # chapter 2
     check_reshape_after_copy,
     check_slice_layout,
 )
+
+# Every chapter registered: the sentinel takes the checks in their original form now, before any
+# learner code can run (:mod:`.sentinel`).
+seal_checks()
 
 
 def check_for(exercise_id: str) -> Callable[..., Any]:

@@ -23,7 +23,18 @@ its message, the grader's row its name):
 * :class:`MissingCooperation`: the kernel does without what the exercise is about (threadgroup
   tiles and barriers, ``simd_sum``, an atomic increment), which no value can show: a plain
   ``counts[id] += 1`` loses increments on a GPU, and the emulator, running one thread at a time,
-  would never lose one.
+  would never lose one;
+* :class:`SerialReduction`: a "tree" sum whose threads do not share the work, measured on the
+  emulator (its counted launch, ``EmulatorLibrary.count_accesses``): one thread reads all (or
+  most) of the slots of threadgroup memory; a tree whose group passes fewer barrier rounds
+  than log2 of its size is a :class:`RaceBetweenThreads`, even where one run is right;
+* :class:`UntiledLoads`: a "tiled" matmul whose threads load as many values of ``a`` and ``b``
+  from device memory per output as the naive kernel does, where a T x T tile loads T times
+  fewer: declared tiles and a barrier are not tiling.
+
+The two measurements count what a kernel does, not what its text says (see
+:func:`tree_measure` and :func:`device_loads_per_output`); where loads cannot be counted (a
+Mac's Metal without the emulator) only the text rules stand.
 
 Copying the library's own matmul kernel (its source text, or :func:`kernel_source`) is a
 shortcut and is refused as one.
@@ -84,6 +95,16 @@ class UnwrittenMemoryRead(KernelMisconception):
 
 class MissingCooperation(KernelMisconception):
     """The kernel does without the construct the exercise is about."""
+
+
+class SerialReduction(KernelMisconception):
+    """A "tree" sum whose threads do not share the work: one thread reads many slots of
+    threadgroup memory (more than its own and one partner's per halving)."""
+
+
+class UntiledLoads(KernelMisconception):
+    """A "tiled" matmul that reads device memory as often as the naive kernel: its tiles do not
+    replace the device loads they are for."""
 
 
 def _named(kernel: str, error: Exception) -> Exception:
@@ -185,6 +206,136 @@ def _quarters(rng: random.Random, count: int, low: int = -16, high: int = 16) ->
 
 
 # --------------------------------------------------------------------------------------------
+# Cooperation measured: what a kernel reads, counted by the emulator (not read off its text)
+# --------------------------------------------------------------------------------------------
+
+#: The group of the tree sum's measurement launch: 5 halvings.
+MEASURE_GROUP = 32
+#: The matmul measurement's sizes (whole tiles: every thread loads, none is past the data).
+MEASURE_MATMUL = (2 * TILE, 2 * TILE, 4 * TILE)  # M, N, K
+
+_MEASURED: dict[tuple[str, str], Any] = {}
+
+
+def _counted(source: str, name: str, buffers: list[Any], grid: Any, group: Any, memory: Any) -> Any:
+    """The emulator's :class:`~llmfs.tensor.backends.metal.emulator.AccessCounts` of one launch
+    of ``name``, remembered per source (a check's cases share one measurement); ``None`` where
+    loads cannot be counted (no emulator, or a compiler without load tracing)."""
+    from llmfs.tensor.backends.metal import MetalError, MetalUnavailableError, emulator_available
+
+    key = (name, source)
+    if key in _MEASURED:
+        return _MEASURED[key]
+    if not emulator_available():
+        return None
+    from llmfs.tensor.backends.metal.emulator import load_library
+
+    try:
+        counts = load_library(source).count_accesses(
+            name, buffers, grid, group, threadgroup_memory=memory
+        )
+    except MetalUnavailableError:
+        counts = None
+    except MetalError as error:
+        raise _named(name, error) from None
+    if len(_MEASURED) > 64:
+        _MEASURED.clear()
+    _MEASURED[key] = counts
+    return counts
+
+
+def tree_measure(source: str, group: int = MEASURE_GROUP) -> tuple[int, int] | None:
+    """``(barrier rounds, most slots one thread read)`` of kernel ``group_sum`` in ``source`` on
+    two full groups of ``group`` threads (counted by the emulator), or ``None`` where loads
+    cannot be counted."""
+    x = np.arange(1, 2 * group + 1, dtype=np.float32)
+    out = np.zeros(2, dtype=np.float32)
+    buffers = [x, out, np.uint32(2 * group)]
+    counts = _counted(source, "group_sum", buffers, 2 * group, (group, 1, 1), {0: 4 * group})
+    return None if counts is None else (counts.barrier_rounds, counts.threadgroup_words)
+
+
+def _check_tree(source: str) -> None:
+    measured = tree_measure(source)
+    if measured is None:
+        return
+    rounds, words = measured
+    halvings = MEASURE_GROUP.bit_length() - 1
+    if words >= MEASURE_GROUP or words > 2 * halvings:
+        raise SerialReduction(
+            f"one thread read {words} of the {MEASURE_GROUP} slots of threadgroup memory (a "
+            f"group of {MEASURE_GROUP}): that thread adds them up one after another. In a tree, "
+            f"each round halves the threads that add: thread i adds slot i + stride to slot i, "
+            f"so no thread reads more than one partner per round ({halvings} rounds) "
+            f"(kernel group_sum)"
+        )
+    if rounds < halvings:
+        # A tree whose rounds are not separated by barriers races, whatever one run shows.
+        raise RaceBetweenThreads(
+            f"the group passed {rounds} barrier round(s) where a tree over {MEASURE_GROUP} "
+            f"threads has {halvings} halvings: each halving reads what the one before wrote, so "
+            f"without a threadgroup_barrier between rounds a thread can read its partner's slot "
+            f"before the partner wrote it (a race, even where one run happens to be right) "
+            f"(kernel group_sum)"
+        )
+
+
+_NAIVE_MATMUL = """
+#include <metal_stdlib>
+using namespace metal;
+
+kernel void tiled_matmul(device const float* a [[buffer(0)]],
+                         device const float* b [[buffer(1)]],
+                         device float* c [[buffer(2)]],
+                         constant uint& M [[buffer(3)]],
+                         constant uint& N [[buffer(4)]],
+                         constant uint& K [[buffer(5)]],
+                         uint3 gid [[thread_position_in_grid]]) {
+    if (gid.y >= M || gid.x >= N) {
+        return;
+    }
+    float acc = 0.0f;
+    for (uint k = 0; k < K; ++k) {
+        acc += a[gid.z * M * K + gid.y * K + k] * b[gid.z * K * N + k * N + gid.x];
+    }
+    c[gid.z * M * N + gid.y * N + gid.x] = acc;
+}
+"""
+
+
+def device_loads_per_output(source: str) -> float | None:
+    """Values kernel ``tiled_matmul`` in ``source`` loads from ``a`` and ``b`` in device memory
+    per output, on a ``[1, M, K] @ [1, K, N]`` product of whole tiles (:data:`MEASURE_MATMUL`),
+    counted by the emulator; ``None`` where loads cannot be counted."""
+    m, n, k = MEASURE_MATMUL
+    rng = np.random.default_rng(0)
+    a = rng.integers(-4, 5, (1, m, k)).astype(np.float32)
+    b = rng.integers(-4, 5, (1, k, n)).astype(np.float32)
+    c = np.zeros(m * n, dtype=np.float32)
+    buffers = [a, b, c, np.uint32(m), np.uint32(n), np.uint32(k)]
+    counts = _counted(source, "tiled_matmul", buffers, tiled_grid(m, n), (TILE, TILE, 1), None)
+    if counts is None:
+        return None
+    return (counts.values_read(0) + counts.values_read(1)) / (m * n)
+
+
+def _check_tiling(source: str) -> None:
+    loads = device_loads_per_output(source)
+    naive = device_loads_per_output(_NAIVE_MATMUL)
+    if loads is None or naive is None:
+        return
+    if loads * TILE > naive:
+        m, n, k = MEASURE_MATMUL
+        raise UntiledLoads(
+            f"each output loads {loads:g} values of a and b from device memory, the naive "
+            f"kernel {naive:g} (M = {m}, N = {n}, K = {k}): a {TILE} x {TILE} tile should cut "
+            f"that {TILE} times, to {naive / TILE:g}. Each thread loads one value of a and one "
+            f"of b per tile into threadgroup memory, and the products read only the tiles "
+            f"(kernel tiled_matmul)"
+        )
+
+
+# --------------------------------------------------------------------------------------------
 # group_sum: buffers 0 x, 1 partial (one per group), 2 count; [[threadgroup(0)]] one float
 # per thread
 # --------------------------------------------------------------------------------------------
@@ -226,13 +377,21 @@ def _sum_reference(values: list[float], group: int) -> list[Any]:
 
 
 def _run_sum(
-    name: str, rules: Sequence[tuple[str, str]], memory_bytes: Callable[[int], int]
+    name: str,
+    rules: Sequence[tuple[str, str]],
+    memory_bytes: Callable[[int], int],
+    measure: Callable[[str], None] | None = None,
 ) -> Callable[..., list[Any]]:
     """The case runner of a per-group sum kernel ``name`` (``[[threadgroup(0)]]`` of
-    ``memory_bytes(group)`` bytes)."""
+    ``memory_bytes(group)`` bytes); ``measure(source)`` then checks how it cooperates."""
 
     def run(kernel_source: str, values: list[float], group: int) -> list[Any]:
         _requirements(name, kernel_source, rules)
+        if measure is not None:
+            # Measured first (then remembered), so the counting build compiles in the warm-up
+            # launch, never inside a timed case; judged after the values, so a race is named
+            # as one.
+            tree_measure(kernel_source)
         x = np.array(values, dtype=np.float32)
         groups = -(-len(values) // group)
         expected = _chunk_sums(values, group)
@@ -244,12 +403,17 @@ def _run_sum(
             _launch(kernel_source, name, buffers, groups * group, (group, 1, 1), memory, shuffle)
             return out
 
-        return _cooperative_run(name, once, expected)
+        result = _cooperative_run(name, once, expected)
+        if measure is not None:
+            measure(kernel_source)
+        return result
 
     return run
 
 
-_run_group_sum = _run_sum("group_sum", _REDUCTION_RULES, lambda group: max(16, 4 * group))
+_run_group_sum = _run_sum(
+    "group_sum", _REDUCTION_RULES, lambda group: max(16, 4 * group), _check_tree
+)
 
 _SIMD_RULES = (
     (r"\bsimd_sum\s*\(", "no simd_sum: the exercise sums each simdgroup's lanes with it"),
@@ -390,6 +554,9 @@ def _run_matmul(
     source: str, a: list[float], b: list[float], batch: int, m: int, n: int, k: int
 ) -> list[Any]:
     _requirements("tiled_matmul", source, _TILED_RULES)
+    # Measured first (then remembered): the counting builds compile in the warm-up launch.
+    device_loads_per_output(source)
+    device_loads_per_output(_NAIVE_MATMUL)
     left, right = _matmul_arrays(a, b, batch, m, n, k)
     expected = _product(left, right).astype(np.float32)
 
@@ -400,7 +567,9 @@ def _run_matmul(
         _launch(source, "tiled_matmul", buffers, grid, (TILE, TILE, 1), None, shuffle)
         return out
 
-    return _cooperative_run("tiled_matmul", once, expected)
+    result = _cooperative_run("tiled_matmul", once, expected)
+    _check_tiling(source)
+    return result
 
 
 def _shipped_matmul(source: str) -> str | None:
@@ -749,6 +918,8 @@ check_tiled_matmul_kernel = register(
 __all__ = [
     "BARRIER_SEEDS",
     "KERNEL_CASES",
+    "MEASURE_GROUP",
+    "MEASURE_MATMUL",
     "SECOND_SEED",
     "SHUFFLE_SEED",
     "TILE",
@@ -756,16 +927,20 @@ __all__ = [
     "KernelMisconception",
     "MissingCooperation",
     "RaceBetweenThreads",
+    "SerialReduction",
     "ThreadsMissABarrier",
     "UnguardedThreads",
+    "UntiledLoads",
     "UnwrittenMemoryRead",
     "check_group_sum_kernel",
     "check_histogram_kernel",
     "check_simd_sum_kernel",
     "check_tiled_matmul_kernel",
+    "device_loads_per_output",
     "global_reads",
     "missing_barrier",
     "teacher_forced_accuracy",
     "thread_census",
     "tiled_grid",
+    "tree_measure",
 ]

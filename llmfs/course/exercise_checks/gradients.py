@@ -157,7 +157,8 @@ def _view_explain(got: Any, want: Any, case: dict[str, Any]) -> str | None:
             "receives the SUM of their gradients: add into the buffer, do not assign"
         )
     at_positions = np.zeros(size)
-    at_positions[: grad.size] = grad
+    count = min(size, grad.size)  # a stride-0 view has more positions than storage cells
+    at_positions[:count] = grad[:count]
     if got == at_positions.tolist():
         return (
             "the gradients sit at the view's positions 0, 1, 2, ...: each belongs to the "

@@ -16,7 +16,10 @@ How calls are caught, and why this way:
   number of free variables), so every reference to the function is caught, however it was bound:
   a module attribute, a name taken with ``from ... import`` before the check started, a method
   looked up on an instance, a value stored in a list. Patching module attributes would miss all
-  but the first.
+  but the first. The guards, the original code and the windows are kept by the sentinel
+  (:mod:`.sentinel`), an audit hook installed when the checks are imported: the guard's code
+  calls it with :func:`sys.audit` as a constant, so no object a learner's code can reach or
+  replace (this module's names, a guard's state, ``call_guarded`` itself) decides a refusal.
 * Nothing else is slowed down: ``sys.settrace`` or ``sys.setprofile`` would also catch every
   call, but they call back into Python on every function call and turn off the interpreter's
   specialisation, which made the chapter 8 checks two to three times slower. A guard costs one
@@ -29,9 +32,10 @@ How calls are caught, and why this way:
   run every solution under its list). While a window is open a listed call is refused on EVERY
   thread, so a helper thread the learner's function starts is no way around it; every call
   outside a window runs the original code unchanged.
-* The grader's worker widens the net where only the learner's code runs: :func:`also_refusing`
-  adds function objects (the checks' own reference answers) to every window opened meanwhile,
-  and :func:`watching` opens a window for chosen threads (all but the worker's own, for as long
+* Every check's own reference answer is refused in every window (:func:`reference_targets`),
+  in the notebook as in the grader. The grader's worker widens the net where only the learner's
+  code runs: :func:`also_refusing` adds function objects to every window opened meanwhile, and
+  :func:`watching` opens a window for chosen threads (all but the worker's own, for as long
   as a learner's module is loaded), so a module-level table or a thread left running between
   cases is refused as well.
 * The report names what the learner's code called (its outermost library call, e.g.
@@ -44,22 +48,21 @@ Functions written in C (NumPy's ufuncs, ``ndarray`` methods) have no code to swa
 listed (:func:`resolve` refuses them); nor can a call be seen behind a cache written in C (an
 ``lru_cache`` in front of a listed function answers without calling it), so a list names the
 function in front of any cache, and the tests try every public door to each listed function. The
-rule is about calling the library, not about deliberate evasion: code that copies a function's
-code object into a new function before the check starts is not seen.
+sentinel refuses making a function of a guarded function's code at any time, and changing the
+checks (see :mod:`.sentinel`).
 """
 
 from __future__ import annotations
 
 import importlib
-import sys
-import threading
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from llmfs.course import CourseError
+from llmfs.course.exercise_checks import sentinel
 from llmfs.tensor import dispatch
 
 #: Module name prefixes of the library a learner might call (the course's checking tools are not
@@ -90,13 +93,9 @@ class ShortcutCall:
     entry: str
 
 
-class ShortcutUsed(BaseException):
-    """Raised inside a guarded function called during a check. A ``BaseException``, so that a
-    learner's ``except Exception`` does not hide it."""
-
-    def __init__(self, call: ShortcutCall) -> None:
-        super().__init__(f"{call.entry} reaches {call.target}")
-        self.call = call
+#: Raised inside a guarded function called while a window watches its thread (see
+#: :mod:`.sentinel`): a ``BaseException``, so a learner's ``except Exception`` does not hide it.
+ShortcutUsed = sentinel.ShortcutUsed
 
 
 def shortcut_message(function: str, target: str, entry: str, instead: str) -> str:
@@ -167,183 +166,45 @@ def resolve(name: str) -> list[types.FunctionType]:
 
 
 # --------------------------------------------------------------------------------------------
-# Guards: a function's code swapped for a guard's while a window is open
+# Windows: kept by the sentinel, out of the learner's reach
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class _Window:
-    """One open check window: the thread it watches (None: every thread but ``exclude``), its
-    frame and its targets by function."""
+class _WindowHandle:
+    """A window :func:`watching` opened: ``hit`` is its first refused call (asked of the
+    sentinel while the window is open, kept once it closed)."""
 
-    thread: int | None
-    frame: types.FrameType | None
-    targets: dict[types.FunctionType, str]
-    hit: ShortcutCall | None = None
-    exclude: int | None = None
+    def __init__(self, token: object) -> None:
+        self._token = token
+        self._closed = False
+        self._hit: ShortcutCall | None = None
 
-    def watches(self, thread: int) -> bool:
-        """True when a call on ``thread`` is refused by this window."""
-        if self.thread is not None:
-            return thread == self.thread
-        return thread != self.exclude
+    @property
+    def hit(self) -> ShortcutCall | None:
+        if self._closed:
+            return self._hit
+        return _call_of(sentinel.window_hit(self._token))
 
-
-@dataclass
-class _Guard:
-    """One guarded function: its own attributes (to restore), a copy running the original code,
-    and how many open windows installed it."""
-
-    function: types.FunctionType
-    code: types.CodeType
-    defaults: tuple[Any, ...] | None
-    kwdefaults: dict[str, Any] | None
-    original: types.FunctionType
-    guard_code: types.CodeType
-    users: int = 0
-    windows: list[_Window] = field(default_factory=list)
+    def close(self) -> None:
+        self._hit = _call_of(sentinel.close_window(self._token))
+        self._closed = True
 
 
-_GUARDS: dict[types.FunctionType, _Guard] = {}
-_GUARD_CODES: dict[types.CodeType, _Guard] = {}
-_LOCK = threading.Lock()
-_GUARD_KEYWORD = "_llmfs_shortcut_guard"
-
-
-def _guard_code(function: types.FunctionType) -> types.CodeType:
-    """A code object ``(*args, <keyword>, **kwargs)`` that hands its arguments to the guard
-    stored in the function's keyword default, with the function's free variables (a function's
-    code can only be swapped for code with as many)."""
-    names = function.__code__.co_freevars
-    # Each free variable is named once in a branch that never runs: that makes it a free
-    # variable of the guard's code without reading it.
-    lines = ["def _outer():"]
-    lines += [f"    {n} = None" for n in names]
-    lines.append(f"    def _guarded(*args, {_GUARD_KEYWORD}, **kwargs):")
-    if names:
-        lines.append("        if False:")
-        lines += [f"            {n}" for n in names]
-    lines.append(f"        return {_GUARD_KEYWORD}(args, kwargs)")
-    lines.append("    return _guarded")
-    source = "\n".join(lines) + "\n"
-    namespace: dict[str, Any] = {}
-    exec(compile(source, f"<shortcut guard of {function.__qualname__}>", "exec"), namespace)
-    code: types.CodeType = namespace["_outer"]().__code__
-    code = code.replace(co_name=function.__code__.co_name)
-    if hasattr(code, "co_qualname"):
-        code = code.replace(co_qualname=function.__code__.co_qualname)
-    if code.co_freevars != names:  # the order must match the closure's cells
-        raise CourseError(f"cannot guard {function.__qualname__}: free variables {names}")
-    return code
-
-
-def _make_guard(function: types.FunctionType) -> _Guard:
-    original = types.FunctionType(
-        function.__code__,
-        function.__globals__,
-        function.__name__,
-        function.__defaults__,
-        function.__closure__,
-    )
-    original.__kwdefaults__ = function.__kwdefaults__
-    original.__qualname__ = function.__qualname__
-    return _Guard(
-        function,
-        function.__code__,
-        function.__defaults__,
-        function.__kwdefaults__,
-        original,
-        _guard_code(function),
-    )
-
-
-def _install(guard: _Guard) -> None:
-    function = guard.function
-    handler = _handler(guard)
-    function.__code__ = guard.guard_code
-    function.__defaults__ = None
-    function.__kwdefaults__ = {_GUARD_KEYWORD: handler}
-    _GUARD_CODES[guard.guard_code] = guard
-
-
-def _uninstall(guard: _Guard) -> None:
-    function = guard.function
-    function.__code__ = guard.code
-    function.__defaults__ = guard.defaults
-    function.__kwdefaults__ = guard.kwdefaults
-
-
-def _handler(guard: _Guard) -> Callable[[tuple[Any, ...], dict[str, Any]], Any]:
-    original = guard.original
-
-    def handle(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        windows = guard.windows
-        if windows:
-            thread = threading.get_ident()
-            for window in sorted(reversed(windows), key=lambda w: w.thread != thread):
-                if window.watches(thread) and guard.function in window.targets:
-                    call = ShortcutCall(window.targets[guard.function], _entry(window, guard))
-                    if window.hit is None:
-                        window.hit = call
-                    raise ShortcutUsed(call)
-        return original(*args, **kwargs)
-
-    return handle
-
-
-def _frame_name(frame: types.FrameType) -> str:
-    guard = _GUARD_CODES.get(frame.f_code)
-    code = guard.code if guard is not None else frame.f_code
-    qualname = getattr(code, "co_qualname", code.co_name)
-    return f"{frame.f_globals.get('__name__', '?')}.{qualname}"
-
-
-def _is_library(frame: types.FrameType) -> bool:
-    module = str(frame.f_globals.get("__name__", ""))
-    return module.startswith(LIBRARY_PREFIXES) and not module.startswith(_TOOLING_PREFIX)
-
-
-def _entry(window: _Window, guard: _Guard) -> str:
-    """The outermost library function the learner's code called on the way to ``guard``'s
-    function: the first library (or guarded) frame below the window's own frame."""
-    target_name = window.targets[guard.function]
-    chain: list[types.FrameType] = []
-    # The guarded function's own frame (the guard's code runs in it).
-    frame: types.FrameType | None = sys._getframe(2)
-    while frame is not None and frame is not window.frame:
-        chain.append(frame)
-        frame = frame.f_back
-    for outer in reversed(chain):
-        if outer.f_code is guard.guard_code:
-            return target_name
-        if _is_library(outer) or outer.f_code in _GUARD_CODES:
-            return _frame_name(outer)
-    return target_name
+def _call_of(hit: sentinel.Hit | None) -> ShortcutCall | None:
+    return None if hit is None else ShortcutCall(hit.target, hit.entry)
 
 
 @contextmanager
-def _guarding(targets: dict[types.FunctionType, str], window: _Window) -> Iterator[_Window]:
-    with _LOCK:
-        for function in targets:
-            guard = _GUARDS.get(function)
-            if guard is None:
-                guard = _GUARDS[function] = _make_guard(function)
-            if guard.users == 0:
-                _install(guard)
-            guard.users += 1
-            guard.windows.append(window)
+def _guarding(
+    targets: dict[types.FunctionType, str], *, thread: int | None, exclude: int | None
+) -> Iterator[_WindowHandle]:
+    window = _WindowHandle(sentinel.open_window(targets, thread=thread, exclude=exclude))
     try:
         # The library's caches would answer a repeated call without reaching a listed rule.
         with dispatch.suspended():
             yield window
     finally:
-        with _LOCK:
-            for function in targets:
-                guard = _GUARDS[function]
-                guard.windows.remove(window)
-                guard.users -= 1
-                if guard.users == 0:
-                    _uninstall(guard)
+        window.close()
 
 
 _RESOLVED: dict[tuple[str, ...], dict[types.FunctionType, str]] = {}
@@ -393,20 +254,37 @@ def watching(
     *,
     thread: int | None = None,
     exclude: int | None = None,
-) -> Iterator[_Window]:
+) -> Iterator[_WindowHandle]:
     """A window refusing ``targets`` on ``thread`` (None: every thread but ``exclude``) until the
     block ends; the window's ``hit`` is the first refused call. For the grader's worker, where
     every thread but its own runs the learner's code."""
-    window = _Window(thread, sys._getframe(), dict(targets), exclude=exclude)
-    if not window.targets:
+    with _guarding(dict(targets), thread=thread, exclude=exclude) as window:
         yield window
-        return
-    with _guarding(window.targets, window):
-        yield window
+
+
+#: Every check's reference answer written in the checks (see :func:`reference_targets`), filled
+#: in when the checks are sealed: a learner's function never calls one.
+_REFERENCES: dict[types.FunctionType, str] = {}
+
+
+def reference_targets(specs: Iterable[Any]) -> dict[types.FunctionType, str]:
+    """Every spec's reference answer written in the course's checks (a Python function of an
+    ``llmfs.course`` module), mapped to the name a refusal shows. Library references (a function
+    of ``llmfs.tensor``) are left to the specs' own shortcut lists."""
+    found: dict[types.FunctionType, str] = {}
+    for spec in specs:
+        reference = getattr(spec, "reference", None)
+        if isinstance(reference, types.FunctionType) and str(reference.__module__).startswith(
+            _TOOLING_PREFIX
+        ):
+            found.setdefault(
+                reference, f"{reference.__module__}.{reference.__qualname__} (the checks' answer)"
+            )
+    return found
 
 
 def _window_targets(shortcuts: Shortcuts | None) -> dict[types.FunctionType, str]:
-    found: dict[types.FunctionType, str] = {}
+    found: dict[types.FunctionType, str] = dict(_REFERENCES)
     if shortcuts is not None and shortcuts.names:
         found.update(targets_of(shortcuts))
     for extra in _ALSO:
@@ -416,25 +294,27 @@ def _window_targets(shortcuts: Shortcuts | None) -> dict[types.FunctionType, str
 
 
 def call_guarded(shortcuts: Shortcuts | None, call: Callable[..., Any], *args: Any) -> Guarded:
-    """Runs ``call(*args)`` with the functions of ``shortcuts`` (and those of
-    :func:`also_refusing`) guarded on every thread (see the module docstring); without any,
-    simply calls it. An ``Exception`` the call raises is returned in ``error``; a
+    """Runs ``call(*args)`` with the functions of ``shortcuts``, those of :func:`also_refusing`
+    and every check's reference answer (:func:`reference_targets`) guarded on every thread (see
+    the module docstring). An ``Exception`` the call raises is returned in ``error``; a
     ``BaseException`` other than a refusal (a timeout, ``SystemExit``) propagates, the guards
-    removed first."""
+    removed first. A change to the checks' own code seen while the call ran is a refusal too
+    (:mod:`.sentinel`)."""
     targets = _window_targets(shortcuts)
-    if not targets:
-        try:
-            return Guarded(result=call(*args))
-        except Exception as error:  # the learner's code may raise anything; it is an outcome
-            return Guarded(error=error)
-    window = _Window(None, sys._getframe(), targets)
-    with _guarding(window.targets, window):
-        try:
+    window = _WindowHandle(sentinel.open_window(targets))
+    try:
+        with dispatch.suspended():
             result = call(*args)
-        except ShortcutUsed as refused:
-            return Guarded(shortcut=window.hit or refused.call)
-        except Exception as error:
-            return Guarded(error=error, shortcut=window.hit)
+    except ShortcutUsed as refused:
+        window.close()
+        return Guarded(shortcut=window.hit or ShortcutCall(refused.target, refused.entry))
+    except Exception as error:
+        window.close()
+        return Guarded(error=error, shortcut=window.hit)
+    except BaseException:
+        window.close()
+        raise
+    window.close()
     return Guarded(result=result, shortcut=window.hit)
 
 
@@ -454,6 +334,9 @@ STRIDED_READERS: tuple[str, ...] = (
     "llmfs.tensor.strided._as_strided",
     "numpy.lib.stride_tricks.as_strided",
 )
+
+
+sentinel.install(LIBRARY_PREFIXES, _TOOLING_PREFIX)
 
 
 def forbid(*names: str, instead: str) -> Shortcuts:
@@ -476,6 +359,7 @@ __all__ = [
     "also_refusing",
     "call_guarded",
     "forbid",
+    "reference_targets",
     "resolve",
     "shortcut_message",
     "targets_of",

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -504,6 +505,69 @@ def _shortcut_report(
     return replace(report, recorded=True)
 
 
+def _changed_report(
+    spec: ImplementSpec,
+    report: CheckReport,
+    why: str,
+    record_attempt: bool,
+    _report: type[CheckReport] = CheckReport,
+    _write: Callable[..., Any] = write,
+) -> CheckReport:
+    """The failing report of a check that saw its own code changed while it ran (``why``: the
+    name that changed), whatever the run itself reported."""
+    note = (
+        f"{spec.function}: {why} was changed while the check ran; a check that runs on changed "
+        f"code proves nothing, so the answer does not count. Restart the kernel and run the "
+        f"notebook from the top without code that changes the checks"
+    )
+    if record_attempt:
+        _write(spec.exercise_id, {"random cases": False}, answers={"random cases": "changed"})
+    return _report(
+        spec.exercise_id, "failed", (), note, right=0, total=report.total, recorded=record_attempt
+    )
+
+
+def seal_checks() -> None:
+    """Hands the checks to the sentinel (:mod:`.sentinel`), once every chapter registered its
+    specs: the functions every spec refuses are taken in their original form now (those of
+    modules not imported yet, the Metal backend's, when first guarded), every spec's reference
+    is refused in every window, and the checks' modules are sealed."""
+    from llmfs.course.exercise_checks import sentinel, shortcuts
+
+    package = __name__.rsplit(".", 1)[0]
+    functions: dict[Any, str] = {}
+    for each in SPECS.values():
+        if each.shortcuts is None:
+            continue
+        names = tuple(n for n in each.shortcuts.names if not n.startswith(_LAZY_MODULES))
+        if names:
+            functions.update(shortcuts.targets_of(Shortcuts(names, each.shortcuts.instead)))
+    references = shortcuts.reference_targets(SPECS.values())
+    shortcuts._REFERENCES.update(references)
+    sentinel.arm(functions)
+    sentinel.arm(references, permanent=True)
+    chosen = sorted(
+        name
+        for name in sys.modules
+        if name == package or name.startswith(package + ".") or name in _ALSO_SEALED
+    )
+    modules = [sys.modules[name] for name in chosen]
+    classes = [
+        value
+        for module in modules
+        for value in vars(module).values()
+        if isinstance(value, type) and value.__module__ == module.__name__
+    ]
+    sentinel.seal(modules, classes, [shortcuts.call_guarded])
+
+
+#: Modules whose shortcut targets are taken when first guarded (importing them costs a compiler
+#: probe that only kernel checks pay for).
+_LAZY_MODULES = ("llmfs.tensor.backends.metal",)
+#: Modules outside the package a check's verdict rests on: comparing answers.
+_ALSO_SEALED = frozenset({"llmfs.course.exercises.compare"})
+
+
 # --------------------------------------------------------------------------------------------
 # The registry: every chapter module registers its exercises here
 # --------------------------------------------------------------------------------------------
@@ -524,11 +588,38 @@ def register(
     :class:`CourseError` for an exercise id registered twice (two chapters claiming one id)."""
     if spec.exercise_id in SPECS:
         raise CourseError(f"exercise {spec.exercise_id!r} is registered twice")
+    # The check runs on a copy of the spec of its own: SPECS' entry is the one a learner's code
+    # can reach, and changing it (its reference, its shortcut list) changes no check.
+    private = replace(spec)
 
+    # Its collaborators are default values (a tuple no code can change: the sentinel refuses
+    # setting __defaults__ of the checks' functions), and sys.audit among them is the builtin
+    # itself: before and after the run the sentinel says whether the checks' code changed and
+    # how many windows the checks opened, which no replaced module attribute can hide.
     def check(
-        fn: Any, *, seed: int | None = None, cases: int | None = None, record_attempt: bool = True
+        fn: Any,
+        seed: int | None = None,
+        cases: int | None = None,
+        record_attempt: bool = True,
+        _audit: Callable[..., None] = sys.audit,
+        _run: Callable[..., CheckReport] = run_spec,
+        _spec: ImplementSpec = private,
+        _refuse: Callable[..., CheckReport] = _changed_report,
     ) -> CheckReport:
-        return run_spec(spec, fn, seed=seed, cases=cases, record_attempt=record_attempt)
+        box: list[Any] = []
+        _audit("llmfs.sentinel", "begin", box)
+        report = _run(_spec, fn, seed=seed, cases=cases, record_attempt=record_attempt)
+        _audit("llmfs.sentinel", "end", box)
+        opened_before, changed_before, opened_after, changed_after = box
+        why = changed_before or changed_after
+        if why is None and report.passed and _spec.kernel is None:
+            # Every case runs the learner's function in a window the checks open; fewer
+            # windows than cases means the checks' own run was bypassed.
+            if opened_after - opened_before < report.total:
+                why = "the checks' own run (fewer guarded calls than cases)"
+        if why is not None:
+            return _refuse(_spec, report, why, record_attempt)
+        return report
 
     check.__name__ = check.__qualname__ = name or f"check_{spec.function}"
     check.__doc__ = doc + (
@@ -572,6 +663,7 @@ __all__ = [
     "register",
     "run_case",
     "run_spec",
+    "seal_checks",
     "shortcut_text",
     "spec_for",
     "to_json",

@@ -25,7 +25,11 @@ does is refuse shortcuts (:mod:`llmfs.course.exercise_checks.shortcuts`): the ex
 library functions, and every checks module's reference answer (reachable through
 ``sys.modules`` or a walk up the stack), are refused while the learner's module is defined, while
 a case runs (on every thread), and on every thread but this one's own in between, so a helper
-thread or a module-level table gets the exercise a ``Shortcut`` outcome, never the answer.
+thread or a module-level table gets the exercise a ``Shortcut`` outcome, never the answer. The
+refusals themselves are kept by the checks' sentinel (:mod:`llmfs.course.exercise_checks.sentinel`,
+installed when this process imports the checks, before any learner code), the specs are copies
+taken before the learner's module is defined, and a case after which the sentinel finds the
+checks' own code changed is a ``Shortcut`` outcome naming the change.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import signal
 import sys
 import threading
 import types
+from dataclasses import replace
 from typing import Any
 
 from llmfs.course.grading.channel import FrameError, encode, read_frame
@@ -86,7 +91,12 @@ class Worker:
 
         self.case_timeout = case_timeout
         self.compile_timeout = case_timeout * 5 if compile_timeout is None else compile_timeout
-        self.specs = SPECS
+        # Copies taken before any learner code: SPECS' entries are reachable from it, and a
+        # spec changed there (its shortcut list emptied) must change nothing here.
+        self.specs = {exercise: replace(spec) for exercise, spec in SPECS.items()}
+        # The builtin itself: after every case the sentinel says whether the checks' own code
+        # changed (see llmfs.course.exercise_checks.sentinel), however the change was made.
+        self.audit = sys.audit
         self.targets_of = targets_of
         self.references = reference_targets(SPECS)
         self.thread = threading.get_ident()
@@ -159,6 +169,11 @@ class Worker:
         hit = self.hit or (self.task_window.hit if self.task_window is not None else None)
         if hit is not None:
             return {"error": self.shortcut, "shortcut": hit.target, "via": hit.entry}
+        box: list[Any] = []
+        self.audit("llmfs.sentinel", "end", box)
+        if box[1] is not None:
+            target = f"the checks' own code ({box[1]} was changed)"
+            return {"error": self.shortcut, "shortcut": target, "via": "a change to it"}
         return outcome
 
 

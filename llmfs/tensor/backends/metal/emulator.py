@@ -45,6 +45,12 @@ must report reads and writes one element past either end of a buffer); a mode th
 through is never used. An access outside a buffer is reported (:class:`KernelMemoryError`,
 naming the first thread outside) without any risk to the calling process. ``sanitize=False``
 (the library's own kernels) runs in process through :mod:`ctypes`, fast and unchecked.
+
+A counted launch (:meth:`EmulatorLibrary.count_accesses`) is an isolated launch of a build whose
+every load instruction calls the harness first (clang's ``-fsanitize-coverage=trace-loads``):
+it reports the bytes read from each buffer, the barrier rounds of a threadgroup and how many
+distinct words of threadgroup memory one thread read, so a check can judge how a kernel
+cooperates by what it does rather than by its text.
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -546,6 +553,98 @@ static void llmfs_say_thread() {
 }
 #endif
 
+#if defined(LLMFS_COUNT)
+// ---- counting build (clang's -fsanitize-coverage=trace-loads calls these before every load)
+// Bytes each device buffer gave, barrier rounds of the group with the most, and the most
+// distinct 4-byte words of threadgroup memory one thread read within its group.
+#define LLMFS_NO_COUNT __attribute__((no_sanitize("coverage"), noinline))
+#define LLMFS_COUNT_WORDS 8192u  /* 32 KiB of threadgroup memory */
+#define LLMFS_COUNT_THREADS 1024u
+static unsigned char* llmfs_count_starts[31];
+static size_t llmfs_count_sizes[31];
+static unsigned long long llmfs_count_bytes[31];
+static int llmfs_count_buffers = 0;
+static unsigned char* llmfs_count_blocks[96];
+static unsigned long llmfs_count_block_bytes[96];
+static unsigned llmfs_count_block_base[96];
+static int llmfs_count_nblocks = 0;
+static unsigned llmfs_count_words = 0;
+static unsigned llmfs_count_thread = 0;
+static unsigned char* llmfs_count_seen = 0;  // [thread][word] bits of the current group
+static unsigned llmfs_count_rows = 0;         // threads of the group that read anything + 1
+static unsigned long long llmfs_count_rounds = 0, llmfs_count_max_rounds = 0;
+static unsigned long long llmfs_count_max_words = 0;
+
+LLMFS_NO_COUNT static void llmfs_count_load(const void* address, unsigned bytes) {
+    const unsigned char* at = (const unsigned char*)address;
+    for (int i = 0; i < llmfs_count_buffers; ++i) {
+        if (at >= llmfs_count_starts[i] && at < llmfs_count_starts[i] + llmfs_count_sizes[i]) {
+            llmfs_count_bytes[i] += bytes;
+            return;
+        }
+    }
+    for (int b = 0; b < llmfs_count_nblocks; ++b) {
+        const unsigned char* start = llmfs_count_blocks[b];
+        if (at >= start && at < start + llmfs_count_block_bytes[b]) {
+            unsigned first = llmfs_count_block_base[b] + (unsigned)((at - start) / 4);
+            unsigned last = llmfs_count_block_base[b] + (unsigned)((at - start + bytes - 1) / 4);
+            unsigned who = llmfs_count_thread;  // (`thread` is an address space here)
+            if (who >= LLMFS_COUNT_THREADS || !llmfs_count_seen) return;
+            for (unsigned w = first; w <= last && w < LLMFS_COUNT_WORDS; ++w)
+                llmfs_count_seen[who * (LLMFS_COUNT_WORDS / 8) + w / 8] |=
+                    (unsigned char)(1u << (w % 8));
+            if (who + 1 > llmfs_count_rows) llmfs_count_rows = who + 1;
+            return;
+        }
+    }
+}
+extern "C" {
+LLMFS_NO_COUNT void __sanitizer_cov_load1(uint8_t* a) { llmfs_count_load(a, 1); }
+LLMFS_NO_COUNT void __sanitizer_cov_load2(uint16_t* a) { llmfs_count_load(a, 2); }
+LLMFS_NO_COUNT void __sanitizer_cov_load4(uint32_t* a) { llmfs_count_load(a, 4); }
+LLMFS_NO_COUNT void __sanitizer_cov_load8(uint64_t* a) { llmfs_count_load(a, 8); }
+LLMFS_NO_COUNT void __sanitizer_cov_load16(__int128* a) { llmfs_count_load(a, 16); }
+LLMFS_NO_COUNT void __sanitizer_cov_8bit_counters_init(char*, char*) {}
+}
+
+LLMFS_NO_COUNT static void llmfs_count_on_block(void* block, unsigned long bytes) {
+    if (llmfs_count_nblocks >= 96) return;
+    llmfs_count_blocks[llmfs_count_nblocks] = (unsigned char*)block;
+    llmfs_count_block_bytes[llmfs_count_nblocks] = bytes;
+    llmfs_count_block_base[llmfs_count_nblocks] = llmfs_count_words;
+    llmfs_count_words += (unsigned)((bytes + 3) / 4);
+    ++llmfs_count_nblocks;
+}
+
+LLMFS_NO_COUNT static void llmfs_count_on_round(void) { ++llmfs_count_rounds; }
+
+LLMFS_NO_COUNT static void llmfs_count_on_group_end(void) {
+    for (unsigned t = 0; t < llmfs_count_rows; ++t) {
+        unsigned long long words = 0;
+        unsigned char* row = llmfs_count_seen + t * (LLMFS_COUNT_WORDS / 8);
+        for (unsigned k = 0; k < LLMFS_COUNT_WORDS / 8; ++k) words += __builtin_popcount(row[k]);
+        if (words > llmfs_count_max_words) llmfs_count_max_words = words;
+        memset(row, 0, LLMFS_COUNT_WORDS / 8);
+    }
+    llmfs_count_rows = 0;
+    if (llmfs_count_rounds > llmfs_count_max_rounds) llmfs_count_max_rounds = llmfs_count_rounds;
+    llmfs_count_rounds = 0;
+    llmfs_count_nblocks = 0;
+    llmfs_count_words = 0;
+}
+
+LLMFS_NO_COUNT static void llmfs_count_note_thread(const llmfs_ids* ids) {
+    llmfs_note_thread(ids);
+    llmfs_count_thread = ids->thread_index_in_threadgroup.x;
+}
+
+LLMFS_NO_COUNT static void llmfs_count_report(void) {
+    fprintf(stderr, "LLMFS-COUNTS: %llu %llu", llmfs_count_max_rounds, llmfs_count_max_words);
+    for (int i = 0; i < llmfs_count_buffers; ++i) fprintf(stderr, " %llu", llmfs_count_bytes[i]);
+    fprintf(stderr, "\n");
+}
+#endif
+
 int main(int argc, char** argv) {
     if (argc != 4) return 64;
     FILE* manifest = fopen(argv[1], "r");
@@ -590,7 +689,24 @@ int main(int argc, char** argv) {
     __sanitizer_set_death_callback(llmfs_say_thread);
 #endif
     llmfs_switch_hook = llmfs_note_thread;
+#if defined(LLMFS_COUNT)
+    for (int i = 0; i < count; ++i) {
+        llmfs_count_starts[i] = (unsigned char*)buffers[i];
+        llmfs_count_sizes[i] = buffers[i] ? sizes[i] : 0;
+    }
+    llmfs_count_buffers = count;
+    llmfs_count_seen = (unsigned char*)calloc(LLMFS_COUNT_THREADS, LLMFS_COUNT_WORDS / 8);
+    if (!llmfs_count_seen) return 70;
+    llmfs_block_hook = llmfs_count_on_block;
+    llmfs_group_end_hook = llmfs_count_on_group_end;
+    llmfs_round_hook = llmfs_count_on_round;
+    llmfs_switch_hook = llmfs_count_note_thread;
+#endif
     int rc = LLMFS_LAUNCH(buffers, grid, group, lengths);
+#if defined(LLMFS_COUNT)
+    llmfs_count_on_group_end();
+    llmfs_count_report();
+#endif
     for (int i = 0; i < count && write_back; ++i) {
         if (!buffers[i]) continue;
         FILE* f = fopen(paths[i], "wb");
@@ -820,6 +936,52 @@ class EmulatorLibrary:
             lengths=lengths,
         )
 
+    def count_accesses(
+        self,
+        name: str,
+        buffers: BufferArgs,
+        grid: object,
+        threadgroup: object,
+        *,
+        shuffle: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        threadgroup_memory: Mapping[int, int] | None = None,
+    ) -> AccessCounts:
+        """Runs kernel ``name`` once, isolated (guarded build, as :meth:`run_isolated` without
+        the sanitizer), with every load instruction counted, and returns what it read
+        (:class:`AccessCounts`). Writes land in the bound arrays as with :meth:`run`. The count
+        is of load instructions as compiled (optimised): on a GPU, caches absorb many of them,
+        so it measures what a kernel asks of memory, not its traffic. Raises what :meth:`run`
+        raises, and :class:`MetalUnavailableError` where the compiler cannot instrument loads
+        (clang's ``-fsanitize-coverage=trace-loads``, clang 14 and later)."""
+        kernel = self.kernel(name)
+        dims = as_grid(grid)
+        group = as_grid(threadgroup, "threadgroup")
+        check_threadgroup(group, self.max_total_threads_per_threadgroup(name))
+        lengths = threadgroup_lengths(kernel, threadgroup_memory)
+        bound = normalize_buffers(buffers)
+        check_buffers(kernel, bound)
+        if find_compiler().family != "clang":
+            raise MetalUnavailableError(
+                "counting a kernel's loads needs clang (its -fsanitize-coverage=trace-loads)"
+            )
+        if 0 in dims:
+            return AccessCounts({index: 0 for index in bound}, 0, 0)
+        require_isolation("guarded")  # the learner's kernel runs here too: only where it holds
+        counts = self._launch_isolated(
+            kernel,
+            bound,
+            dims,
+            group,
+            sanitize=False,
+            shuffle=shuffle,
+            timeout=timeout,
+            lengths=lengths,
+            counting=True,
+        )
+        assert counts is not None
+        return counts
+
     def _launch_isolated(
         self,
         kernel: Kernel,
@@ -832,18 +994,23 @@ class EmulatorLibrary:
         timeout: float,
         lengths: Sequence[int],
         symbolize: bool = True,
-    ) -> None:
+        counting: bool = False,
+    ) -> AccessCounts | None:
         """:meth:`run_isolated` without the check that the mode works (the probe uses it, with
         ``symbolize=False``: it needs to know that a stray access was reported, not its line,
-        and naming the line starts a symbolizer for every report)."""
+        and naming the line starts a symbolizer for every report). With ``counting``, the
+        build counts every load and the counts of the last run are returned
+        (:meth:`count_accesses`)."""
         mode = "" if sanitize else "#define LLMFS_GUARDED 1\n"
+        mode += "#define LLMFS_COUNT 1\n" if counting else ""
         text = (
             f"#define LLMFS_HARNESS 1\n{mode}#line 1\n{self._text}"
             f"#define LLMFS_LAUNCH llmfs_launch_{self._numbers[kernel.name]}\n{_HARNESS_MAIN}"
         )
         what = "the sanitized emulator build" if sanitize else "the guarded emulator build"
+        extra = COUNTING_FLAGS if counting else ()
         try:
-            exe = build(text, kind="exe", what=what, sanitize=sanitize)
+            exe = build(text, kind="exe", what=what, sanitize=sanitize, extra=extra)
         except KernelCompileError as error:
             raise compile_error(self.source, error.log) from None
         with tempfile.TemporaryDirectory(prefix="llmfs-isolated-run-") as tmp:
@@ -906,6 +1073,38 @@ class EmulatorLibrary:
                 if array.flags.writeable and array.nbytes:
                     data = (folder / f"buffer{index}.bin").read_bytes()
                     array.reshape(-1).view(np.uint8)[:] = np.frombuffer(data, dtype=np.uint8)
+            return _access_counts(result.stderr) if counting else None
+
+
+#: clang flags of the counting build: a call before every load (with its address and width).
+COUNTING_FLAGS = ("-fsanitize-coverage=inline-8bit-counters,trace-loads",)
+
+
+@dataclass(frozen=True)
+class AccessCounts:
+    """What one counted launch read (:meth:`EmulatorLibrary.count_accesses`).
+
+    ``bytes_read``: buffer index -> bytes its load instructions read from that buffer (a
+    ``float`` load is 4). ``barrier_rounds``: the most times the threads of one threadgroup
+    passed a ``threadgroup_barrier`` together. ``threadgroup_words``: the most distinct 4-byte
+    words of threadgroup memory one thread read within its group (a thread reading all of a
+    16-float array reads 16)."""
+
+    bytes_read: dict[int, int]
+    barrier_rounds: int
+    threadgroup_words: int
+
+    def values_read(self, index: int, width: int = 4) -> int:
+        """Values of ``width`` bytes read from buffer ``index`` (bytes / width)."""
+        return self.bytes_read.get(index, 0) // width
+
+
+def _access_counts(stderr: str) -> AccessCounts:
+    match = re.search(r"^LLMFS-COUNTS: ([0-9 ]+)$", stderr, re.MULTILINE)
+    if match is None:
+        raise KernelLaunchError("the counting launch reported no counts")
+    numbers = [int(v) for v in match.group(1).split()]
+    return AccessCounts(dict(enumerate(numbers[2:])), numbers[0], numbers[1])
 
 
 def _run_harness(
@@ -1294,6 +1493,7 @@ def is_available() -> bool:
 
 
 __all__ = [
+    "COUNTING_FLAGS",
     "DEFAULT_TIMEOUT_S",
     "ELEMENT_DTYPES",
     "ISOLATION_MODES",
@@ -1302,6 +1502,7 @@ __all__ = [
     "MAX_THREADGROUP_VARIABLES",
     "MAX_THREADS_PER_THREADGROUP",
     "THREAD_EXECUTION_WIDTH",
+    "AccessCounts",
     "EmulatorLibrary",
     "as_grid",
     "check_buffers",

@@ -13,9 +13,11 @@ Two rule sets, each rule named (an error says the rule and the line):
   of unsigned types, all scalar or all vectors of one size; by-value kernel arguments carry an
   attribute.
 * ``"emulator"``: rules the CPU build needs to compute what Metal computes, checked before the
-  emulator compiles only: no ``__builtin_*`` calls and no C library or pthread calls (the
-  emulator would run the host's), nothing outside the emulator's MSL (``bfloat``, textures,
-  samplers, ``simdgroup_matrix``, unknown argument attributes), each refused by name.
+  emulator compiles only: no ``__builtin_*`` calls, and no call or declaration of a function
+  that neither the source defines nor Metal's standard library provides (an allow-list,
+  :data:`METAL_FUNCTIONS`: the emulator would run the host's C library), nothing outside the
+  emulator's MSL (``bfloat``, textures, samplers, ``simdgroup_matrix``, unknown argument
+  attributes), each refused by name.
 
 The emulator's compiler (see :mod:`~llmfs.tensor.backends.metal.emulator`) enforces more of
 Metal's rules itself (address spaces that do not mix, variable-length arrays, 32 KiB of
@@ -131,12 +133,74 @@ _WORD_RULES = {
     "thread_local": "no-thread-local",
     "register": "no-register",
 }
-#: Calls the emulator would run on the host: the C library, pthreads, the compiler's builtins.
-_HOST_CALLS = frozenset(
-    """printf fprintf sprintf snprintf puts putchar malloc calloc realloc free memcpy memmove
-    memset memcmp strlen strcpy strcmp exit abort atexit system fopen fclose fread fwrite
-    getenv rand srand time clock sleep usleep abs_host setjmp longjmp signal raise""".split()
+#: The functions of Metal's standard library a kernel may call without defining them (Apple's
+#: Metal Shading Language Specification, chapter 6: math, common, integer, relational,
+#: geometric, synchronization, atomic, simdgroup and quad-group, packing and conversion
+#: functions). An allow-list: a call or declaration of any other name the source does not
+#: define is refused, so no host function (the C library, pthreads, the system) can run in the
+#: emulator, whatever the header the emulator is built with declares.
+METAL_FUNCTIONS = frozenset(
+    """
+    abs acos acosh acospi asin asinh asinpi atan atan2 atan2pi atanh atanpi cbrt ceil copysign
+    cos cosh cospi divide erf erfc exp exp10 exp2 expm1 fabs fdim floor fma fmax fmax3 fmedian3
+    fmin fmin3 fmod fract frexp hypot ilogb isfinite isinf isnan isnormal ldexp lgamma log
+    log10 log1p log2 logb max max3 median3 min min3 modf nan nextafter pow pown powr remainder
+    rint round round_even rootn rsqrt sign signbit sin sincos sinh sinpi sqrt tan tanh tanpi
+    tgamma trunc
+    clamp mix saturate smoothstep step
+    absdiff addsat clz ctz extract_bits hadd insert_bits mad24 madhi madsat mul24 mulhi
+    popcount reverse_bits rhadd rotate subsat
+    all any isordered isunordered select
+    cross distance distance_squared dot faceforward length length_squared normalize reflect
+    refract determinant transpose
+    threadgroup_barrier simdgroup_barrier atomic_thread_fence
+    atomic_store_explicit atomic_load_explicit atomic_exchange_explicit
+    atomic_compare_exchange_weak_explicit atomic_fetch_add_explicit atomic_fetch_sub_explicit
+    atomic_fetch_and_explicit atomic_fetch_or_explicit atomic_fetch_xor_explicit
+    atomic_fetch_min_explicit atomic_fetch_max_explicit
+    simd_sum simd_product simd_max simd_min simd_and simd_or simd_xor simd_all simd_any
+    simd_ballot simd_active_threads_mask simd_is_first simd_is_helper_thread simd_broadcast
+    simd_broadcast_first simd_shuffle simd_shuffle_up simd_shuffle_down simd_shuffle_xor
+    simd_shuffle_rotate_up simd_shuffle_rotate_down simd_shuffle_and_fill_up
+    simd_shuffle_and_fill_down simd_prefix_exclusive_sum simd_prefix_inclusive_sum
+    simd_prefix_exclusive_product simd_prefix_inclusive_product
+    quad_sum quad_product quad_max quad_min quad_and quad_or quad_xor quad_all quad_any
+    quad_ballot quad_active_threads_mask quad_is_first quad_is_helper_thread quad_broadcast
+    quad_broadcast_first quad_shuffle quad_shuffle_up quad_shuffle_down quad_shuffle_xor
+    quad_shuffle_rotate_up quad_shuffle_rotate_down quad_prefix_exclusive_sum
+    quad_prefix_inclusive_sum quad_prefix_exclusive_product quad_prefix_inclusive_product
+    as_type pack_float_to_snorm4x8 pack_float_to_unorm4x8 pack_float_to_snorm2x16
+    pack_float_to_unorm2x16 pack_float_to_unorm1x8 pack_float_to_snorm1x8
+    pack_float_to_unorm1x16 pack_float_to_snorm1x16 unpack_snorm4x8_to_float
+    unpack_unorm4x8_to_float unpack_snorm2x16_to_float unpack_unorm2x16_to_float
+    unpack_unorm4x8_to_half unpack_snorm4x8_to_half unpack_unorm2x16_to_half
+    unpack_snorm2x16_to_half unpack_unorm1x8_to_float unpack_snorm1x8_to_float
+    """.split()
 )
+#: Words followed by "(" that are not calls of a function: C++ keywords and casts.
+_CALL_KEYWORDS = frozenset(
+    """if for while switch return sizeof alignof alignas decltype static_assert noexcept
+    static_cast const_cast reinterpret_cast operator defined else do case""".split()
+)
+#: MSL's scalar, vector, packed and matrix type names: ``float4(x)`` is a conversion.
+_TYPE_CALL = re.compile(
+    r"(?:packed_)?(?:float|half|int|uint|short|ushort|char|uchar|bool|long|ulong|bfloat)"
+    r"(?:[234](?:x[234])?)?|size_t|ptrdiff_t|vec|matrix|atomic_uint|atomic_int|atomic_bool"
+    r"|void"
+)
+#: A name the source introduces as a type: ``struct S``, ``using T =``, ``typedef ... T;``,
+#: ``template <typename T>``.
+_TYPE_NAME = re.compile(
+    r"\b(?:struct|class|union|enum(?:\s+class)?|typename|namespace)\s+([A-Za-z_]\w*)"
+    r"|\busing\s+([A-Za-z_]\w*)\s*="
+    r"|\btypedef\b[^;]*?\b([A-Za-z_]\w*)\s*;"
+)
+_QUALIFIED_CALL = re.compile(r"((?:[A-Za-z_]\w*\s*::\s*)+|::\s*)([A-Za-z_]\w*)\s*\(")
+_ATTRIBUTE = re.compile(r"\[\[.*?\]\]", re.DOTALL)
+_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_PREPROCESSOR_PREFIX = re.compile(r"^[ \t]*#[ \t]*define[ \t]+[A-Za-z_]\w*")
+#: The namespaces of Metal's library (``metal::exp``, ``metal::precise::exp``, ``fast::``).
+_METAL_NAMESPACES = frozenset({"metal", "precise", "fast"})
 #: Types and words of MSL the emulator does not provide, refused by name.
 _OUTSIDE_EMULATOR = {
     "bfloat": "bfloat (and bfloat2/3/4) is not provided by the emulator; use half or float",
@@ -255,13 +319,13 @@ def lint_msl(source: str, rules: str = "all") -> list[Problem]:
     problems.extend(_program_scope_problems(code))
     problems.extend(_function_rule_problems(code, functions))
     problems.extend(_host_problems(code, functions))
+    problems.extend(_undefined_call_problems(source, code, functions))
     return sorted({p for p in problems if p.rule in chosen})
 
 
 def _host_problems(text: str, functions: list[_Function]) -> list[Problem]:
-    """Function-local ``static``, compiler builtins and host library calls."""
+    """Function-local ``static`` and compiler builtins."""
     problems: list[Problem] = []
-    defined = {function.name for function in functions}
     for function in functions:
         body = function.body(text)
         for match in _STATIC.finditer(body):
@@ -283,19 +347,72 @@ def _host_problems(text: str, functions: list[_Function]) -> list[Problem]:
                     f"(use the metal:: function, e.g. exp instead of __builtin_expf)",
                 )
             )
-        for match in _CALL.finditer(body):
-            name = match.group(1)
-            if name in defined:
-                continue
-            if name in _HOST_CALLS or name.startswith("pthread_"):
-                problems.append(
-                    Problem(
-                        line_of(text, function.start + match.start()),
-                        "no-host-library-call",
-                        f"function {function.name}: {name}() is a C library or pthread call; "
-                        f"a Metal kernel cannot call the host's library",
-                    )
+    return problems
+
+
+def _undefined_call_problems(source: str, text: str, functions: list[_Function]) -> list[Problem]:
+    """Every call or declaration of a function that neither the source defines nor Metal's
+    standard library provides (:data:`METAL_FUNCTIONS`), anywhere in ``text`` (a prototype
+    such as ``extern "C" int getppid();`` included); ``metal::``-qualified names are checked
+    against the library too, and any other qualifier must name a type of the source."""
+    problems: list[Problem] = []
+    code = _ATTRIBUTE.sub(lambda m: " " * len(m.group(0)), text)
+    defined = {function.name for function in functions}
+    types: set[str] = set()
+    for match in _TYPE_NAME.finditer(code):
+        types.update(name for name in match.groups() if name)
+    # A function-like macro is a name the source defines; its body is scanned like code below
+    # (`#define F(x) getppid()` is refused there). An object-like macro is not a function, so
+    # `#define G getppid` then `G()` is refused at the call; pasting tokens (##) could spell
+    # any name, so a macro that does is refused outright.
+    macros: set[str] = set()
+    for match in _MACRO.finditer(source):
+        line = source[match.start() : source.find("\n", match.end()) % (len(source) + 1)]
+        if source.startswith("(", match.end()):
+            macros.add(match.group(1))
+            code += "\n" + _PREPROCESSOR_PREFIX.sub(" ", line)
+        if "##" in line:
+            problems.append(
+                Problem(
+                    line_of(source, match.start()),
+                    "no-host-library-call",
+                    f"macro {match.group(1)} pastes tokens (##): it could spell the name of "
+                    f"any function, so the emulator cannot tell what the kernel calls",
                 )
+            )
+    known = defined | types | macros
+
+    def refuse(position: int, name: str) -> None:
+        problems.append(
+            Problem(
+                line_of(code, position),
+                "no-host-library-call",
+                f"{name}() is neither defined in this source nor a function of Metal's standard "
+                f"library: a kernel calls only what the Metal Shading Language provides and "
+                f"what the source itself defines (the emulator would run the host's {name})",
+            )
+        )
+
+    for match in _CALL.finditer(code):
+        name = match.group(1)
+        if name in known or name in METAL_FUNCTIONS or name in _CALL_KEYWORDS:
+            continue
+        if _TYPE_CALL.fullmatch(name) or name.startswith("__builtin_"):
+            continue  # a conversion; builtins have their own rule
+        refuse(match.start(), name)
+    for match in _CALL.finditer(code):
+        if match.group(1) in macros:  # F(x)(y): the macro expands to something called
+            close = matching(code, match.end() - 1, "(", ")")
+            if close >= 0 and code[close + 1 :].lstrip().startswith("("):
+                refuse(match.start(), f"{match.group(1)}(...)")
+    for match in _QUALIFIED_CALL.finditer(code):
+        qualifiers = [q for q in re.split(r"\s*::\s*", match.group(1)) if q]
+        name = match.group(2)
+        if qualifiers and all(q in _METAL_NAMESPACES for q in qualifiers):
+            if name not in METAL_FUNCTIONS and not _TYPE_CALL.fullmatch(name):
+                refuse(match.start(2), name)
+        elif not qualifiers or not any(q in known for q in qualifiers):
+            refuse(match.start(2), "::".join([*qualifiers, name]) if qualifiers else f"::{name}")
     return problems
 
 

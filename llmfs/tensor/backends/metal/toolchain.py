@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,15 +196,18 @@ def build_key(text: str, compiler: Compiler, flags: list[str], kind: str) -> str
     return digest.hexdigest()[:32]
 
 
-def build(text: str, *, kind: str, what: str, sanitize: bool = False) -> Path:
+def build(
+    text: str, *, kind: str, what: str, sanitize: bool = False, extra: Sequence[str] = ()
+) -> Path:
     """Compiles C++ ``text`` into the cache (a shared library for ``kind="so"``, an executable
     for ``kind="exe"``) unless an identical build is already there; returns its path.
+    ``extra``: flags added after the usual ones (the counting build's instrumentation).
 
     The build is written under a temporary name and renamed into place, so concurrent processes
     never load a half-written file. Raises :class:`KernelCompileError` with the compiler's text.
     """
     compiler = find_compiler()
-    flags = compiler.flags(sanitize=sanitize)
+    flags = [*compiler.flags(sanitize=sanitize), *extra]
     if kind == "so":
         flags = [*flags, "-shared", "-fPIC", "-fvisibility=hidden"]
     key = build_key(text, compiler, flags, kind)

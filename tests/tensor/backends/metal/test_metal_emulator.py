@@ -595,3 +595,89 @@ def test_a_correct_barrier_kernel_gives_the_same_result_in_any_order(sanitize) -
         run_kernel(BLOCK_SUM, "block_sum", [values, out], 200, 64, shuffle=shuffle,
                    sanitize=sanitize)  # fmt: skip
         np.testing.assert_array_equal(out, np.array(expected, dtype=np.float32))
+
+
+# -- counted launches: what a kernel reads, by its load instructions ----------------------------
+
+_COUNTED = """
+#include <metal_stdlib>
+using namespace metal;
+
+kernel void gather(device const float* x [[buffer(0)]],
+                   device float* out [[buffer(1)]],
+                   constant uint& reads [[buffer(2)]],
+                   uint gid [[thread_position_in_grid]]) {
+    float total = 0.0f;
+    for (uint k = 0; k < reads; ++k) {
+        total += x[(gid + k) % 16];
+    }
+    out[gid] = total;
+}
+
+kernel void tree(device const float* x [[buffer(0)]],
+                 device float* out [[buffer(1)]],
+                 threadgroup float* shared [[threadgroup(0)]],
+                 uint lid [[thread_position_in_threadgroup]],
+                 uint size [[threads_per_threadgroup]]) {
+    shared[lid] = x[lid];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint stride = size / 2; stride > 0; stride /= 2) {
+        if (lid < stride) {
+            shared[lid] += shared[lid + stride];
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    if (lid == 0) {
+        out[0] = shared[0];
+    }
+}
+
+kernel void serial(device const float* x [[buffer(0)]],
+                   device float* out [[buffer(1)]],
+                   threadgroup float* shared [[threadgroup(0)]],
+                   uint lid [[thread_position_in_threadgroup]],
+                   uint size [[threads_per_threadgroup]]) {
+    shared[lid] = x[lid];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (lid == 0) {
+        float total = 0.0f;
+        for (uint i = 0; i < size; ++i) {
+            total += shared[i];
+        }
+        out[0] = total;
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("reads", [0, 1, 5, 16])
+def test_a_counted_launch_counts_the_bytes_each_buffer_gave(reads: int) -> None:
+    library = emu.load_library(_COUNTED)
+    x = np.arange(16, dtype=np.float32)
+    out = np.zeros(8, dtype=np.float32)
+    counts = library.count_accesses("gather", [x, out, np.uint32(reads)], 8, (8, 1, 1))
+    # Eight threads, `reads` floats each; the result is written back as with run().
+    assert counts.bytes_read[0] == 8 * reads * 4 and counts.values_read(0) == 8 * reads
+    assert counts.bytes_read[1] == 0 and counts.barrier_rounds == 0
+    assert out[1] == sum(x[(1 + k) % 16] for k in range(reads))
+
+
+@pytest.mark.parametrize("group", [4, 16, 64])
+def test_a_counted_launch_counts_barrier_rounds_and_each_threads_reads(group: int) -> None:
+    library = emu.load_library(_COUNTED)
+    x = np.arange(group, dtype=np.float32)
+    halvings = group.bit_length() - 1
+    for name, rounds, words in (("tree", halvings + 1, halvings + 1), ("serial", 1, group)):
+        out = np.zeros(1, dtype=np.float32)
+        counts = library.count_accesses(
+            name, [x, out], group, (group, 1, 1), threadgroup_memory={0: 4 * group}
+        )
+        assert (counts.barrier_rounds, counts.threadgroup_words) == (rounds, words), name
+        assert out[0] == x.sum()
+
+
+def test_a_counted_launch_still_fences_every_buffer() -> None:
+    library = emu.load_library(_COUNTED)
+    x = np.arange(4, dtype=np.float32)  # gather reads up to x[15]
+    with pytest.raises(KernelMemoryError):
+        library.count_accesses("gather", [x, np.zeros(8, np.float32), np.uint32(16)], 8, (8, 1, 1))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from llmfs.tensor.backends.metal import check_msl, lint_msl
+from llmfs.tensor.backends.metal import lint as lint_module
 from llmfs.tensor.backends.metal.errors import KernelLintError, MetalError
 from llmfs.tensor.backends.metal.lint import EMULATOR_RULES, METAL_RULES
 from llmfs.tensor.backends.metal.msl import find_kernels
@@ -268,13 +269,13 @@ GPU_RULES = [
     (
         "pthread call",
         _kernel("    out[i] = float(pthread_self());"),
-        "pthread_self() is a C library or pthread call",
+        "pthread_self() is neither defined in this source nor a function of Metal's",
         4,
     ),
     (
         "printf",
         _kernel('    printf("%f", out[i]);'),
-        "printf() is a C library or pthread call",
+        "printf() is neither defined in this source nor a function of Metal's",
         4,
     ),
     (
@@ -434,3 +435,83 @@ def test_reads_of_constant_arguments_pass_and_every_write_is_refused(seed: int) 
     dirty = _kernel(lead + "\n".join(body), params)
     problems = [(line, rule) for line, rule, _ in lint_msl(dirty)]
     assert problems == [(6 + at, "constant-is-read-only")], (dirty, problems)
+
+
+# What a kernel may call is an allow-list: the functions the source defines and Metal's standard
+# library. A host function, however it is named, declared or spelled, never reaches the compiler.
+HOST_FUNCTION_TRICKS = [
+    ("a call the emulator's header declares", "", "    out[i] = float(getppid());", "getppid"),
+    ("an extern C declaration", 'extern "C" int getppid();', "    out[i] = 1.0f;", "getppid"),
+    ("a declaration in the body", "", "    int getppid();\n    out[i] = 1.0f;", "getppid"),
+    ("secure_getenv", "", '    out[i] = secure_getenv("HOME") ? 1.0f : 0.0f;', "secure_getenv"),
+    ("strstr", "", '    out[i] = strstr("ab", "b") ? 1.0f : 0.0f;', "strstr"),
+    ("the global scope", "", "    out[i] = float(::getpid());", "::getpid"),
+    ("a namespace", "", '    out[i] = std::getenv("HOME") ? 1.0f : 0.0f;', "std::getenv"),
+    ("Metal's namespace", "", "    out[i] = float(metal::getppid());", "getppid"),
+    ("an object-like macro", "#define G getppid", "    out[i] = float(G());", "G"),
+    ("a function-like macro", "#define F(x) getppid()", "    out[i] = float(F(1));", "getppid"),
+    ("a pasted name", "#define C(a, b) a##b", "    out[i] = float(C(getp, pid)());", "C"),
+    (
+        "a program-scope initializer",
+        "constant int who = getppid();",
+        "    out[i] = 1.0f;",
+        "getppid",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "declaration", "body", "name"),
+    HOST_FUNCTION_TRICKS,
+    ids=[t[0] for t in HOST_FUNCTION_TRICKS],
+)
+def test_every_function_the_source_does_not_define_and_metal_lacks_is_refused(
+    case: str, declaration: str, body: str, name: str
+) -> None:
+    source = HEADER + declaration + "\n" + _kernel(body)[len(HEADER) :]
+    problems = lint_msl(source)
+    refused = [p for p in problems if p.rule == "no-host-library-call"]
+    assert refused, (case, problems)
+    assert any(name in p.message for p in refused), (case, refused)
+    with pytest.raises(KernelLintError, match="no-host-library-call"):
+        check_msl(source)
+
+
+def test_names_drawn_at_random_are_refused_and_metals_own_pass() -> None:
+    rng = np.random.default_rng(12)
+    letters = list("abcdefghijklmnopqrstuvwxyz_")
+    for _ in range(50):
+        name = "".join(rng.choice(letters, size=int(rng.integers(3, 12))))
+        if name in lint_module.METAL_FUNCTIONS or name in {"if", "for", "while", "do"}:
+            continue
+        source = _kernel(f"    out[i] = float({name}(1.0f));")
+        assert any(p.rule == "no-host-library-call" for p in lint_msl(source)), name
+    allowed = _kernel(
+        "    out[i] = metal::exp(1.0f) + metal::precise::sqrt(2.0f) + fast::exp(1.0f)\n"
+        "        + float4(1.0f).x + as_type<float>(1u) + clamp(out[i], 0.0f, 1.0f)\n"
+        "        + (float)(i) + select(0.0f, 1.0f, i > 2) + sq(2.0f) + S{1.0f}.v;",
+    ).replace(
+        "kernel void",
+        "inline float sq(float x) { return x * x; }\nstruct S { float v; };\nkernel void",
+    )
+    assert [p for p in lint_msl(allowed) if p.rule == "no-host-library-call"] == []
+
+
+def test_the_emulators_metal_functions_are_all_on_metals_list() -> None:
+    # Every public function the emulator's header defines in namespace metal is one of
+    # Metal's (so the allow-list never refuses what the emulator provides, and the header
+    # adds nothing Metal lacks).
+    from llmfs.tensor.backends.metal.toolchain import SHIM_DIR
+
+    header = (SHIM_DIR / "metal_stdlib").read_text()
+    body = header[header.index("namespace metal {") :]
+    defined = set(
+        re.findall(
+            r"^(?:template <[^>]*>\s*)?(?:inline|static inline)[^(\n]*?\b([a-z]\w*)\s*\(",
+            body,
+            re.MULTILINE,
+        )
+    )
+    public = {n for n in defined if not n.startswith("llmfs") and not n.startswith("operator")}
+    assert public, "no functions found in the header"
+    assert public <= lint_module.METAL_FUNCTIONS, sorted(public - lint_module.METAL_FUNCTIONS)
