@@ -121,8 +121,10 @@ def _named(kernel: str, error: Exception) -> Exception:
         error
     ):
         return ThreadsMissABarrier(
-            f"threads returned while their group waited at threadgroup_barrier (a hang on a "
-            f"GPU): guard the work, never the barrier (kernel {kernel})"
+            f"threads returned while their group waited at threadgroup_barrier (Metal requires "
+            f"every thread of a group to reach every barrier; on a GPU the result is undefined, "
+            f"a hang among the possible outcomes): guard the work, never the barrier "
+            f"(kernel {kernel})"
         )
     return error
 
