@@ -156,6 +156,16 @@ class RunLog:
         return TrainResult(params, self.losses, self.curve, self.accuracy_curve)
 
 
+def time_left_text(seconds: float) -> str:
+    """``about 40 s left`` / ``about 2 min left``: a rounded estimate, never a false precision
+    (under 10 s: ``a few seconds left``)."""
+    if seconds < 10:
+        return "a few seconds left"
+    if seconds < 120:
+        return f"about {round(seconds / 5.0) * 5} s left"
+    return f"about {round(seconds / 60.0)} min left"
+
+
 class ProgressBar:
     """A one-line progress bar with the running loss, redrawn in place (``\\r``) on a terminal::
 
@@ -257,5 +267,6 @@ __all__ = [
     "decays",
     "learning_rate",
     "openblas_core",
+    "time_left_text",
     "training_data",
 ]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmfs.gpt.checkpoint import TINY_GPT_RECORD_PATH
 from llmfs.gpt.errors import ConfigError
+from llmfs.gpt.experiment import time_left_text
 from llmfs.gpt.figure_files import figure_style, new_figure, save
 
 if TYPE_CHECKING:
@@ -128,8 +129,6 @@ class LiveTrainingPlot:
         done = len(self.losses)
         if self._started is None or done == 0 or done >= self.steps:
             return ""
-        from llmfs.widgets.progress import time_left_text
-
         per_step = (time.monotonic() - self._started) / done
         return f", {time_left_text(per_step * (self.steps - done))}"
 

@@ -15,17 +15,9 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
+from llmfs.gpt.experiment import time_left_text
+
 Item = TypeVar("Item")
-
-
-def time_left_text(seconds: float) -> str:
-    """``about 40 s left`` / ``about 2 min left``: a rounded estimate, never a false precision
-    (under 10 s: ``a few seconds left``)."""
-    if seconds < 10:
-        return "a few seconds left"
-    if seconds < 120:
-        return f"about {round(seconds / 5.0) * 5} s left"
-    return f"about {round(seconds / 60.0)} min left"
 
 
 class Progress:
