@@ -153,7 +153,8 @@ def _submissions() -> dict[str, tuple[bytes, dict[str, Any]]]:
             kit.with_cell_first(correct, "big = bytearray(10 * 1024 ** 3)"),
             {"score": FULL, "run": "error"},
         ),
-        "monkeypatch": (kit.with_cell_first(empty, MONKEYPATCH), {"score": 0.0, "run": "ok"}),
+        # The checks' modules are sealed: replacing their names raises in the learner's cell.
+        "monkeypatch": (kit.with_cell_first(empty, MONKEYPATCH), {"score": 0.0, "run": "error"}),
         "fakescore": (kit.with_cell_first(empty, FAKE_SCORE), {"score": 0.0, "run": "ok"}),
         "deletes": (kit.with_cell_first(correct, DELETE_FILES), {"score": FULL, "run": "ok"}),
         "duplicate": (_duplicated(), {"score": FULL, "run": "ok"}),

@@ -572,13 +572,13 @@ def counted_several_times(value: Any, truth: Any, context: Context) -> str | Non
         return None
     if _whole_factor(value, truth) is not None:
         return (
-            "Your number is a whole multiple of the answer: something is counted more than once "
-            "(each value, read, position or step is to be counted once), or summed where the "
+            "Your number is a whole multiple of the right one, so something is counted more than "
+            "once (each value, read, position or step is to be counted once), or summed where the "
             "question asks for a mean."
         )
     if _whole_factor(truth, value) is not None:
         return (
-            "Your number is a whole fraction of the answer: something that happens several "
+            "Your number is a whole fraction of the right one, so something that happens several "
             "times over (per head, per operand, per row, per byte of a value) is counted once."
         )
     return None
