@@ -13,7 +13,9 @@ checked against):
   with the tensor model (its :class:`GenerationError` is exported here, beside every other error
   the package's functions raise);
 * :mod:`llmfs.gpt.checkpoint`: the shipped weights (checksum verified), byte-reproducible ``.npz``
-  files, and GPT-2 weights from a local file;
+  files, and GPT-2 weights from a local file or a Hugging Face folder
+  (:mod:`llmfs.gpt.hf_folder`: ``config.json``, ``model.safetensors``, ``vocab.json``,
+  ``merges.txt``);
 * :mod:`llmfs.gpt.train`: the training script (hand-written backpropagation, AdamW);
   ``--engine tensor`` trains with :mod:`llmfs.gpt.tensor_train` (llmfs.tensor autograd) instead;
 * :mod:`llmfs.gpt.evaluate`: ``python -m llmfs.gpt.evaluate`` prints the held-out accuracy.

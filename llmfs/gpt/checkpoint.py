@@ -166,7 +166,12 @@ def load_gpt2(path: Path | str, n_head: int | None = None) -> tuple[Params, GPTC
     """GPT-2 weights the learner already has on disk, as ``(params, config)`` with this package's
     names. Never downloads anything.
 
-    The file is an ``.npz`` of a Hugging Face GPT-2 state dict, written on the learner's machine,
+    **A folder** is read as Hugging Face writes it (``config.json`` and ``model.safetensors``;
+    :func:`llmfs.gpt.hf_folder.load_folder`, where its checks and errors are listed): what
+    ``huggingface-cli download gpt2 --local-dir DIR`` or ``save_pretrained(DIR)`` leaves. float16
+    and bfloat16 weights load as float32. ``n_head``, when given, must equal the config's.
+
+    **A file** is an ``.npz`` of a Hugging Face GPT-2 state dict, written on the learner's machine,
     for example::
 
         from transformers import GPT2LMHeadModel      # with weights already in the local cache
@@ -196,7 +201,25 @@ def load_gpt2(path: Path | str, n_head: int | None = None) -> tuple[Params, GPTC
     tanh form). Raises :class:`WeightsError` when the file is absent or does not hold a GPT-2,
     :class:`~llmfs.gpt.errors.ConfigError` when ``n_head`` does not divide ``n_embd``.
     """
+    # Imported here: the folder reader brings in safetensors and the tokenizer, which the
+    # package's other users (the capstone's .npz, the course engine) never need.
+    from llmfs.gpt import hf_folder
+
     path = Path(path)
+    if path.is_dir():
+        loaded, folder_config = hf_folder.load_folder(path)
+        if n_head is not None and n_head != folder_config.n_head:
+            raise WeightsError(
+                f"n_head={n_head} was given, but {path / hf_folder.CONFIG_FILE} records "
+                f"n_head={folder_config.n_head}: a wrong split into heads gives wrong logits "
+                f"without any error"
+            )
+        return loaded, folder_config
+    if path.suffix == ".safetensors":
+        raise WeightsError(
+            f"{path} is a safetensors file: pass the folder that holds it with its "
+            f"{hf_folder.CONFIG_FILE} ({path.parent}), which gives the model's sizes"
+        )
     raw = load_params(path)
     recorded = _recorded_n_head(path, raw)
     params: Params = {}
