@@ -42,6 +42,7 @@ import llmfs.tensor as lt
 from llmfs.gpt import reference, sampling, task
 from llmfs.gpt.errors import TaskError, WeightsError
 from llmfs.gpt.kv_cache import KVCache
+from llmfs.gpt.lora import LoRAParams
 from llmfs.gpt.model import GPTConfig, Params, check_params, parameter_shapes
 from llmfs.tensor import Tensor, TensorView, available_backends, use_backend
 from llmfs.tensor import functional as F
@@ -191,6 +192,17 @@ def merge_heads(y: Operand, trace: Trace | None = None) -> TensorView:
     return copied.merge(2, 3)
 
 
+def linear(x: Operand, w: TensorParams, name: str) -> Tensor:
+    """The linear layer ``name`` (``"h.0.attn.c_attn"``): ``x @ weight + bias``. When ``w`` is a
+    :class:`~llmfs.gpt.lora.LoRAParams` that adapts the layer, its adapter computes the product
+    (``x @ W + (alpha/r) (x @ A) @ B``): the same forward pass runs a model with or without
+    LoRA."""
+    adapter = w.adapters.get(name) if isinstance(w, LoRAParams) else None
+    product = x @ w[name + ".weight"] if adapter is None else adapter(x)
+    result: Tensor = product + w[name + ".bias"]
+    return result
+
+
 def attention(
     x: Operand, w: TensorParams, prefix: str, config: GPTConfig, trace: Trace | None = None
 ) -> Tensor:
@@ -199,7 +211,7 @@ def attention(
     view = x.view() if isinstance(x, Tensor) else x
     c = config.n_embd
     t = view.shape[1]
-    qkv = view @ w[prefix + "c_attn.weight"] + w[prefix + "c_attn.bias"]
+    qkv = linear(view, w, prefix + "c_attn")
     _note(trace, "qkv = x @ W + b", qkv)
     q, k, v = (split_heads(qkv.slice(2, i * c, (i + 1) * c), config.n_head) for i in range(3))
     _note(trace, "q, k, v: slices split into heads", q)
@@ -215,16 +227,16 @@ def attention(
     _note(trace, "weights @ v", heads)
     merged = merge_heads(heads, trace)
     _note(trace, "heads merged to [B, T, C]", merged)
-    out = merged @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+    out = linear(merged, w, prefix + "c_proj")
     _note(trace, "attention output projection", out)
     return out
 
 
 def mlp(x: Operand, w: TensorParams, prefix: str, trace: Trace | None = None) -> Tensor:
     """The block's MLP under ``prefix`` (``"h.{i}.mlp."``): up-projection, GELU, down-projection."""
-    hidden = gelu(x @ w[prefix + "c_fc.weight"] + w[prefix + "c_fc.bias"])
+    hidden = gelu(linear(x, w, prefix + "c_fc"))
     _note(trace, "gelu(x @ W_fc + b)", hidden)
-    out = hidden @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+    out = linear(hidden, w, prefix + "c_proj")
     _note(trace, "mlp output projection", out)
     return out
 
@@ -336,7 +348,7 @@ def cached_attention(
     view = x.view() if isinstance(x, Tensor) else x
     c, h, d = config.n_embd, config.n_head, config.head_size
     t = view.shape[1]
-    qkv = view @ w[prefix + "c_attn.weight"] + w[prefix + "c_attn.bias"]
+    qkv = linear(view, w, prefix + "c_attn")
     q = split_heads(qkv.slice(2, 0, c), h)
     kv = qkv.slice(2, c, 3 * c).split(2, [2, h, d]).permute([2, 0, 3, 1, 4])
     cache.write(layer, pos, kv)
@@ -350,7 +362,7 @@ def cached_attention(
         merged = heads.view().permute([0, 2, 1, 3]).merge(2, 3)
     else:
         merged = merge_heads(heads)
-    out: Tensor = merged @ w[prefix + "c_proj.weight"] + w[prefix + "c_proj.bias"]
+    out = linear(merged, w, prefix + "c_proj")
     return out
 
 
@@ -599,6 +611,7 @@ __all__ = [
     "generate",
     "held_out_accuracy",
     "layer_norm",
+    "linear",
     "merge_heads",
     "mlp",
     "softmax",
