@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "start": ("llmfs.course.start", "copy the student notebooks to your folder, open JupyterLab"),
     "check": ("llmfs.course.grading.selfcheck", "check your own notebooks: progress and hints"),
     "demo": ("llmfs.demo", "print chapter 2's trace table in the terminal"),
+    "gpt2": ("llmfs.gpt.gpt2_command", "run GPT-2 from a Hugging Face folder you already have"),
     "grade": ("llmfs.course.grading.grade", "grade submissions into a resumable gradebook"),
     "key": ("llmfs.course.grading.key", "write the answer key (one page per chapter)"),
     "build": ("llmfs.course.build", "generate notebooks/ (student versions) from solutions/"),
@@ -29,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 #: Who each command is for, in the order `llmfs --help` lists the groups: a learner needs only
 #: the first group, and should not have to read past the instructors' tools to find it.
 AUDIENCES: dict[str, tuple[str, ...]] = {
-    "for learners": ("start", "check", "demo"),
+    "for learners": ("start", "check", "demo", "gpt2"),
     "for instructors and course authors": ("grade", "key", "build", "figures"),
 }
 
