@@ -3,8 +3,12 @@
 Run: ``python benchmarks/bench_generate.py`` (``--repeat N``, ``--new N``, ``--prompt N``).
 
 The model has GPT-2 small's shapes (12 blocks, 12 heads, 768 features, a vocabulary of 50,257,
-1,024 positions) and random weights (:func:`llmfs.gpt.model.init_params`, seed 0), float32; a
-random 64-token prompt, batch 1, 64 new tokens, greedy. Timed, each as the median of
+1,024 positions) and random weights (:func:`llmfs.gpt.model.init_params`, seed 0), float32,
+written to a temporary folder as Hugging Face writes one (``config.json``,
+``model.safetensors``: :func:`llmfs.gpt.hf_folder.write_folder`) and loaded from it the way a
+learner loads the real GPT-2 (:func:`llmfs.gpt.checkpoint.load_gpt2`, timed once and reported;
+Hugging Face reads the same folder with ``from_pretrained``); a random 64-token prompt, batch 1,
+64 new tokens, greedy. Timed, each as the median of
 ``--repeat`` whole ``generate`` calls (after one untimed call), the implementations taking turns
 round after round in this one run:
 
@@ -30,15 +34,19 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LLM
 
 import argparse  # noqa: E402 - the thread counts must be set before NumPy loads its BLAS
 import statistics  # noqa: E402
+import tempfile  # noqa: E402
 import time  # noqa: E402
 from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from _timing import header  # noqa: E402
 
 from llmfs.gpt import reference  # noqa: E402
 from llmfs.gpt import tensor_model as tm  # noqa: E402
-from llmfs.gpt.model import GPT2_SMALL_CONFIG, GPTConfig, Params, init_params  # noqa: E402
+from llmfs.gpt.checkpoint import load_gpt2  # noqa: E402
+from llmfs.gpt.hf_folder import write_folder  # noqa: E402
+from llmfs.gpt.model import GPT2_SMALL_CONFIG, init_params  # noqa: E402
 from llmfs.tensor import use_backend  # noqa: E402
 
 
@@ -58,32 +66,17 @@ def alternating_medians(
     return {name: (statistics.median(samples[name]), results[name]) for name in runs}
 
 
-def hugging_face(params: Params, config: GPTConfig) -> Callable[[np.ndarray, int], np.ndarray]:
+def hugging_face(folder: Path) -> Callable[[np.ndarray, int], np.ndarray]:
     """A function ``(ids, new) -> sequences`` running Hugging Face's greedy ``generate`` with
-    its cache on ``params``; raises ImportError when torch or transformers is absent."""
+    its cache on the model of ``folder`` (float32); raises ImportError when torch or
+    transformers is absent."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
+    from transformers.utils import logging
 
     torch.set_num_threads(1)
-    hf_config = GPT2Config(
-        vocab_size=config.vocab_size,
-        n_positions=config.n_ctx,
-        n_embd=config.n_embd,
-        n_layer=config.n_layer,
-        n_head=config.n_head,
-        layer_norm_epsilon=config.layer_norm_eps,
-        activation_function="gelu_new",
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-    )
-    hf = GPT2LMHeadModel(hf_config).eval()
-    state = {
-        "transformer." + n: torch.from_numpy(np.asarray(v, np.float32)) for n, v in params.items()
-    }
-    state["lm_head.weight"] = state["transformer.wte.weight"]
-    missing, unexpected = hf.load_state_dict(state, strict=False)
-    assert not unexpected and all(k.endswith((".attn.bias", ".attn.masked_bias")) for k in missing)
+    logging.disable_progress_bar()
+    hf = GPT2LMHeadModel.from_pretrained(str(folder), torch_dtype=torch.float32).eval()
 
     def run(ids: np.ndarray, new: int) -> np.ndarray:
         with torch.no_grad():
@@ -109,14 +102,23 @@ def main() -> None:
     parser.add_argument("--new", type=int, default=64, help="new tokens (default 64)")
     parser.add_argument("--repeat", type=int, default=3, help="timed calls per row (default 3)")
     args = parser.parse_args()
-    config = GPT2_SMALL_CONFIG
-    params = {n: v.astype(np.float32) for n, v in init_params(config, seed=0).items()}
+    with tempfile.TemporaryDirectory(prefix="llmfs-bench-gpt2-") as tmp:
+        folder = write_folder(Path(tmp), init_params(GPT2_SMALL_CONFIG, seed=0), GPT2_SMALL_CONFIG)
+        start = time.perf_counter()
+        params, config = load_gpt2(folder)
+        load_seconds = time.perf_counter() - start
+        try:
+            hf: Callable[[np.ndarray, int], np.ndarray] | None = hugging_face(folder)
+            hf_note = ""
+        except ImportError as error:
+            hf, hf_note = None, str(error)
     ids = np.random.default_rng(1).integers(0, config.vocab_size, size=(1, args.prompt))
     header(
         f"generate: {args.new} new tokens after a {args.prompt}-token prompt, GPT-2-small shapes, "
-        "random float32 weights, one thread",
+        "random float32 weights loaded from a Hugging Face folder, one thread",
         columns=False,
     )
+    print(f"   load_gpt2(folder): {load_seconds:.2f} s (config.json + model.safetensors, float32)")
     w = tm.tensor_params(params, np.float32)
 
     def numpy_backend(kv_cache: bool) -> Callable[[], np.ndarray]:
@@ -133,10 +135,8 @@ def main() -> None:
             params, config, ids, args.new
         ),
     }
-    try:
-        hf = hugging_face(params, config)
-    except ImportError as error:
-        print(f"   Hugging Face: not measured ({error})")
+    if hf is None:
+        print(f"   Hugging Face: not measured ({hf_note})")
     else:
         runs["Hugging Face generate(use_cache=True)"] = lambda: hf(ids, args.new)
     rows = alternating_medians(runs, args.repeat)
