@@ -168,7 +168,7 @@ def load_gpt2(path: Path | str, n_head: int | None = None) -> tuple[Params, GPTC
 
     **A folder** is read as Hugging Face writes it (``config.json`` and ``model.safetensors``;
     :func:`llmfs.gpt.hf_folder.load_folder`, where its checks and errors are listed): what
-    ``huggingface-cli download gpt2 --local-dir DIR`` or ``save_pretrained(DIR)`` leaves. float16
+    ``hf download gpt2 --local-dir DIR`` or ``save_pretrained(DIR)`` leaves. float16
     and bfloat16 weights load as float32. ``n_head``, when given, must equal the config's.
 
     **A file** is an ``.npz`` of a Hugging Face GPT-2 state dict, written on the learner's machine,

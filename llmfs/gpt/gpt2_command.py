@@ -2,9 +2,10 @@
 has, run by this package's own forward pass (:mod:`llmfs.gpt.tensor_model`, with its KV cache),
 its prompt encoded by chapter 11's byte-level BPE read from the same folder.
 
-The folder is what ``huggingface-cli download gpt2 --local-dir DIR`` (or ``save_pretrained``)
-writes: ``config.json``, ``model.safetensors``, ``vocab.json``, ``merges.txt``. Without FOLDER the
-environment variable ``LLMFS_GPT2_DIR`` names it. Nothing is ever downloaded.
+The folder is what ``hf download gpt2 --local-dir DIR`` (Hugging Face's tool; older versions
+spell it ``huggingface-cli download``) or ``save_pretrained`` writes: ``config.json``,
+``model.safetensors``, ``vocab.json``, ``merges.txt``. Without FOLDER the environment variable
+``LLMFS_GPT2_DIR`` names it. Nothing is ever downloaded.
 
 Prints the prompt and its continuation on standard output, then on standard error how many
 tokens were generated and how fast (tokens per second, the prompt's pass included). Generation
@@ -70,8 +71,8 @@ def _folder_and_prompt(words: list[str]) -> tuple[Path, str]:
     if not folder:
         raise ValueError(
             f"no FOLDER given and ${FOLDER_VARIABLE} is not set: pass the folder of a Hugging "
-            f"Face GPT-2 (for example one written by `huggingface-cli download gpt2 --local-dir "
-            f"gpt2`) before the prompt"
+            f"Face GPT-2 before the prompt (for example the folder that `hf download gpt2 "
+            f"config.json model.safetensors vocab.json merges.txt --local-dir gpt2` writes)"
         )
     return Path(folder), words[0]
 

@@ -1,6 +1,6 @@
 """GPT-2 from the folder Hugging Face writes: ``config.json``, ``model.safetensors``,
 ``vocab.json`` and ``merges.txt`` (what ``save_pretrained`` writes, what
-``huggingface-cli download gpt2 --local-dir DIR`` leaves, and what the hub cache's snapshot folder
+``hf download gpt2 --local-dir DIR`` leaves, and what the hub cache's snapshot folder
 holds). Nothing here downloads anything: the learner fetches the folder, this module only reads it.
 
 * :func:`read_config` reads ``config.json`` into a :class:`~llmfs.gpt.model.GPTConfig`, refusing a

@@ -94,7 +94,7 @@ def test_no_folder_and_no_variable_says_how_to_get_one(
     monkeypatch.delenv("LLMFS_GPT2_DIR", raising=False)
     assert main(["gpt2", "generate", "hello"]) == 1
     err = capsys.readouterr().err
-    assert "$LLMFS_GPT2_DIR is not set" in err and "huggingface-cli download gpt2" in err
+    assert "$LLMFS_GPT2_DIR is not set" in err and "hf download gpt2" in err
 
 
 def test_a_folder_of_another_model_is_refused_naming_the_file(
