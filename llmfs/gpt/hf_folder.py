@@ -78,6 +78,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WeightsError(f"{path} is not JSON: {exc}") from None
+    except OSError as exc:
+        raise WeightsError(f"{path} cannot be read: {exc}") from None
     if not isinstance(value, dict):
         raise WeightsError(f"{path} must hold a JSON object, got a {type(value).__name__}")
     return value
@@ -239,6 +241,8 @@ def read_safetensors(path: Path | str, skip: Callable[[str], bool] | None = None
                     params[name] = np.array(handle.get_tensor(name), dtype=_LOADED_DTYPES[stored])
     except SafetensorError as exc:
         raise WeightsError(f"{path} is not a safetensors file: {exc}") from None
+    except OSError as exc:
+        raise WeightsError(f"{path} cannot be read: {exc}") from None
     return params
 
 
