@@ -1,0 +1,184 @@
+"""Fine-tuning the shipped adder on a task it was not trained on: LoRA against full fine-tuning,
+and the loss on the response only (instruction masking).
+
+**The new task** (:func:`msd_sequences`): the same prompts and vocabulary, the sum written most
+significant digit first, ``"37+45=082"``, where the shipped model writes ``"280"``. Writing the
+most significant digit first needs the carry BEFORE it is written, which the trained order never
+asked for, so the adder must change what it computes, not only relabel its outputs. The shipped
+weights already answer the problems whose zero-padded sum reads the same both ways (``"000"``,
+``"121"``): about a tenth of the held-out set.
+
+**The runs** (:func:`fine_tune`): from the shipped weights, ``method="full"`` trains every
+parameter; ``method="lora"`` freezes them all and trains rank-``r`` adapters
+(:mod:`llmfs.gpt.lora`) on the chosen linear layers, through the same forward pass
+(:func:`llmfs.gpt.tensor_model.forward`), the same loss and the same AdamW
+(:mod:`llmfs.gpt.tensor_train`), the same batches for the same seed. The result records the
+numbers trained, the loss of every step, the held-out exact-match accuracy before and after, and
+the wall time (the one value that differs between runs).
+
+**Instruction masking**: the loss is chapter 10's weighted cross-entropy with weight 1 on the
+positions whose next token is an answer digit and 0 on the prompt's
+(:func:`~llmfs.gpt.experiment.answer_weights`): the model is taught to answer, not to predict
+the operands of the question, which are random. ``mask_prompt=False`` weighs every position
+equally (the prompt's five next-token targets and the answer's three): most of the gradient then
+goes to predicting random digits, which no model can learn, and the answer is learned more
+slowly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from llmfs.gpt import lora, task
+from llmfs.gpt import tensor_model as tm
+from llmfs.gpt.errors import ConfigError
+from llmfs.gpt.experiment import answer_weights
+from llmfs.gpt.model import GPTConfig, Params
+from llmfs.gpt.tensor_train import AdamW, cross_entropy
+from llmfs.tensor import Tensor, use_backend
+
+#: The fine-tuning methods :func:`fine_tune` runs.
+METHODS = ("full", "lora")
+#: Each method's default learning rate. Measured on the new task from the shipped weights (batch
+#: 64, float32, one thread of a shared machine): 300 steps of full fine-tuning (101,376 numbers)
+#: reach 0.91 held-out exact match in 95 s, LoRA of rank 4 on every block linear (8,192 numbers)
+#: 0.84 in 75 s, from 0.105; at 150 steps both are near 0.33, and rank 1 has not yet moved.
+LEARNING_RATES = {"full": 1e-3, "lora": 1e-2}
+
+
+def msd_answer(a: int, b: int) -> str:
+    """The new task's answer to ``a + b``: the sum zero-padded to three digits, most significant
+    digit first (``msd_answer(37, 45) == "082"``). Raises :class:`~llmfs.gpt.errors.TaskError`
+    for an operand outside ``0..99`` (through :func:`llmfs.gpt.task.prompt`)."""
+    task.prompt(a, b)
+    return f"{int(a) + int(b):03d}"
+
+
+def msd_sequences(problems: np.ndarray | Iterable[Iterable[int]]) -> np.ndarray:
+    """``[n, 9]`` token ids: each problem's prompt, then its :func:`msd_answer`."""
+    rows = [task.encode(task.prompt(a, b) + msd_answer(a, b)) for a, b in problems]
+    return np.array(rows, dtype=np.int64).reshape(-1, task.SEQUENCE_LENGTH)
+
+
+def loss_weights(batch_size: int, mask_prompt: bool = True) -> np.ndarray:
+    """``[batch_size, 8]`` weights of the next-token losses: the answer's positions only
+    (instruction masking, :func:`~llmfs.gpt.experiment.answer_weights`), or every position when
+    ``mask_prompt`` is false."""
+    if mask_prompt:
+        return answer_weights(batch_size)
+    return np.ones((batch_size, task.SEQUENCE_LENGTH - 1))
+
+
+def exact_match(w: tm.TensorParams, config: GPTConfig, sequences: np.ndarray) -> float:
+    """The fraction of ``sequences`` (``[n, 9]``) whose three answer tokens the model writes
+    exactly, greedily, after their prompt."""
+    prompts = sequences[:, : task.PROMPT_LENGTH]
+    got = tm.generate(w, config, prompts, task.ANSWER_LENGTH)
+    return float((got[:, task.PROMPT_LENGTH :] == sequences[:, task.PROMPT_LENGTH :]).all(1).mean())
+
+
+@dataclass
+class FineTuneResult:
+    """One fine-tuning run: the method, how many numbers it trained, every step's loss, the
+    held-out accuracy before and after, the wall time, and the weights after (a plain dict of
+    tensors: a LoRA run's merged, so both methods' results run as the base model does)."""
+
+    method: str
+    trainable: int
+    accuracy_before: float
+    accuracy_after: float
+    seconds: float
+    weights: dict[str, Tensor]
+    losses: list[float] = field(default_factory=list)
+
+
+def fine_tune(
+    params: Params,
+    config: GPTConfig,
+    train: np.ndarray,
+    held_out: np.ndarray,
+    *,
+    method: str = "lora",
+    rank: int = 4,
+    alpha: float | None = None,
+    layers: Iterable[str] = lora.BLOCK_LINEARS,
+    steps: int = 300,
+    batch_size: int = 64,
+    learning_rate: float | None = None,
+    seed: int = 0,
+    mask_prompt: bool = True,
+    dtype: object = np.float32,
+    backend: str = "numpy",
+    on_step: Callable[[int, float], object] | None = None,
+) -> FineTuneResult:
+    """Fine-tunes a copy of ``params`` on the sequences ``train`` (``[n, 9]``) and measures the
+    exact-match accuracy on ``held_out`` (``[m, 9]``) before and after.
+
+    ``method="full"`` trains every parameter; ``"lora"`` trains rank-``rank`` adapters (scale
+    ``alpha / rank``, ``alpha`` defaulting to ``2 * rank``) on the block linears ``layers`` of
+    every block and nothing else. Both run ``steps`` AdamW steps (no weight decay, a constant
+    ``learning_rate``: by default :data:`LEARNING_RATES` of the method, LoRA's larger, as its
+    update starts at zero and moves only through the small ``A`` and ``B``) on batches of
+    ``batch_size`` rows drawn with replacement from a generator seeded with ``seed``: the same
+    batches for both methods. ``on_step(step, loss)`` is called
+    after each step (a progress display). ``params`` itself is never changed.
+
+    Raises :class:`~llmfs.gpt.errors.ConfigError` for an unknown method, a bad rank or alpha, an
+    unknown layer, or a step count, batch size or learning rate out of range.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
+    for name, value in (("steps", steps), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive int, got {value!r}")
+    if learning_rate is None:
+        learning_rate = LEARNING_RATES[method]
+    if not learning_rate > 0:
+        raise ConfigError(f"learning_rate must be positive, got {learning_rate!r}")
+    rng = np.random.default_rng(seed)
+    weights = loss_weights(batch_size, mask_prompt)
+    with use_backend(backend):
+        w = tm.tensor_params(params, dtype)
+        model: tm.TensorParams
+        if method == "full":
+            for tensor in w.values():
+                tensor.requires_grad_()
+            model, trained = w, dict(w)
+        else:
+            names = lora.layer_names(config.n_layer, layers)
+            adapted = lora.adapt(w, names, rank, 2.0 * rank if alpha is None else alpha)
+            model, trained = adapted, adapted.trainable()
+        count = sum(int(np.prod(t.shape)) for t in trained.values())
+        before = exact_match(model, config, held_out)
+        optimizer = AdamW(trained, lr=learning_rate, weight_decay=0.0)
+        losses: list[float] = []
+        start = time.perf_counter()
+        for step in range(steps):
+            batch = train[rng.integers(0, len(train), size=batch_size)]
+            loss = cross_entropy(tm.forward(model, config, batch[:, :-1]), batch[:, 1:], weights)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            losses.append(float(loss.item()))
+            if on_step is not None:
+                on_step(step, losses[-1])
+        seconds = time.perf_counter() - start
+        after = exact_match(model, config, held_out)
+        final = model.merged() if isinstance(model, lora.LoRAParams) else dict(model)
+    return FineTuneResult(method, count, before, after, seconds, final, losses)
+
+
+__all__ = [
+    "LEARNING_RATES",
+    "METHODS",
+    "FineTuneResult",
+    "exact_match",
+    "fine_tune",
+    "loss_weights",
+    "msd_answer",
+    "msd_sequences",
+]
