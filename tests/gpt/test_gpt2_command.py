@@ -32,8 +32,10 @@ def expected_text(folder: Path, prompt: str, new: int) -> str:
     params, config = load_folder(folder)
     tokenizer = load_tokenizer(folder, config)
     ids = np.array([tokenizer.encode(prompt)])
-    out = tm.generate(tm.tensor_params(params, np.float32), config, ids, new)
-    return prompt + tokenizer.decode(out[0, ids.shape[1] :].tolist())
+    stop = tokenizer.end_of_text_id
+    out = tm.generate(tm.tensor_params(params, np.float32), config, ids, new, stop_token=stop)
+    made = out[0, ids.shape[1] :].tolist()
+    return prompt + tokenizer.decode(made[: made.index(stop)] if stop in made else made)
 
 
 def test_generate_prints_the_continuation_and_the_rate(
@@ -52,6 +54,27 @@ def test_the_folder_comes_from_the_environment_when_not_given(
     monkeypatch.setenv("LLMFS_GPT2_DIR", str(folder))
     assert main(["gpt2", "generate", "the dog", "--max-new-tokens", "4"]) == 0
     assert capsys.readouterr().out == expected_text(folder, "the dog", 4) + "\n"
+
+
+def test_the_text_ends_before_the_end_of_text_token(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model whose every step prefers <|endoftext|> prints the prompt alone, and stops after
+    one token."""
+    params, config = load_folder(folder)
+    tokenizer = load_tokenizer(folder, config)
+    stop = tokenizer.end_of_text_id
+    assert stop is not None
+    biased = {name: value.copy() for name, value in params.items()}
+    biased["wte.weight"][stop] *= 0
+    biased["wte.weight"][stop] += 50 * biased["ln_f.bias"] + 50
+    biased["ln_f.bias"] += 1.0
+    eager = folder.parent / "eager"
+    write_folder(eager, biased, config, tokenizer)
+    assert main(["gpt2", "generate", str(eager), "the cat", "--max-new-tokens", "9"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "the cat\n"
+    assert "1 new tokens in" in err
 
 
 def test_sampling_is_reproducible_with_a_seed(
