@@ -25,7 +25,10 @@ checked against):
 :mod:`llmfs.gpt.tensor_model` (imported on its own, never by this package) is the same forward pass
 on :mod:`llmfs.tensor`, the one chapter 8 has the learner write, with its KV cache
 (:mod:`llmfs.gpt.kv_cache`, also imported on its own); ``python -m llmfs.gpt.evaluate --tensor``
-evaluates and times it. :mod:`llmfs.gpt.text_model` (also imported on its own) is the small GPT
+evaluates and times it. :mod:`llmfs.gpt.lora` (low-rank adapters beside frozen weights, run by
+that forward pass) and :mod:`llmfs.gpt.finetune` (the adder fine-tuned on a new answer format, by
+LoRA or every parameter) are imported on their own too, as is :mod:`llmfs.gpt.gpt2_command`
+(``llmfs gpt2 generate``). :mod:`llmfs.gpt.text_model` (also imported on its own) is the small GPT
 the tensor engine trained on the course's own prose: its corpus, tokenizer files, shipped
 weights with checksum and record, and :func:`~llmfs.gpt.text_model.load_text_model`.
 """
