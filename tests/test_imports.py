@@ -62,8 +62,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "llmfs.tensor.tape",
             "llmfs.tensor.tensor",
             "llmfs.tensor.view",
-            "llmfs.tensor.grad_methods",
-            "llmfs.tensor.operators",
             "llmfs.tensor.traversal",
             "llmfs.tensor.strided",
         ),
