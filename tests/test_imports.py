@@ -4,12 +4,12 @@ The layers, lowest first, are the package's own packages and modules (:data:`LAY
 belongs to the layer of the longest package or module name in the table that contains it, so a
 new module of ``llmfs.gpt`` is in the gpt layer without being listed. Inside ``llmfs.tensor``,
 whose modules sit side by side, the table names each module group: the errors, the layout
-algebra, the tensor types (tape, owner, view, their operators and gradient methods), the
-backends, the ops, einsum and autograd, the speed code above them (the cached dispatch and the
-layout memo) and the package's facade. Then gpt, the course engine (every package of
-``llmfs.course``: the exercise engine and its checks, grading, the notebook builder), the widgets
-(every module of ``llmfs.widgets``) and the course tools (the command line and the demo). The top
-package ``llmfs`` holds only the version and sits below them all.
+algebra, the tensor types (tape, owner, view), the backends, the ops, einsum and autograd, the
+speed code above them (the cached dispatch and the layout memo) and the package's facade. Then
+gpt, the course engine (every package of ``llmfs.course``: the exercise engine and its checks,
+grading, the notebook builder), the widgets (every module of ``llmfs.widgets``) and the course
+tools (the command line and the demo). The top package ``llmfs`` holds only the version and sits
+below them all.
 
 The rules, each checked on the package below and shown to fail on a small package made for it:
 
