@@ -4,10 +4,12 @@ The layers, lowest first, are the package's own packages and modules (:data:`LAY
 belongs to the layer of the longest package or module name in the table that contains it, so a
 new module of ``llmfs.gpt`` is in the gpt layer without being listed. Inside ``llmfs.tensor``,
 whose modules sit side by side, the table names each module group: the errors, the layout
-algebra, the tensor types (tape, owner, view, their operators and gradient methods), the
-backends, the ops, einsum and autograd, the speed code above them (the cached dispatch and the
-layout memo) and the package's facade. Then gpt, the course engine, the widgets and the course
-tools.
+algebra, the tensor types (tape, owner, view), the backends, the ops, einsum and autograd, the
+speed code above them (the cached dispatch and the layout memo) and the package's facade. Then
+gpt, the course engine (every package of ``llmfs.course``: the exercise engine and its checks,
+grading, the notebook builder), the widgets (every module of ``llmfs.widgets``) and the course
+tools (the command line and the demo). The top package ``llmfs`` holds only the version and sits
+below them all.
 
 The rules, each checked on the package below and shown to fail on a small package made for it:
 
@@ -20,7 +22,8 @@ The rules, each checked on the package below and shown to fail on a small packag
 * an import names a module that exists;
 * transitively, at run time: importing the modules of a layer (in a fresh interpreter) loads no
   module of a higher layer, which also catches what the source does not show (an
-  ``import_module`` of a computed name).
+  ``import_module`` of a computed name); and importing the grader, the sandbox worker or any
+  exercise check, each alone, loads no ``llmfs.widgets`` module.
 
 The graph is read from the source with :mod:`ast` (nothing is imported). ``from package import
 name`` counts as an import of the submodule ``package.name`` when that submodule exists, else of
@@ -47,6 +50,9 @@ PACKAGE_ROOT = Path(__file__).resolve().parent.parent / "llmfs"
 #: The layers, lowest first: (name, the packages and modules it holds). A module is in the layer
 #: of the longest entry that is its name or a package containing it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    # The top package holds only the version (``llmfs.__version__``): below everything, so any
+    # module may ask for it.
+    ("package root", ("llmfs",)),
     ("errors", ("llmfs.tensor.errors", "llmfs.tensor.error_base")),
     ("layout", ("llmfs.tensor.layout", "llmfs.tensor.checks", "llmfs.tensor.dtypes")),
     (
@@ -56,8 +62,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "llmfs.tensor.tape",
             "llmfs.tensor.tensor",
             "llmfs.tensor.view",
-            "llmfs.tensor.grad_methods",
-            "llmfs.tensor.operators",
             "llmfs.tensor.traversal",
             "llmfs.tensor.strided",
         ),
@@ -72,21 +76,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("widgets", ("llmfs.widgets",)),
     (
         "course tools",
-        (
-            "llmfs",
-            "llmfs.__main__",
-            "llmfs.cli",
-            "llmfs.demo",
-            "llmfs.course.build",
-            "llmfs.course.grading",
-            "llmfs.course.names_table",
-            "llmfs.course.start",
-            # The exercise checks report with the widgets' text tables (report.py imports
-            # llmfs.widgets.text), and the grader runs them: they sit with the tools.
-            "llmfs.course.exercise_checks",
-            # `llmfs figures` regenerates every committed figure: a command.
-            "llmfs.widgets.figures",
-        ),
+        ("llmfs.__main__", "llmfs.cli", "llmfs.demo"),
     ),
 )
 
@@ -379,6 +369,59 @@ def test_the_engine_and_the_grader_never_import_widgets() -> None:
         and e.imported.startswith("llmfs.widgets")
     ]
     assert offenders == []
+
+
+def widgets_loaded_by(root: Path, module: str) -> list[str]:
+    """The modules of ``<package>.widgets`` that importing ``module`` loads, in a fresh
+    interpreter (its parent packages included: whatever the import costs)."""
+    top = root.name
+    code = (
+        "import importlib, json, sys\n"
+        f"importlib.import_module({module!r})\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m == {top + '.widgets'!r} "
+        f"or m.startswith({top + '.widgets.'!r}))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    loaded: list[str] = json.loads(result.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def judging_entry_points() -> list[str]:
+    """What a verdict runs through: the grader (``llmfs grade``), the sandbox worker it starts,
+    and every exercise check (``llmfs check``, the notebooks' checks)."""
+    checks = sorted(m for m in all_modules() if m.startswith("llmfs.course.exercise_checks."))
+    return ["llmfs.course.grading.grade", "llmfs.course.grading.worker", *checks]
+
+
+def test_judging_loads_no_widget_module() -> None:
+    """Transitively, at run time: importing the grader, the sandbox worker or any exercise
+    check, each in its own fresh interpreter, loads no ``llmfs.widgets`` module (a verdict
+    never waits on, or depends on, drawing code)."""
+    entries = judging_entry_points()
+    assert "llmfs.course.exercise_checks.spec" in entries  # the grader's table of checks
+    offenders = {m: loaded for m in entries if (loaded := widgets_loaded_by(PACKAGE_ROOT, m))}
+    assert offenders == {}
+
+
+def test_a_judging_module_that_loads_a_widget_is_reported(tmp_path: Path) -> None:
+    # Through a module of its own package, at import: the source of the check shows nothing.
+    root = make_package(
+        tmp_path, {"check.py": "import pkg.helper\n", "helper.py": "import pkg.widgets.draw\n"}
+    )
+    (root / "widgets").mkdir()
+    (root / "widgets" / "__init__.py").write_text("", encoding="utf-8")
+    (root / "widgets" / "draw.py").write_text("", encoding="utf-8")
+    assert widgets_loaded_by(root, "pkg.check") == ["pkg.widgets", "pkg.widgets.draw"]
+    (root / "helper.py").write_text("", encoding="utf-8")
+    assert widgets_loaded_by(root, "pkg.check") == []
 
 
 @pytest.mark.parametrize("layer", range(len(LAYERS)), ids=[name for name, _ in LAYERS])

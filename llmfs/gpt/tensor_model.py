@@ -31,10 +31,13 @@ from __future__ import annotations
 
 import math
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import CodeType, FrameType
+from typing import Any
 
 import numpy as np
 
@@ -114,29 +117,108 @@ class CopyCount:
 
 
 @contextmanager
+def _on_materialize(seen: Callable[[Operand, Tensor], None]) -> Iterator[None]:
+    """Calls ``seen(source, copy)`` after every ``materialize()`` run inside the ``with`` block,
+    by any code: the method is wrapped on the class that defines it for the duration of the
+    block, then put back (so not thread-safe)."""
+    owner = next(c for c in TensorView.__mro__ if "materialize" in c.__dict__)
+    original = owner.__dict__["materialize"]
+
+    def counting(self: Operand) -> Tensor:
+        copy: Tensor = original(self)
+        seen(self, copy)
+        return copy
+
+    setattr(owner, "materialize", counting)  # noqa: B010 - the class is chosen at run time
+    try:
+        yield
+    finally:
+        setattr(owner, "materialize", original)  # noqa: B010
+
+
+@contextmanager
 def count_materializations() -> Iterator[CopyCount]:
     """Counts every ``materialize()`` of a view or a tensor (and so :func:`llmfs.tensor.materialize`
     and ``copying_transpose``) run inside the ``with`` block, by any code: the copy budget of code
     that records no trace, such as a learner's forward pass. Not thread-safe (it wraps the method
     on the class that defines it for the duration of the block, then puts it back)."""
     counted = CopyCount()
-    owner = next(c for c in TensorView.__mro__ if "materialize" in c.__dict__)
-    original = owner.__dict__["materialize"]
-
-    def counting(self: TensorView) -> Tensor:
-        counted.shapes.append(tuple(self.shape))
-        return original(self)
-
-    setattr(owner, "materialize", counting)  # noqa: B010 - the class is chosen at run time
-    try:
+    with _on_materialize(lambda source, _: counted.shapes.append(tuple(source.shape))):
         yield counted
-    finally:
-        setattr(owner, "materialize", original)  # noqa: B010
 
 
-def _note(trace: Trace | None, name: str, result: Operand, *, copy: bool = False) -> None:
-    if trace is not None:
-        trace.record(name, result, copy=copy)
+#: The steps :func:`tracing` records: for each layer of the forward pass (a function of this
+#: module), the local names that hold a step's result and the step's name, formatted with the
+#: layer's locals (``h.{i}.ln_1`` is block ``i``'s). The layers themselves say nothing of it.
+STEPS: dict[str, dict[str, str]] = {
+    "embed": {
+        "rows": "token rows = take(wte, ids)",
+        "positions": "positions = wpe[:T]",
+        "x": "embed = tokens + positions",
+    },
+    "block": {
+        "ln_1": "h.{i}.ln_1",
+        "resid": "h.{i} residual + attention",
+        "ln_2": "h.{i}.ln_2",
+        "out": "h.{i} residual + mlp",
+    },
+    "attention": {
+        "qkv": "qkv = x @ W + b",
+        "q": "q, k, v: slices split into heads",
+        "kt": "k transposed",
+        "scores": "scores = q @ k^T / sqrt(d)",
+        "masked": "scores + causal mask",
+        "weights": "softmax",
+        "heads": "weights @ v",
+        "merged": "heads merged to [B, T, C]",
+        "out": "attention output projection",
+    },
+    "merge_heads": {"moved": "heads permuted to [B, T, H, D]", "copied": "materialize (heads)"},
+    "mlp": {"hidden": "gelu(x @ W_fc + b)", "out": "mlp output projection"},
+    "forward": {"ln_f": "ln_f", "head": "head = wte^T (tied)", "logits": "logits = x @ wte^T"},
+}
+
+
+@contextmanager
+def tracing() -> Iterator[Trace]:
+    """Records the steps of every forward pass this thread runs inside the ``with`` block, in
+    order: each time a layer of :data:`STEPS` binds one of its step names, the value bound is a
+    step (a view, a computed result, or a copy when a ``materialize()`` made it, as
+    :func:`count_materializations` sees them). The layers carry no notes: the block watches
+    them (Python's trace hook, for this thread and this block only, the one held before put
+    back after), so the forward pass reads as a plain model and costs nothing outside it."""
+    trace = Trace()
+    copies: dict[int, Tensor] = {}  # the copies made in the block, kept so an id is not reused
+    watched = _WATCHED
+
+    def watch(frame: FrameType, event: str, _: object) -> Any:
+        names = watched.get(frame.f_code) if event == "call" else None
+        if names is None:
+            return None
+        seen: dict[str, int] = {}
+
+        def bindings(frame: FrameType, event: str, _: object) -> Any:
+            local = frame.f_locals
+            for name, step in names.items():
+                value = local.get(name)
+                if value is not None and seen.get(name) != id(value):
+                    seen[name] = id(value)
+                    copy = copies.get(id(value)) is value
+                    trace.record(step.format_map(local), value, copy=copy)
+            return bindings
+
+        return bindings
+
+    def made(_: Operand, copy: Tensor) -> None:
+        copies[id(copy)] = copy
+
+    before = sys.gettrace()
+    with _on_materialize(made):
+        sys.settrace(watch)
+        try:
+            yield trace
+        finally:
+            sys.settrace(before)
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,14 +263,12 @@ def split_heads(x: Operand, n_head: int) -> TensorView:
     return view.split(2, [n_head, c // n_head]).permute([0, 2, 1, 3])
 
 
-def merge_heads(y: Operand, trace: Trace | None = None) -> TensorView:
+def merge_heads(y: Operand) -> TensorView:
     """``[B, H, T, D]`` -> ``[B, T, H * D]`` with exactly one copy: permuted heads are not
     contiguous, so they are materialized once, then merged as a view."""
     view = y.view() if isinstance(y, Tensor) else y
     moved = view.permute([0, 2, 1, 3])
-    _note(trace, "heads permuted to [B, T, H, D]", moved)
     copied = moved.materialize()
-    _note(trace, "materialize (heads)", copied, copy=True)
     return copied.merge(2, 3)
 
 
@@ -203,94 +283,75 @@ def linear(x: Operand, w: TensorParams, name: str) -> Tensor:
     return result
 
 
-def attention(
-    x: Operand, w: TensorParams, prefix: str, config: GPTConfig, trace: Trace | None = None
-) -> Tensor:
+def attention(x: Operand, w: TensorParams, prefix: str, config: GPTConfig) -> Tensor:
     """Causal multi-head self-attention of ``x`` (``[B, T, C]``) with the weights under ``prefix``
     (``"h.{i}.attn."``), as :func:`llmfs.gpt.reference.attention`."""
     view = x.view() if isinstance(x, Tensor) else x
     c = config.n_embd
     t = view.shape[1]
     qkv = linear(view, w, prefix + "c_attn")
-    _note(trace, "qkv = x @ W + b", qkv)
     q, k, v = (split_heads(qkv.slice(2, i * c, (i + 1) * c), config.n_head) for i in range(3))
-    _note(trace, "q, k, v: slices split into heads", q)
     kt = k.transpose(2, 3)
-    _note(trace, "k transposed", kt)
     scores = q @ kt / math.sqrt(config.head_size)
-    _note(trace, "scores = q @ k^T / sqrt(d)", scores)
     masked = scores + causal_mask(t, scores.dtype)
-    _note(trace, "scores + causal mask", masked)
     weights = softmax(masked, axis=-1)
-    _note(trace, "softmax", weights)
     heads = weights @ v
-    _note(trace, "weights @ v", heads)
-    merged = merge_heads(heads, trace)
-    _note(trace, "heads merged to [B, T, C]", merged)
+    merged = merge_heads(heads)
     out = linear(merged, w, prefix + "c_proj")
-    _note(trace, "attention output projection", out)
     return out
 
 
-def mlp(x: Operand, w: TensorParams, prefix: str, trace: Trace | None = None) -> Tensor:
+def mlp(x: Operand, w: TensorParams, prefix: str) -> Tensor:
     """The block's MLP under ``prefix`` (``"h.{i}.mlp."``): up-projection, GELU, down-projection."""
     hidden = gelu(linear(x, w, prefix + "c_fc"))
-    _note(trace, "gelu(x @ W_fc + b)", hidden)
     out = linear(hidden, w, prefix + "c_proj")
-    _note(trace, "mlp output projection", out)
     return out
 
 
-def block(
-    x: Operand, w: TensorParams, i: int, config: GPTConfig, trace: Trace | None = None
-) -> Tensor:
+def block(x: Operand, w: TensorParams, i: int, config: GPTConfig) -> Tensor:
     """Block ``i``: ``x + attention(ln_1(x))``, then ``+ mlp(ln_2(.))`` (pre-LayerNorm)."""
     p = f"h.{i}."
     eps = config.layer_norm_eps
-    h = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
-    _note(trace, f"h.{i}.ln_1", h)
-    resid: Tensor = x + attention(h, w, p + "attn.", config, trace)
-    _note(trace, f"h.{i} residual + attention", resid)
-    h = layer_norm(resid, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
-    _note(trace, f"h.{i}.ln_2", h)
-    out: Tensor = resid + mlp(h, w, p + "mlp.", trace)
-    _note(trace, f"h.{i} residual + mlp", out)
+    ln_1 = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
+    resid: Tensor = x + attention(ln_1, w, p + "attn.", config)
+    ln_2 = layer_norm(resid, w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
+    out: Tensor = resid + mlp(ln_2, w, p + "mlp.")
     return out
 
 
-def embed(tokens: object, w: TensorParams, config: GPTConfig, trace: Trace | None = None) -> Tensor:
+def embed(tokens: object, w: TensorParams, config: GPTConfig) -> Tensor:
     """Token embedding plus position embedding: ``[B, T, C]``. The token rows are gathered with
     ``take(wte, ids)``; the positions are a slice VIEW of ``wpe`` that broadcasts over the
     batch."""
     ids, _ = sampling.check_tokens(config, tokens)
     rows = lt.take(w["wte.weight"], Tensor.from_numpy(ids.astype(np.int64)), axis=0)
-    _note(trace, "token rows = take(wte, ids)", rows)
     positions = w["wpe.weight"].slice(0, 0, ids.shape[1])
-    _note(trace, "positions = wpe[:T]", positions)
     x = rows + positions
-    _note(trace, "embed = tokens + positions", x)
     return x
 
 
-def forward(
-    w: TensorParams, config: GPTConfig, tokens: object, trace: Trace | None = None
-) -> Tensor:
+def forward(w: TensorParams, config: GPTConfig, tokens: object) -> Tensor:
     """Logits of every position: ``[T, vocab]`` for ``[T]`` tokens, ``[B, T, vocab]`` for
-    ``[B, T]``, in the weights' dtype. ``trace`` (optional) records every step. Raises
+    ``[B, T]``, in the weights' dtype (:func:`tracing` records its steps). Raises
     :class:`TaskError` on a length outside ``1..n_ctx`` or an unknown id."""
     ids, single = sampling.check_tokens(config, tokens)
-    x = embed(ids, w, config, trace)
+    x = embed(ids, w, config)
     for i in range(config.n_layer):
-        x = block(x, w, i, config, trace)
-    x = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], config.layer_norm_eps)
-    _note(trace, "ln_f", x)
+        x = block(x, w, i, config)
+    ln_f = layer_norm(x, w["ln_f.weight"], w["ln_f.bias"], config.layer_norm_eps)
     head = w["wte.weight"].T
-    _note(trace, "head = wte^T (tied)", head)
-    logits = x @ head
-    _note(trace, "logits = x @ wte^T", logits)
+    logits = ln_f @ head
     if single:
         return logits.view()[0].materialize()
     return logits
+
+
+#: The layers :func:`tracing` watches, by their code (a layer wrapped or replaced while a block
+#: traces is not watched): :data:`STEPS` by function.
+_WATCHED: dict[CodeType, dict[str, str]] = {
+    layer.__code__: STEPS[layer.__name__]
+    for layer in (embed, block, attention, merge_heads, mlp, forward)
+}
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,8 +523,8 @@ def held_out_accuracy(w: TensorParams, config: GPTConfig) -> float:
 def copy_budget(w: TensorParams, config: GPTConfig, tokens: object) -> Trace:
     """The trace of one forward pass of ``tokens``: every step with its kind (view, computed
     result, copy)."""
-    trace = Trace()
-    forward(w, config, tokens, trace)
+    with tracing() as trace:
+        forward(w, config, tokens)
     return trace
 
 
@@ -586,6 +647,7 @@ def check_against_reference(
 
 __all__ = [
     "DEFAULT_TIMING",
+    "STEPS",
     "BackendTime",
     "CopyCount",
     "ForwardFn",
@@ -618,4 +680,5 @@ __all__ = [
     "solve",
     "split_heads",
     "tensor_params",
+    "tracing",
 ]

@@ -203,7 +203,7 @@ def _topological(root: Tensor) -> list[Tensor]:
 
 
 def backward(root: ViewMethods, gradient: object = None) -> None:
-    """``root.backward(gradient)``: see :meth:`~llmfs.tensor.grad_methods.GradMethods.backward`
+    """``root.backward(gradient)``: see :meth:`~llmfs.tensor.view.ViewMethods.backward`
     and the module docstring (the walk, the invariants, the errors)."""
     if not root._requires_grad:
         raise NoGradientError(type(root).__name__, root.shape)

@@ -68,7 +68,6 @@ from llmfs.tensor.errors import (
     InvalidStepError,
     TensorError,
 )
-from llmfs.tensor.grad_methods import LeafGrad
 from llmfs.tensor.layout import (
     Layout,
     Shape,
@@ -85,7 +84,7 @@ from llmfs.tensor.view import ViewMethods
 _WRITE_LOCK = threading.Lock()
 
 
-class Tensor(ViewMethods, LeafGrad):
+class Tensor(ViewMethods):
     """An owner of contiguous row-major storage: storage + a row-major :class:`Layout` + a version.
 
     Invariants: ``as_slice()`` has exactly ``self.size`` values (the product of ``shape``, 1 for
@@ -105,20 +104,17 @@ class Tensor(ViewMethods, LeafGrad):
         "_shaped",
         "_storage",
         "_version",
-        "_window_open",
         "_writer",
-        "_writes",
     )
 
     _owns_storage = True
     _layout: Layout
     _storage: np.ndarray
     _version: int
-    _window_open: bool
-    #: The thread writing the storage now (its ``threading.get_ident()``), 0 when none; and how
-    #: many writes it has open (a storage write inside a ``mutate()`` window is two).
-    _writer: int
-    _writes: int
+    #: The write going on now (:class:`Write`: which thread, how many writes it has open,
+    #: whether a ``mutate()`` window is open), ``None`` when none: so the readers' one question,
+    #: "is anyone writing?", is one slot read.
+    _writer: Write | None
     #: Autograd (:mod:`llmfs.tensor.autograd`): whether ops on this tensor are recorded, its
     #: accumulated gradient (a leaf's), and the recorded op that made it (a result's).
     _requires_grad: bool
@@ -165,9 +161,7 @@ class Tensor(ViewMethods, LeafGrad):
         self._layout = layout
         self._shaped = shaped
         self._version = 0
-        self._window_open = False
-        self._writer = 0
-        self._writes = 0
+        self._writer = None
         self._requires_grad = False
         self._grad = None
         self._grad_fn = None
@@ -316,13 +310,53 @@ class Tensor(ViewMethods, LeafGrad):
         """An owner never goes stale: it always reads its storage as it is now, except while
         another thread writes it (the single-writer rule): :class:`ConcurrentWriteError`."""
         writer = self._writer
-        if writer and writer != threading.get_ident():
+        if writer is not None and writer.thread != threading.get_ident():
             raise ConcurrentWriteError(self._version, self._version, window_open=True)
 
     @property
     def version(self) -> int:
         """How many times the storage has been mutated; views remember the version they saw."""
         return self._version
+
+    # -- autograd: an owner keeps its gradient --------------------------------------------------
+
+    def _leaf(self, requires_grad: bool) -> Tensor:
+        """This new tensor, made a leaf that requires grad when asked (constructors end here)."""
+        if requires_grad is not False:
+            self.requires_grad_(requires_grad)
+        return self
+
+    @property
+    def grad(self) -> Tensor | None:
+        """A leaf's gradient, accumulated (added to) by every ``backward()`` that reaches it:
+        a tensor of this shape and dtype, or ``None`` before the first (and after
+        ``t.grad = None``). Gradients through views of this tensor land here too. A result of
+        an op keeps no gradient (``None``), as in PyTorch."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and not (
+            isinstance(value, Tensor) and value.shape == self.shape and value.dtype == self.dtype
+        ):
+            shape = getattr(value, "shape", None)
+            raise TensorError(
+                f"t.grad must be None or a Tensor of shape {list(self.shape)} and dtype "
+                f"{self.dtype.name}, got {type(value).__name__}"
+                + (f" of shape {list(shape)}" if shape is not None else "")
+            )
+        self._grad = value
+
+    @property
+    def grad_fn(self) -> Node | None:
+        """The recorded op that computed this tensor (``None`` for a leaf)."""
+        return self._grad_fn
+
+    @property
+    def is_leaf(self) -> bool:
+        """True unless this tensor is the result of a recorded op (PyTorch's rule: every
+        tensor that does not require grad is a leaf too)."""
+        return self._grad_fn is None
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -356,10 +390,11 @@ class Tensor(ViewMethods, LeafGrad):
         Nothing handed out by the window writes the storage after it: a closed window leaves no
         writable handle, so every change to the storage moves the version.
         """
-        if self._window_open:
+        writer = self._writer
+        if writer is not None and writer.window_open:
             raise TensorError("a mutate() window is already open on this tensor")
-        self._begin_write(bump=True)
-        self._window_open = True
+        write = self._begin_write(bump=True)
+        write.window_open = True
         handle = MutableStorage(self, bump_each_write=False)
         try:
             yield handle
@@ -367,35 +402,41 @@ class Tensor(ViewMethods, LeafGrad):
             try:
                 handle._close()
             finally:
-                self._window_open = False
+                write.window_open = False
                 self._end_write()
 
-    def _begin_write(self, *, bump: bool = False) -> None:
+    def _begin_write(self, *, bump: bool = False) -> Write:
         """Marks the storage as being written by this thread (and moves the version when
         ``bump``, as a ``mutate()`` window does when it opens): until :meth:`_end_write` no view
         of it is fresh and other threads' reads are refused.
 
-        Raises :class:`TensorError` when another thread is writing it (one writer at a time).
+        Returns the write going on (this thread's). Raises :class:`TensorError` when another
+        thread is writing it (one writer at a time).
         """
         me = threading.get_ident()
         with _WRITE_LOCK:
-            if self._writer not in (0, me):
+            write = self._writer
+            if write is None:
+                write = self._writer = Write(me)
+            elif write.thread != me:
                 raise TensorError(
                     "another thread is writing this tensor: a tensor has one writer at a time "
                     "(wait for that write to end, or give each thread its own tensor)"
                 )
-            self._writer = me
-            self._writes += 1
+            write.depth += 1
             if bump:
                 self._version += 1
+            return write
 
     def _end_write(self) -> None:
         """Ends a write begun by :meth:`_begin_write`, moving the version again: a read that
         began during the write sees the version change when it ends."""
         with _WRITE_LOCK:
-            self._writes -= 1
-            if self._writes == 0:
-                self._writer = 0
+            write = self._writer
+            assert write is not None, "_end_write without _begin_write"
+            write.depth -= 1
+            if write.depth == 0:
+                self._writer = None
             self._version += 1
 
     # -- copies and pickling -----------------------------------------------------------------
@@ -426,6 +467,21 @@ def _unpickle_tensor(storage: np.ndarray, shape: Sequence[int]) -> Tensor:
     if values.size != count:
         raise ElementCountMismatchError(count, values.size)
     return Tensor._adopt(values.astype(resolve_dtype(values.dtype), copy=False), dims, strides)
+
+
+class Write:
+    """The writer-protocol state of an owner while it is written: the thread writing
+    (``threading.get_ident()``), how many writes it has open (a storage write inside a
+    ``mutate()`` window is two) and whether a ``mutate()`` window is open. An owner holds one
+    only while a write goes on (``Tensor._writer``; ``None`` otherwise), changed under the
+    write lock."""
+
+    __slots__ = ("depth", "thread", "window_open")
+
+    def __init__(self, thread: int) -> None:
+        self.thread = thread
+        self.depth = 0
+        self.window_open = False
 
 
 class MutableStorage:

@@ -9,11 +9,12 @@ allocates a new owner on purpose.
 :class:`ViewMethods` is the one implementation of everything that reads through a layout: the
 metadata (``shape``, ``strides``, ``ndim``, ``size``...), NumPy's Python protocols (``len``,
 iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape``, ``permute``,
-``slice``...) and the readers (``tolist``, ``materialize``...). ``Tensor`` (layout: row-major at
-offset 0, owner: itself) and ``TensorView`` both inherit it, so ``t.reshape(...)`` and
-``t.view().reshape(...)`` are the same code. The autograd surface (``requires_grad``,
-``backward``, ``detach``, ``grad``) is mixed in from :mod:`llmfs.tensor.grad_methods`; the axis
-algebra runs each method's layout rule (speed code may install a memo of them,
+``slice``...), the readers (``tolist``, ``materialize``...), NumPy's operators (``+``, ``@``,
+``==``...: the ops compute them) and the autograd methods (``requires_grad``, ``backward``,
+``detach``). Two classes inherit it, one per concept: ``Tensor``, the owner (layout: row-major
+at offset 0, owner: itself; it keeps its ``grad``) and ``TensorView``, the view (its gradient
+lands in its owner's), so ``t.reshape(...)`` and ``t.view().reshape(...)`` are the same code.
+The axis algebra runs each method's layout rule (speed code may install a memo of them,
 :data:`derive_layout`).
 
 Every reader that copies values (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) asks
@@ -37,24 +38,25 @@ rather than values from two versions (see "Threads" in :mod:`llmfs.tensor.tensor
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 
 from llmfs.tensor import above
+from llmfs.tensor.dtypes import FLOAT_DTYPES
 from llmfs.tensor.errors import (
     ConcurrentWriteError,
+    DTypeError,
     IndexOutOfBoundsError,
     RankMismatchError,
     StaleViewError,
     TensorError,
     ViewTooLargeError,
 )
-from llmfs.tensor.grad_methods import GradMethods, ViewGrad
 from llmfs.tensor.layout import Layout, Shape, Strides, as_int
-from llmfs.tensor.operators import OperatorMixin
 from llmfs.tensor.strided import allocating, numpy_view, read_only_view
 from llmfs.tensor.tape import differentiable, is_grad_enabled
 from llmfs.tensor.traversal import StridedOffsets
@@ -70,19 +72,30 @@ if TYPE_CHECKING:
 derive_layout: Callable[..., Layout] | None = None
 
 
+_V = TypeVar("_V", bound="ViewMethods")
+
+
 def _varargs(args: tuple[object, ...]) -> object:
     """``f(3, 2)`` and ``f([3, 2])`` alike: one argument is the sequence, several are its items."""
     return args[0] if len(args) == 1 else args
 
 
-class ViewMethods(OperatorMixin, GradMethods):
-    """Everything that reads storage through a layout, shared by ``Tensor`` and ``TensorView``.
+class ViewMethods:
+    """Everything that reads storage through a layout, shared by ``Tensor`` and ``TensorView``:
+    the metadata, NumPy's Python protocols, the readers, the axis algebra, the operators and
+    the autograd methods every tensor has (``requires_grad``, ``backward``, ``detach``).
 
-    A subclass provides :attr:`layout`, :attr:`owner` (the ``Tensor`` holding the storage) and
-    ``_check_fresh()`` (raise :class:`StaleViewError` when the owner changed under it).
+    A subclass provides :attr:`layout`, :attr:`owner` (the ``Tensor`` holding the storage),
+    ``_check_fresh()`` (raise :class:`StaleViewError` when the owner changed under it) and the
+    ``_requires_grad`` slot, and says what its gradient is (``grad``, ``grad_fn``, ``is_leaf``):
+    an owner keeps one, a view passes it on to its owner.
     """
 
     __slots__ = ()
+    #: NumPy hands a mixed operation (``array + t``) back to the operators below rather than
+    #: converting the tensor.
+    __array_ufunc__ = None
+    __hash__ = None  # type: ignore[assignment]  # == is elementwise, as for NumPy arrays
 
     #: True for the class that owns storage (``Tensor``), False for views of it.
     _owns_storage: ClassVar[bool] = False
@@ -91,6 +104,8 @@ class ViewMethods(OperatorMixin, GradMethods):
     _version: int
     #: What :attr:`layout` returns (a slot of each subclass), read directly on the hot paths.
     _layout: Layout
+    #: Whether ops on this are recorded (a slot of each subclass): see :attr:`requires_grad`.
+    _requires_grad: bool
 
     @property
     def layout(self) -> Layout:
@@ -111,7 +126,7 @@ class ViewMethods(OperatorMixin, GradMethods):
         version moved, or a write by another thread is still going on)."""
         owner = self.owner
         writer = owner._writer
-        writing = bool(writer) and writer != threading.get_ident()
+        writing = writer is not None and writer.thread != threading.get_ident()
         if owner._version != version or writing:
             raise ConcurrentWriteError(version, owner._version, window_open=writing)
 
@@ -582,8 +597,222 @@ class ViewMethods(OperatorMixin, GradMethods):
         self._check_fresh()
         return self._derive(self.layout.index(key))
 
+    # -- operators: NumPy's meaning, computed by the ops ------------------------------------
+    #
+    # ``+ - * / // % ** @`` (and their reversed forms, so a number may stand on either side),
+    # unary ``-`` and ``abs()``; ``== != < <= > >=`` return bool tensors, as in NumPy (so a
+    # tensor is not hashable, and ``in`` or dict lookups do not mean identity: compare with
+    # ``is``; whether two tensors hold the same values is ``array_equal``); ``& | ^ ~`` on bool
+    # tensors are logical and, or, xor, not. The arithmetic lives in ``llmfs.tensor.ops``, built
+    # on these types, so the operators reach it through ``above.ops``.
 
-class TensorView(ViewMethods, ViewGrad):
+    def __add__(self, other: Any) -> Any:
+        return above.ops.add(self, other)
+
+    def __radd__(self, other: Any) -> Any:
+        return above.ops.add(other, self)
+
+    def __sub__(self, other: Any) -> Any:
+        return above.ops.sub(self, other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return above.ops.sub(other, self)
+
+    def __mul__(self, other: Any) -> Any:
+        return above.ops.mul(self, other)
+
+    def __rmul__(self, other: Any) -> Any:
+        return above.ops.mul(other, self)
+
+    def __truediv__(self, other: Any) -> Any:
+        return above.ops.div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Any:
+        return above.ops.div(other, self)
+
+    def __floordiv__(self, other: Any) -> Any:
+        return above.ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return above.ops.floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Any:
+        return above.ops.remainder(self, other)
+
+    def __rmod__(self, other: Any) -> Any:
+        return above.ops.remainder(other, self)
+
+    def __pow__(self, other: Any) -> Any:
+        return above.ops.power(self, other)
+
+    def __rpow__(self, other: Any) -> Any:
+        return above.ops.power(other, self)
+
+    def __neg__(self) -> Any:
+        return above.ops.neg(self)
+
+    def __abs__(self) -> Any:
+        return above.ops.abs(self)
+
+    def __matmul__(self, other: Any) -> Any:
+        return above.ops.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return above.ops.matmul(other, self)
+
+    # -- comparisons (Python swaps the operands of a reflected one: 1 < t is t > 1) ----------
+
+    def __eq__(self, other: object) -> Any:
+        return above.ops.equal(self, other) if _comparable(other) else NotImplemented
+
+    def __ne__(self, other: object) -> Any:
+        return above.ops.not_equal(self, other) if _comparable(other) else NotImplemented
+
+    def __lt__(self, other: Any) -> Any:
+        return above.ops.less(self, other)
+
+    def __le__(self, other: Any) -> Any:
+        return above.ops.less_equal(self, other)
+
+    def __gt__(self, other: Any) -> Any:
+        return above.ops.greater(self, other)
+
+    def __ge__(self, other: Any) -> Any:
+        return above.ops.greater_equal(self, other)
+
+    # -- logic on bool tensors ---------------------------------------------------------------
+
+    def __and__(self, other: Any) -> Any:
+        return _logical("and", self, other)
+
+    def __rand__(self, other: Any) -> Any:
+        return _logical("and", other, self)
+
+    def __or__(self, other: Any) -> Any:
+        return _logical("or", self, other)
+
+    def __ror__(self, other: Any) -> Any:
+        return _logical("or", other, self)
+
+    def __xor__(self, other: Any) -> Any:
+        return _logical("xor", self, other)
+
+    def __rxor__(self, other: Any) -> Any:
+        return _logical("xor", other, self)
+
+    def __invert__(self) -> Any:
+        dtype = getattr(self, "dtype", None)
+        if dtype != np.bool_:
+            raise DTypeError(
+                getattr(dtype, "name", dtype),
+                ("bool",),
+                where="the ~ operator (use logical_not for other dtypes)",
+            )
+        return above.ops.logical_not(self)
+
+    def astype(self, dtype: object) -> Any:
+        """A NEW tensor with these values converted to ``dtype`` (NumPy's ``astype``; always a
+        copy). See :func:`llmfs.tensor.ops.astype` for the conversion rules and errors."""
+        return above.ops.astype(self, dtype)
+
+    # -- autograd: what every tensor has -----------------------------------------------------
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether ops on this are recorded for :meth:`backward` (PyTorch's name). A view has
+        the flag of what it was derived from, at the time it was made (``False`` when it was
+        made inside ``no_grad()``: a constant, as in PyTorch). Setting it is
+        ``requires_grad_(value)``."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self: _V, requires_grad: bool = True) -> _V:
+        """A ``Tensor``: makes it a leaf whose ops are recorded (``True``) or not (``False``), in
+        place, and returns it, as PyTorch's ``requires_grad_``; views made before keep what they
+        had (a view copies the flag when it is made). A view: its flag is its owner's, copied
+        when it was made, so this returns the view when the flag already is ``requires_grad``.
+
+        Raises :class:`DTypeError` naming the dtype for an integer or bool tensor (only floats
+        have gradients), and :class:`TensorError` for a flag that is not a bool, for turning it
+        off on an op's result (use :meth:`detach`), or for changing a view's flag.
+        """
+        if not isinstance(requires_grad, (bool, np.bool_)):
+            raise TensorError(
+                f"requires_grad must be True or False, got {type(requires_grad).__name__} "
+                f"{requires_grad!r}"
+            )
+        wanted = bool(requires_grad)
+        if not self._owns_storage:
+            if wanted != self._requires_grad:
+                raise TensorError(
+                    f"requires_grad_({wanted}) on a view: a view takes its flag from what it was "
+                    "derived from; set it on the owner (v.owner.requires_grad_()) and make the "
+                    "view again, or use v.detach() for a view that does not require grad"
+                )
+            return self
+        if wanted and self.dtype.kind != "f":
+            raise DTypeError(
+                self.dtype.name,
+                FLOAT_DTYPES,
+                "requires_grad (only float tensors have gradients: cast first, e.g. "
+                "t.astype('float64').requires_grad_())",
+            )
+        if not wanted and self.owner._grad_fn is not None:
+            raise TensorError(
+                "requires_grad_(False) on the result of a recorded op: only a leaf can stop "
+                "requiring grad; use t.detach() for a view of it that does not"
+            )
+        self._requires_grad = wanted
+        return self
+
+    def backward(self, gradient: object = None) -> None:
+        """Computes the gradient of this result with respect to every leaf it was computed from
+        and adds it to each leaf's ``.grad`` (PyTorch's ``backward``); gradients through views
+        land in the owner's ``.grad``. ``gradient`` is d(loss)/d(this), of this shape; without
+        it this must hold one value (the gradient is 1).
+
+        Raises :class:`~llmfs.tensor.errors.NoGradientError` when this does not require grad,
+        :class:`~llmfs.tensor.errors.GradientShapeError` for a missing gradient of a result of
+        several values or a gradient of another shape, and
+        :class:`~llmfs.tensor.errors.SavedTensorModifiedError` when a tensor an op saved was
+        written after the op ran. See :mod:`llmfs.tensor.autograd`.
+        """
+        # The engine runs the ops' backward rules, built on top of the views: above.autograd.
+        above.autograd.backward(self, gradient)
+
+    def detach(self) -> TensorView:
+        """A view of the same storage and layout that does not require grad (PyTorch's
+        ``detach``): ops on it are not recorded and no gradient flows back through it. It is a
+        view (an owner's storage has one owner), so a write to the owner makes it stale."""
+        self._check_fresh()
+        view = self._derive(self.layout)
+        view._requires_grad = False
+        return view
+
+
+def _comparable(other: object) -> bool:
+    """Whether ``==``/``!=`` should compare with ``other`` value by value (tensors, views,
+    numbers, and NumPy arrays, which ops refuses with advice; a number llmfs does not take, such
+    as a complex or a ``Fraction``, is refused by ops too rather than found silently unequal).
+    For anything else (``None``, a string) Python's default applies: not equal."""
+    return isinstance(other, (ViewMethods, np.ndarray, numbers.Number, np.bool_))
+
+
+def _logical(op: str, a: object, b: object) -> Any:
+    for value in (a, b):
+        dtype = getattr(value, "dtype", None)
+        if not (isinstance(value, ViewMethods) and dtype == np.bool_):
+            shown = dtype.name if dtype is not None else type(value).__name__
+            raise DTypeError(
+                shown, ("bool",), where=f"the {op} operator (use logical_{op} for other dtypes)"
+            )
+    return getattr(above.ops, f"logical_{op}")(a, b)
+
+
+class TensorView(ViewMethods):
     """A read-only (shape, strides, base offset) interpretation of a :class:`Tensor`'s storage.
 
     Make one with ``tensor.view()`` (or ``tensor[...]``), derive others with the methods of
@@ -637,10 +866,12 @@ class TensorView(ViewMethods, ViewGrad):
 
     def _check_fresh(self) -> None:
         owner = self._owner
-        if owner._writer or owner._version != self._version:
-            if owner._writer and owner._writer != threading.get_ident():
+        writer = owner._writer
+        if writer is not None or owner._version != self._version:
+            if writer is not None and writer.thread != threading.get_ident():
                 raise ConcurrentWriteError(self._version, owner._version, window_open=True)
-            raise StaleViewError(self._version, owner._version, window_open=owner._window_open)
+            window_open = writer is not None and writer.window_open
+            raise StaleViewError(self._version, owner._version, window_open=window_open)
 
     def _check_unchanged(self) -> None:
         """After an op read this view: :meth:`ViewMethods._end_read` at the view's version."""
@@ -671,10 +902,30 @@ class TensorView(ViewMethods, ViewGrad):
         """The owner's version when this view was made."""
         return self._version
 
+    # -- autograd: a view passes its gradient on to its owner ----------------------------
+
+    @property
+    def grad(self) -> None:
+        """Always ``None``: a view is not a leaf; the gradient of what it reads lands in its
+        owner's ``.grad`` (``v.owner.grad``)."""
+        return None
+
+    @property
+    def grad_fn(self) -> None:
+        """Always ``None``: a view records no op; its layout is the record, and its backward is
+        the one view rule (:func:`llmfs.tensor.autograd.view_backward`)."""
+        return None
+
+    @property
+    def is_leaf(self) -> bool:
+        """True only when the view does not require grad (PyTorch's convention); a view that
+        requires grad passes its gradient on to its owner."""
+        return not self._requires_grad
+
     @property
     def is_stale(self) -> bool:
         """True once the owner has been mutated since this view was made (or is being written)."""
-        return bool(self._owner._writer) or self._owner._version != self._version
+        return self._owner._writer is not None or self._owner._version != self._version
 
 
 def _rebuild_view(owner: Tensor, layout: Layout) -> TensorView:

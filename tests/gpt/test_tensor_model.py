@@ -3,6 +3,8 @@ accuracy computed now from the shipped weights, one copy per block."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -106,10 +108,50 @@ def test_split_and_merge_heads_round_trip_with_one_copy() -> None:
     heads = tm.split_heads(x, 2)
     assert isinstance(heads, TensorView) and heads.shares_storage(x)
     assert heads.shape == (2, 2, 3, 4) and heads.strides == (24, 4, 8, 1)
-    trace = tm.Trace()
-    merged = tm.merge_heads(heads.materialize(), trace)
+    copied = heads.materialize()
+    with tm.tracing() as trace:
+        merged = tm.merge_heads(copied)
     np.testing.assert_array_equal(merged.to_numpy(), x.to_numpy())
-    assert trace.count("copy") == 1
+    assert [(s.name, s.kind) for s in trace.steps] == [
+        ("heads permuted to [B, T, H, D]", "view"),
+        ("materialize (heads)", "copy"),
+    ]
+
+
+def test_tracing_watches_the_layers_only_inside_its_block_and_puts_the_hook_back() -> None:
+    w = tm.tensor_params(_random_params(1))
+    tokens = np.array([[1, 2, 3]], dtype=np.int64)
+    outer: list[str] = []
+
+    def hook(frame, event, arg):  # a hook already installed (a debugger, coverage)
+        outer.append(event)
+
+    sys.settrace(hook)
+    try:
+        with tm.tracing() as trace:
+            logits = tm.forward(w, SMALL, tokens)
+        assert sys.gettrace() is hook
+    finally:
+        sys.settrace(None)
+    names = [s.name for s in trace.steps]
+    per_block = len(tm.STEPS["block"]) + len(tm.STEPS["attention"]) + len(tm.STEPS["mlp"]) + 2
+    assert len(names) == 3 + SMALL.n_layer * per_block + 3
+    assert names[:4] == [*tm.STEPS["embed"].values(), "h.0.ln_1"]
+    assert f"h.{SMALL.n_layer - 1} residual + mlp" in names
+    assert trace.steps[-1].shape == tuple(logits.shape)
+    # Nothing is recorded outside the block, and the traced pass computes the same logits.
+    tm.forward(w, SMALL, tokens)
+    assert len(trace.steps) == len(names)
+    np.testing.assert_array_equal(tm.forward(w, SMALL, tokens).to_numpy(), logits.to_numpy())
+
+
+def test_a_copy_is_a_step_made_by_materialize_and_an_op_result_is_computed() -> None:
+    x = Tensor.from_numpy(np.arange(2 * 2 * 3 * 4, dtype=np.float64).reshape(2, 2, 3, 4))
+    with tm.tracing() as trace:
+        tm.merge_heads(x.view() + 0.0)  # the permuted view of a computed owner, copied once
+        tm.merge_heads(x)
+    assert [s.kind for s in trace.steps] == ["view", "copy", "view", "copy"]
+    assert trace.copies == [tm.Step("materialize (heads)", "copy", (2, 3, 2, 4))] * 2
 
 
 def test_layers_match_the_reference_on_random_inputs() -> None:

@@ -77,6 +77,32 @@ def test_a_tensor_and_its_view_share_one_implementation() -> None:
     assert tensor.owner is tensor and tensor.view().owner is tensor
 
 
+def test_an_owner_and_a_view_are_one_class_each_over_the_shared_reader() -> None:
+    from llmfs.tensor.view import ViewMethods
+
+    # No mixins: the operators and autograd methods are the shared reader's own; what differs
+    # (an owner keeps its gradient, a view passes it on) is each class's.
+    assert Tensor.__mro__ == (Tensor, ViewMethods, object)
+    assert TensorView.__mro__ == (TensorView, ViewMethods, object)
+    for name in ("__add__", "__matmul__", "__eq__", "astype", "backward", "detach"):
+        assert name in vars(ViewMethods), name
+    for cls in (Tensor, TensorView):
+        assert {"grad", "grad_fn", "is_leaf"} <= set(vars(cls)), cls.__name__
+
+
+def test_the_writer_state_is_one_object_present_only_while_a_write_goes_on() -> None:
+    tensor = owner()
+    assert tensor._writer is None
+    with tensor.mutate() as storage:
+        write = tensor._writer
+        assert write is not None and write.window_open and write.depth == 1
+        storage[0] = 5  # a write inside the window: the same state, no second writer
+        assert tensor._writer is write and write.depth == 1
+    assert tensor._writer is None and not write.window_open
+    tensor.as_mut_slice()[0] = 6
+    assert tensor._writer is None and tensor.version == 3
+
+
 # -- one value: item, float, int, bool ---------------------------------------------------------
 
 

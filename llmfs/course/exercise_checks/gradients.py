@@ -402,7 +402,8 @@ def _gradcheck_prepare(case: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _gradcheck_reference(case: dict[str, Any]) -> bool:
-    from llmfs.tensor import GradcheckError, gradcheck
+    from llmfs.tensor import gradcheck
+    from llmfs.tensor.errors import GradcheckError
 
     fn = GRADCHECK_FUNCTIONS[case["fn"]][0]
     try:

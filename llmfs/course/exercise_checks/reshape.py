@@ -21,7 +21,8 @@ from typing import Any
 from llmfs.course.exercise_checks.cases import shape_size, view_layout, views_at
 from llmfs.course.exercise_checks.shortcuts import forbid
 from llmfs.course.exercise_checks.spec import ImplementSpec, register, to_json
-from llmfs.tensor import NonContiguousReshapeError, layout
+from llmfs.tensor import layout
+from llmfs.tensor.errors import NonContiguousReshapeError
 
 #: How often a reshape case is a scalar, and how often a case has an empty axis.
 SCALAR, EMPTY = 0.08, 0.1

@@ -191,7 +191,7 @@ def run_case(fn: Callable[..., Any], args: Sequence[Any], spec: ImplementSpec | 
 def _kernel_run(fn: Any, args: Sequence[Any], spec: ImplementSpec) -> Run:
     # A kernel error keeps its own class name (KernelMemoryError, KernelCompileError, ...):
     # "ValueError" would hide what went wrong.
-    from llmfs.tensor import MetalError
+    from llmfs.tensor.backends.metal.errors import MetalError
 
     run = spec.kernel
     assert run is not None
