@@ -154,3 +154,19 @@ def test_processes_sharing_the_cache_compute_an_entry_once(tmp_path: Path) -> No
     assert [out.strip() for out, _ in outputs] == ["(3, 2)"] * 3
     assert _runs(solution) == 2  # one computation: the fixture's first cell, once per exercise
     assert not list((tmp_path / "cache" / "truths").glob("*.part"))
+
+
+def test_the_cache_key_follows_the_code_that_computes_outcomes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The library's digest (part of every entry's key) changes with this module, which decides
+    # how outcomes are computed, though the rest of the grading code is left out of it.
+    before = truths._library_digest()
+    read = Path.read_bytes
+
+    def edited(path: Path) -> bytes:
+        data = read(path)
+        return data + b"\n# edited\n" if path.as_posix().endswith(truths._THIS) else data
+
+    monkeypatch.setattr(Path, "read_bytes", edited)
+    assert truths._library_digest() != before
