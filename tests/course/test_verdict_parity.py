@@ -17,12 +17,18 @@ points:
 All three must give the same status, points and named mistakes. One kernel run per chapter
 judges every candidate of the first two paths (the cells go in one after another), so the test
 costs one run of each solution.
+
+The same run holds the grader's truths (:meth:`ChapterKey.truths`, each exercise's outcome in
+its fixture, as the check evaluates it) equal to the outcomes the running solution gives: each
+exercise's expression evaluated in the kernel's names right after its cell. A fixture that no
+longer builds the state the chapter's cells have reached at the exercise fails here.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,7 @@ from typing import Any
 import gradingkit as kit
 import pytest
 
+from llmfs.course.exercises.entries import is_plain
 from llmfs.course.exercises.record import judge_cell_source
 from llmfs.course.exercises.verdict import VERDICTS_ENV, Verdict
 from llmfs.course.grading import extract
@@ -41,6 +48,7 @@ pytestmark = pytest.mark.notebooks
 
 CHAPTERS = kit.MANIFEST.published_chapters
 NOTEBOOK_ENV = "LLMFS_PARITY_NOTEBOOK"
+TRUTHS_ENV = "LLMFS_PARITY_TRUTHS"
 
 
 def candidates(item: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -65,6 +73,39 @@ def _notebook_cell(exercise: Any, answers: dict[str, Any]) -> str:
         "    _out.write(_json.dumps(_check(_q).verdict.to_json()) + '\\n')\n"
         "del _q, _out, _check, _predict"
     )
+
+
+def _truth_cell(exercise_id: str, expression: str, plain: bool) -> str:
+    # The outcome the running solution gives: the expression evaluated in the names the
+    # chapter's cells defined (IPython's own history names left out), pickled as the grader's
+    # cache stores an outcome; a failed expression is its error's text, as in the grader.
+    return (
+        "import pickle as _pickle, os as _os, re as _re\n"
+        "from llmfs.course.exercises.run import run as _run\n"
+        "from llmfs.course.grading.truths import _picklable\n"
+        "_hidden = get_ipython().user_ns_hidden\n"
+        "_own = r'_+|_i+|_i?\\d+|_(pickle|os|re|run|picklable|hidden|own)'\n"
+        "_names = {_k: _v for _k, _v in globals().items()\n"
+        "          if _k not in _hidden and not _re.fullmatch(_own, _k)}\n"
+        "try:\n"
+        f"    _t = _picklable(_run({expression!r}, _names, plain={plain!r}))\n"
+        "except Exception as _e:\n"
+        "    _t = f'{type(_e).__name__}: {_e}'\n"
+        f"with open(_os.environ[{TRUTHS_ENV!r}], 'ab') as _out:\n"
+        f"    _pickle.dump(({exercise_id!r}, _t), _out)\n"
+        "del _pickle, _os, _re, _run, _picklable, _hidden, _own, _names, _t, _out"
+    )
+
+
+def _pickled(path: Path) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    with path.open("rb") as stream:
+        while True:
+            try:
+                exercise_id, truth = pickle.load(stream)
+            except EOFError:
+                return found
+            found[exercise_id] = truth if isinstance(truth, str) else pickle.loads(truth)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -94,12 +135,15 @@ def test_the_notebook_llmfs_check_and_llmfs_grade_give_one_verdict(
         cells.append(cell)
         for item in predicts:
             if tagged[item.exercise.id][0] == position:
+                plain = is_plain(list(item.exercise.fields))
+                cells.append(kit.code_cell(_truth_cell(item.exercise.id, item.expression, plain)))
                 for _, answers in asked[item.exercise.id]:
                     cells.append(kit.code_cell(_notebook_cell(item.exercise, answers)))
                     cells.append(kit.code_cell(judge_cell_source(item.exercise.id, answers)))
     env = {
         NOTEBOOK_ENV: str(tmp_path / "notebook.jsonl"),
         VERDICTS_ENV: str(tmp_path / "check.jsonl"),
+        TRUTHS_ENV: str(tmp_path / "truths.pickle"),
     }
     if os.environ.get("LLMFS_CACHE_DIR"):
         env["LLMFS_CACHE_DIR"] = os.environ["LLMFS_CACHE_DIR"]
@@ -107,6 +151,12 @@ def test_the_notebook_llmfs_check_and_llmfs_grade_give_one_verdict(
         {**solution, "cells": cells}, Limits(cell_timeout=600.0, total_timeout=1800.0), env=env
     )
     assert run.status == "ok", run.describe()
+    # The grader's truths are the running solution's outcomes.
+    running = _pickled(tmp_path / "truths.pickle")
+    truths = key.truths()
+    assert sorted(running) == sorted(truths) == sorted(asked)
+    for exercise_id, truth in truths.items():
+        assert repr(truth) == repr(running[exercise_id]), exercise_id
     by_notebook = [Verdict.from_json(line) for line in _lines(tmp_path / "notebook.jsonl")]
     # The implement checks of the solution write their verdicts to the same file: left out.
     by_check = [

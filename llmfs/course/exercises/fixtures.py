@@ -15,9 +15,10 @@ learner's notebook changes no verdict. A fixture cell defines names and may prin
 discarded); it must not depend on an exercise the learner writes.
 
 The notebook's ``check``, ``llmfs check`` (:func:`~llmfs.course.exercises.record.judge_record`)
-and the tests all evaluate through :func:`exercise_outcome` (or :func:`fixture_namespace`). The
-answer key ``llmfs grade`` uses is the solution's literals, which the course's tests hold equal
-to the fixture's truth.
+and the tests all evaluate through :func:`exercise_outcome` (or :func:`fixture_namespace`).
+``llmfs grade`` judges against the same outcomes, evaluated from the solution's fixture cells
+(:mod:`llmfs.course.grading.truths`), and the course's tests hold the solution's literals right
+against them.
 
 A course whose chapter notebook has no ``fixture`` cell (a throwaway course in a test) has no
 fixtures: :func:`fixture_sources` returns ``None`` and the caller's namespace is used.
@@ -107,7 +108,16 @@ def fixture_sources(exercise_id: str, manifest: Any = None) -> tuple[str, ...] |
         path, _ = _notebook_of(exercise_id, manifest)
     except FixtureError:
         return None
-    cells = _cells(path)
+    return notebook_fixture_sources(path, exercise_id)
+
+
+def notebook_fixture_sources(path: Path, exercise_id: str) -> tuple[str, ...] | None:
+    """The sources of the fixture cells above ``exercise_id``'s cell in the notebook at
+    ``path``, in order; ``None`` when the notebook has no fixture cell or no cell tagged for
+    the exercise. The student notebook and its solution give the same sources (the build
+    copies fixture cells unchanged and in order). Raises :class:`FixtureError` for an
+    unreadable notebook."""
+    cells = _cells(Path(path))
     position = cells.exercises.get(exercise_id)
     if not cells.fixtures or position is None:
         return None
@@ -145,6 +155,13 @@ def fixture_namespace(exercise_id: str, manifest: Any = None) -> dict[str, Any] 
     sources = fixture_sources(exercise_id, manifest)
     if sources is None:
         return None
+    return namespace_of(exercise_id, sources)
+
+
+def namespace_of(exercise_id: str, sources: tuple[str, ...]) -> dict[str, Any]:
+    """A fresh namespace holding what ``sources`` (an exercise's fixture cells, in order)
+    define, their output discarded. Raises :class:`FixtureError` naming the cell and the error
+    when one fails."""
     # Only what the cells define, as in the notebook: the tensor library's names (``sum``,
     # ``max``...) are added for the expression by ``run``, never under the cells' functions.
     namespace: dict[str, Any] = {"__name__": "__llmfs_fixture__"}
@@ -186,4 +203,6 @@ __all__ = [
     "exercise_outcome",
     "fixture_namespace",
     "fixture_sources",
+    "namespace_of",
+    "notebook_fixture_sources",
 ]

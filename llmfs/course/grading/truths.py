@@ -1,20 +1,28 @@
 """The truth of every predict exercise, as the notebook's check sees it: the :class:`Outcome` of
-the exercise's expression run right after its cell of the SOLUTION notebook.
+the exercise's expression evaluated where the check evaluates it.
 
 The notebook's ``check`` and ``llmfs check`` judge a prediction against the outcome of the
-exercise's expression in the notebook's names at the exercise's place; the grader must judge
-against the same outcome, not against the solution's literals, or it would read an answer by
-other rules (an error named by its beginning, a base class of the raised error, values flattened,
-a scalar as a one-value list, "yes" for True) and name fewer mistakes (the general detectors read
-the outcome's view and request). So :func:`solution_truths` runs the solution's code cells, in a
-child process (the solutions draw widgets, which the grader never loads), up to its last predict
-exercise, runs each predict exercise's expression right after the exercise's cell, and sends the
-outcomes back pickled: they hold only the tensor library's values and plain data.
+exercise's expression in its **fixture** (the chapter's cells tagged ``fixture`` above the
+exercise's cell, run in a fresh namespace: :mod:`llmfs.course.exercises.fixtures`); the grader
+must judge against the same outcome, not against the solution's literals, or it would read an
+answer by other rules (an error named by its beginning, a base class of the raised error, values
+flattened, a scalar as a one-value list, "yes" for True) and name fewer mistakes (the general
+detectors read the outcome's view and request). So :func:`solution_truths` evaluates each
+predict exercise's expression in the fixture built from the SOLUTION notebook's fixture cells
+(the build copies them unchanged into the student notebook, so they are the check's). A course
+whose solution has no fixture cell has no fixtures, and its check reads the notebook's own names:
+there the solution's code cells run in one namespace up to its last predict exercise, each
+exercise's expression evaluated right after its cell. Either way the work is done in a child
+process (fixtures and solutions may draw widgets, which the grader never loads), and the
+outcomes come back pickled: they hold only the tensor library's values and plain data.
 
 The solutions are the instructor's own trusted code; the learner's code never runs here. The
-outcomes are computed once per solution file and process (and kept in ``$LLMFS_CACHE_DIR/truths``
-or ``~/.cache/llmfs/truths``, keyed by the solution's bytes, the expressions and the library's
-source), because a chapter that trains a model takes minutes to reach its last exercise.
+outcomes are computed once per solution file and process, and kept in ``$LLMFS_CACHE_DIR/truths``
+or ``~/.cache/llmfs/truths`` keyed by the solution's bytes, the expressions and the library's
+source (so an edited solution or library computes them again). Processes sharing the cache
+(a class graded in parallel, a test suite's workers) compute an entry once: the first takes the
+entry's lock and the others wait for its result; an entry is written whole (to a temporary name,
+then renamed) or not at all.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +72,10 @@ _JUDGING = (
 )
 
 
+#: This module: it decides how outcomes are computed, so it is part of the digest.
+_THIS = "course/grading/truths.py"
+
+
 def _library_digest() -> str:
     # The outcomes depend on the library that computed them: a change of its source makes a
     # new cache entry.
@@ -71,7 +83,7 @@ def _library_digest() -> str:
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
         name = path.relative_to(root).as_posix()
-        if name.startswith(_JUDGING):
+        if name.startswith(_JUDGING) and name != _THIS:
             continue
         digest.update(name.encode())
         digest.update(path.read_bytes())
@@ -104,19 +116,53 @@ def solution_truths(solution: Path, exercises: Sequence[tuple[str, str, bool]]) 
         if key in _MEMORY:
             return _MEMORY[key]
         cached = _cache_folder() / f"{key}.pickle"
-        found: dict[str, Any] | None = None
-        if cached.is_file():
-            with contextlib.suppress(Exception):  # a damaged cache entry is computed again
-                found = _unpickle(cached.read_bytes())
+        found = _read_cached(cached)
         if found is None:
-            found = _compute(Path(solution), request)
-            with contextlib.suppress(OSError):
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                partial = cached.with_suffix(f".{os.getpid()}.part")
-                partial.write_bytes(pickle.dumps(_pickled(found)))
-                partial.replace(cached)
+            with _entry_lock(cached):
+                # Another process may have computed the entry while this one waited.
+                found = _read_cached(cached)
+                if found is None:
+                    found = _compute(Path(solution), request)
+                    with contextlib.suppress(OSError):
+                        cached.parent.mkdir(parents=True, exist_ok=True)
+                        partial = cached.with_suffix(f".{os.getpid()}.part")
+                        partial.write_bytes(pickle.dumps(_pickled(found)))
+                        partial.replace(cached)
         _MEMORY[key] = found
         return found
+
+
+def _read_cached(cached: Path) -> dict[str, Any] | None:
+    """The outcomes stored at ``cached``; ``None`` when there are none or they are damaged
+    (then they are computed again)."""
+    if not cached.is_file():
+        return None
+    with contextlib.suppress(Exception):
+        return _unpickle(cached.read_bytes())
+    return None
+
+
+@contextlib.contextmanager
+def _entry_lock(cached: Path) -> Iterator[None]:
+    """Holds an exclusive lock on the cache entry ``cached`` (a ``.lock`` file beside it, locked
+    with ``flock``, which the system releases when the process ends however it ends), so that
+    processes sharing the cache compute an entry once. Without ``fcntl`` or a writable cache
+    folder there is no lock: each process computes for itself, which is slower but gives the
+    same outcomes."""
+    handle = None
+    try:
+        import fcntl
+
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(cached.with_suffix(".lock"), "a+b")  # held across the yield
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    except (ImportError, OSError):
+        pass
+    try:
+        yield
+    finally:
+        if handle is not None:
+            handle.close()  # closing the file releases its lock
 
 
 def _pickled(found: dict[str, Any]) -> dict[str, Any]:
@@ -160,8 +206,9 @@ def _compute(solution: Path, request: str) -> dict[str, Any]:
 
 
 def _run_solution(solution: str, exercises: list[list[Any]]) -> dict[str, Any]:
-    """In the child: executes the solution's code cells in one namespace and, right after each
-    listed exercise's cell, runs its expression there."""
+    """In the child: the outcome of each listed exercise's expression, evaluated in its
+    fixture when the solution has fixture cells (:func:`_from_fixtures`), else right after its
+    cell of the solution, whose code cells run in one namespace."""
     from llmfs.course.exercises.run import run
     from llmfs.course.grading import extract
 
@@ -173,6 +220,9 @@ def _run_solution(solution: str, exercises: list[list[Any]]) -> dict[str, Any]:
         if not positions:
             raise CourseError(f"{solution}: no cell is tagged exercise:{item[0]}")
         after.setdefault(positions[0], []).append(item)
+    from_fixtures = _from_fixtures(Path(solution), exercises)
+    if from_fixtures is not None:
+        return from_fixtures
     last = max(after)
     namespace: dict[str, Any] = {"__name__": "__main__"}
     found: dict[str, Any] = {}
@@ -189,6 +239,29 @@ def _run_solution(solution: str, exercises: list[list[Any]]) -> dict[str, Any]:
                 found[exercise_id] = _picklable(outcome)
             except Exception as error:  # reported for this exercise; the others go on
                 found[exercise_id] = f"{type(error).__name__}: {error}"
+    return found
+
+
+def _from_fixtures(solution: Path, exercises: list[list[Any]]) -> dict[str, Any] | None:
+    """In the child: each exercise's outcome evaluated as the notebook's check evaluates it,
+    in a fresh namespace built by the solution's fixture cells above the exercise's cell;
+    ``None`` when the solution has no fixture cell (the course defines no fixtures). A fixture
+    cell that fails is the course's error (:class:`~llmfs.course.exercises.fixtures.FixtureError`,
+    a :class:`CourseError`); an expression that fails is reported for its exercise."""
+    from llmfs.course.exercises.fixtures import namespace_of, notebook_fixture_sources
+    from llmfs.course.exercises.run import run
+
+    found: dict[str, Any] = {}
+    for exercise_id, expression, plain in exercises:
+        sources = notebook_fixture_sources(solution, exercise_id)
+        if sources is None:
+            return None
+        namespace = namespace_of(exercise_id, sources)
+        try:
+            outcome = run(expression, namespace, plain=bool(plain))
+            found[exercise_id] = _picklable(outcome)
+        except Exception as error:  # reported for this exercise; the others go on
+            found[exercise_id] = f"{type(error).__name__}: {error}"
     return found
 
 
