@@ -395,10 +395,12 @@ def widgets_loaded_by(root: Path, module: str) -> list[str]:
 
 
 def judging_entry_points() -> list[str]:
-    """What a verdict runs through: the grader (``llmfs grade``), the sandbox worker it starts,
-    and every exercise check (``llmfs check``, the notebooks' checks)."""
-    checks = sorted(m for m in all_modules() if m.startswith("llmfs.course.exercise_checks."))
-    return ["llmfs.course.grading.grade", "llmfs.course.grading.worker", *checks]
+    """What a verdict runs through: the grader (``llmfs grade``: grading, scoring, the self-check
+    of the solutions and their truths), the sandbox worker it starts, the verdict module, and
+    every module of the exercise checks (``llmfs check``, the notebooks' checks)."""
+    checks = sorted(m for m in all_modules() if m.startswith("llmfs.course.exercise_checks"))
+    grader = [f"llmfs.course.grading.{m}" for m in ("grade", "score", "selfcheck", "truths")]
+    return [*grader, "llmfs.course.grading.worker", "llmfs.course.exercises.verdict", *checks]
 
 
 def test_judging_loads_no_widget_module() -> None:
