@@ -9,6 +9,7 @@ same schedule, same points logged.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
@@ -256,6 +257,51 @@ def openblas_core() -> str | None:
     return None
 
 
+def _openblas() -> ctypes.CDLL | None:
+    # The OpenBLAS library NumPy loaded (Linux: read from /proc/self/maps), or None.
+    try:
+        maps = Path("/proc/self/maps").read_text().split()
+        return ctypes.CDLL(next(m for m in maps if "openblas" in m and m.endswith(".so")))
+    except (OSError, StopIteration):
+        return None
+
+
+@contextlib.contextmanager
+def blas_threads(count: int) -> Iterator[None]:
+    """Runs the block with NumPy's OpenBLAS limited to ``count`` threads, then restores the
+    count it had. For the small models' matrix products a second thread costs more than it
+    saves (and spins while it waits, which a busy machine pays for in seconds); the products'
+    values do not change (OpenBLAS splits the rows and columns of a product among its threads,
+    not the sum). Does nothing where NumPy's BLAS is not an OpenBLAS this can reach (another
+    BLAS, or no ``/proc/self/maps``, as on macOS). Raises ``ValueError`` for a count below 1."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"blas_threads needs a count of at least 1, got {count!r}")
+    lib = _openblas()
+    names = (
+        ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+        ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+        ("openblas_get_num_threads", "openblas_set_num_threads"),
+    )
+    found = next(
+        (
+            (getattr(lib, g), getattr(lib, s))
+            for g, s in names
+            if hasattr(lib, g) and hasattr(lib, s)
+        ),
+        None,
+    )
+    if found is None:
+        yield
+        return
+    get, put = found
+    before = int(get())
+    put(count)
+    try:
+        yield
+    finally:
+        put(before)
+
+
 __all__ = [
     "ProgressBar",
     "RunLog",
@@ -264,6 +310,7 @@ __all__ = [
     "answer_weights",
     "batches",
     "blas_environment",
+    "blas_threads",
     "decays",
     "learning_rate",
     "openblas_core",

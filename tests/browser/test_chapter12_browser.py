@@ -47,9 +47,9 @@ kernel void group_sum(device const float* x [[buffer(0)]],
 """'''
 # The right sum given for what the kernel without its loop barrier writes.
 Q1 = """q1 = predict(
-    "missing_barrier(list(range(1, 17)))",
+    "missing_barrier(list(range(1, 129)))",
     exercise_id="ch12.q1",
-    grid_order=136,  # PREDICTION
+    grid_order=8256,  # PREDICTION
     same_in_every_order=False,  # PREDICTION
 )"""
 _SCROLL_TO = """async (index) => {
@@ -101,7 +101,7 @@ def test_a_racy_tree_sum_and_a_wrong_prediction_are_named_in_the_browser(
     q1.get_by_text("ch12.q1: 1 of 2 fields right").wait_for(timeout=30_000)
     text = q1.inner_text()
     assert "the first thread to run reads its partners' slots" in text
-    assert "grid_order: 20" not in text  # the answer is not shown before it is given
+    assert "grid_order: 135" not in text  # the answer is not shown before it is given
     # Readable at 900 px: no report runs off to the right of its output area.
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 900
     for locator, name in ((tree, "ch12_tree_sum_race"), (q1, "ch12_q1_mistake")):

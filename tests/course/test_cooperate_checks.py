@@ -190,6 +190,11 @@ def test_the_prediction_helpers_measure_what_the_chapter_says() -> None:
         assert reads == {"naive": 2 * n, "tiled": 2 * -(-n // tile)}
     barrier = missing_barrier([float(v) for v in range(1, 9)])
     assert barrier["grid_order"] == 1 + 5 + 3 + 2 and not barrier["same_in_every_order"]
+    # The chapter's group of 128 threads (four 32-lane SIMD-groups): in grid order thread 0 adds
+    # the stored values of slots 64, 32, ..., 1, and the shuffled orders disagree.
+    barrier = missing_barrier([float(v) for v in range(1, 129)])
+    assert barrier["grid_order"] == 1 + sum(1 + 2**k for k in range(7))
+    assert not barrier["same_in_every_order"] and len(set(barrier["totals"])) > 1
     for rows, cols in ((13, 10), (8, 8), (1, 17)):
         grid = tiled_grid(rows, cols)
         census = thread_census(rows, cols)

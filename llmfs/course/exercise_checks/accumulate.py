@@ -14,11 +14,16 @@ gradient accumulation over parts of a batch.
   the parts' means unscaled, or scaling by the count of parts instead of their weights fails.
 
 It also holds the warm-up experiment of q3 (:func:`early_losses`), so that the notebook and the
-test that holds its answer over five seeds run the same code.
+test that holds its answer over five seeds run the same code, and the short runs of the knob
+questions (:func:`short_training_run`). Both remember their runs for the process: a predict
+check evaluates its expression in a fresh fixture, and without them every check would repeat
+runs that the notebook's cells (with a progress bar) have just made.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import random
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +41,7 @@ from llmfs.course.exercise_checks.training import (
     cross_entropy_reference,
 )
 from llmfs.gpt import train as numpy_train
+from llmfs.gpt.experiment import blas_threads
 from llmfs.gpt.model import GPTConfig, init_params
 from llmfs.tensor import Tensor, TensorView
 
@@ -299,13 +305,56 @@ EARLY_BASELINE: dict[str, float] = {
 }
 
 
+#: Runs already made in this process, by what determines them (the runs are deterministic, so a
+#: check's fixture and the notebook's cells share one run instead of repeating it).
+_EARLY: dict[tuple[Any, ...], float] = {}
+_RUNS: dict[tuple[GPTConfig, Any], Any] = {}
+
+
+def _digest(data: np.ndarray) -> tuple[Any, ...]:
+    array = np.ascontiguousarray(data)
+    return (array.shape, array.dtype.str, hashlib.sha256(array.tobytes()).hexdigest())
+
+
 def early_losses(
     data: np.ndarray, seed: int, warmup_steps: int, lr: float = 0.1, steps: int = 6
 ) -> float:
     """The NumPy trainer's first ``steps`` steps on :data:`EARLY_CONFIG` (its batches and its
     schedule of :data:`EARLY_BASELINE`, with ``warmup_steps`` and ``lr``): the mean loss of the
     steps after the first update (the first loss is the initial weights', the same for both
-    settings)."""
+    settings). Computed once per process for each set of arguments (keyed by the data's
+    contents, not its identity)."""
+    key = (_digest(data), int(seed), int(warmup_steps), float(lr), int(steps))
+    if key not in _EARLY:
+        with blas_threads(1):  # small products: a second BLAS thread only waits
+            _EARLY[key] = _early_losses(data, seed, warmup_steps, lr, steps)
+    return _EARLY[key]
+
+
+def short_training_run(config: GPTConfig, cfg: Any) -> Any:
+    """``llmfs.gpt.train.train(config, cfg)`` on the training half of the course's split (with
+    one held-out problem, as the runs do not evaluate), made once per process for each
+    ``(config, cfg)``, both frozen values: chapter 10's knob questions and the cells that show
+    their runs read the same run. Returns a copy (a new :class:`TrainResult` whose parameter
+    arrays and losses are copies), so a caller that changes it changes no later answer."""
+    from llmfs.gpt import task
+
+    key = (config, cfg)
+    if key not in _RUNS:
+        split = task.split()
+        with blas_threads(1):
+            _RUNS[key] = numpy_train.train(config, cfg, split.train, split.held_out[:1])
+    run = _RUNS[key]
+    return dataclasses.replace(
+        run,
+        params={name: value.copy() for name, value in run.params.items()},
+        losses=list(run.losses),
+        curve=list(run.curve),
+        accuracy_curve=list(run.accuracy_curve),
+    )
+
+
+def _early_losses(data: np.ndarray, seed: int, warmup_steps: int, lr: float, steps: int) -> float:
     cfg = numpy_train.TrainConfig(
         seed=seed,
         steps=int(EARLY_BASELINE["steps"]),
@@ -356,6 +405,7 @@ __all__ = [
     "early_losses",
     "library_ce_grad",
     "linear_loss",
+    "short_training_run",
     "warmup_verdict",
     "whole_batch_grads",
 ]
