@@ -550,7 +550,8 @@ def _matmul(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
 
 def _take(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     """An embedding lookup's gradient: each row of ``g`` is added into the table row its id
-    chose; a repeated id collects the sum of its rows (an unbuffered scatter-add)."""
+    chose; a repeated id collects the sum of its rows (the backend's ``index_add``, an
+    unbuffered scatter-add)."""
     table, ids = ctx.arg(0), ctx.arg(1)
     if not needs_grad(table):
         return []
@@ -558,7 +559,7 @@ def _take(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     chosen = ctx.values(ids, "its ids").to_numpy().reshape(-1)
     grad = np.zeros(table.shape, dtype=g.dtype)
     rows = grad_array(g).reshape((*table.shape[:axis], chosen.size, *table.shape[axis + 1 :]))
-    np.add.at(grad, (slice(None),) * axis + (chosen,), rows)
+    get_backend().index_add(grad, axis, chosen.astype(np.int64, copy=False), rows)
     return [(table, Tensor._adopt(grad.reshape(-1), table.shape))]
 
 
