@@ -96,6 +96,13 @@ EXACT_INT = 1 << 53
 #: Plans by key; ``False`` marks a key that is never planned (the full path runs every time).
 PLANS: dict[tuple[object, ...], Any] = {}
 
+#: The plan each binary op and the matrix product used last, with the very objects its key was
+#: made of (shapes, dtypes; for matmul the two layouts): a call whose operands bring the same
+#: objects (the same tensors again, or results of one plan, which share their layout) takes
+#: that plan without building and hashing its key. Identical objects have equal keys, and the
+#: entry holds them, so none of them can be freed and its id reused while it is here.
+LAST: dict[str, tuple[Any, ...]] = {}
+
 #: Byte strides of the NumPy arrays the backend reads a layout through, by (shape, strides,
 #: itemsize): the same numbers :func:`~llmfs.tensor.strided.numpy_view` computes.
 _BYTE_STRIDES: dict[tuple[object, ...], tuple[int, ...]] = {}
@@ -135,6 +142,7 @@ def row_major_layout(shape: tuple[int, ...]) -> Layout:
 def clear() -> None:
     """Forgets every plan (they are made again on the next calls)."""
     PLANS.clear()
+    LAST.clear()
     _BYTE_STRIDES.clear()
     ROW_MAJOR.clear()
 
@@ -144,6 +152,7 @@ def remember(key: tuple[object, ...], plan: object) -> None:
     again when it is full."""
     if len(PLANS) >= MAX_PLANS:
         PLANS.clear()
+        LAST.clear()
     PLANS[key] = plan
 
 
@@ -392,11 +401,23 @@ def binary(op: str, a: object, b: object) -> Tensor | None:
         second = elementwise_operand(b)
     if first is None or second is None or (first[3] is None and second[3] is None):
         return None
-    plan = PLANS.get((op, first[0], first[1], second[0], second[1]))
-    if plan is None:
-        result = ops._binary_checked(op, a, b, None)  # every check; its errors are the op's
-        remember((op, first[0], first[1], second[0], second[1]), _binary_plan(op, a, b, result))
-        return result
+    last = LAST.get(op)
+    if (
+        last is not None
+        and last[0] is first[0]
+        and last[1] is first[1]
+        and last[2] is second[0]
+        and last[3] is second[1]
+    ):
+        plan = last[4]
+    else:
+        key = (op, first[0], first[1], second[0], second[1])
+        plan = PLANS.get(key)
+        if plan is None:
+            result = ops._binary_checked(op, a, b, None)  # every check; its errors are the op's
+            remember(key, _binary_plan(op, a, b, result))
+            return result
+        LAST[op] = (first[0], first[1], second[0], second[1], plan)
     if plan is False:
         return None
     ufunc, out_dtype, options, shape, layout, left_dtype, right_dtype = plan
@@ -555,12 +576,23 @@ def matmul(a: Any, b: Any) -> Tensor | None:
         if first is not None and second is not None:
             la, lb = a._layout, b._layout
             dtype_a, dtype_b = first._storage.dtype, second._storage.dtype
-            key = ("matmul", la.shape, la.strides, lb.shape, lb.strides, dtype_a, dtype_b)
-            plan = PLANS.get(key)
-            if plan is None:
-                result = ops._matmul_checked(a, b, None)  # every check; its errors are matmul's
-                remember(key, _matmul_plan(a, b, result))
-                return result
+            last = LAST.get("matmul")
+            if (
+                last is not None
+                and last[0] is la
+                and last[1] is lb
+                and last[2] is dtype_a
+                and last[3] is dtype_b
+            ):
+                plan = last[4]
+            else:
+                key = ("matmul", la.shape, la.strides, lb.shape, lb.strides, dtype_a, dtype_b)
+                plan = PLANS.get(key)
+                if plan is None:
+                    result = ops._matmul_checked(a, b, None)  # every check; matmul's errors
+                    remember(key, _matmul_plan(a, b, result))
+                    return result
+                LAST["matmul"] = (la, lb, dtype_a, dtype_b, plan)
             if plan is not False:
                 shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep = plan
                 version_a, version_b = first._version, second._version

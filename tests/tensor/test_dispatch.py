@@ -487,3 +487,31 @@ def test_planned_results_are_row_major_whatever_order_their_operands_are_read_in
             assert storage.ndim == 1 and storage.flags.c_contiguous and storage.size == result.size
             np.testing.assert_allclose(result.to_numpy(), want, rtol=1e-6)
             assert result.to_numpy().shape == np.shape(want)
+
+
+def test_calls_alternating_between_plans_each_take_their_own() -> None:
+    # The last plan of an op is taken again only for the very same key objects: calls that
+    # alternate between operands of one shape but other strides, dtypes or number kinds each
+    # get the result of their own plan.
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((4, 4))
+    square = Tensor.from_numpy(values)
+    transposed = Tensor.from_numpy(np.ascontiguousarray(values.T)).view().T  # same values
+    single = Tensor.from_numpy(values.astype(np.float32))
+    other = Tensor.from_numpy(rng.standard_normal((4, 4)))
+    cases: list[tuple[Callable[[], Tensor], np.ndarray]] = [
+        (lambda: lt.matmul(square, other), values @ other.to_numpy()),
+        (lambda: lt.matmul(transposed, other), values @ other.to_numpy()),
+        (lambda: lt.matmul(other, transposed), other.to_numpy() @ values),
+        (lambda: lt.add(square, other), values + other.to_numpy()),
+        (lambda: lt.add(single, 1), values.astype(np.float32) + np.float32(1)),
+        (lambda: lt.add(single, 0.5), values.astype(np.float32) + np.float32(0.5)),
+        (lambda: lt.add(transposed, other), values + other.to_numpy()),
+    ]
+    for _ in range(3):
+        for call, expected in cases:
+            result = call()
+            assert result.dtype == expected.dtype
+            np.testing.assert_allclose(result.to_numpy(), expected, rtol=1e-6)
+    dispatch.clear()
+    assert dispatch.LAST == {} and dispatch.PLANS == {}
