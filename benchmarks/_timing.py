@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 
 def median_seconds(fn: Callable[[], object], *, repeat: int = 7, warmup: int = 1) -> float:
@@ -39,6 +39,23 @@ def paired_medians(
             fn()
             samples.append(time.perf_counter() - start)
     return statistics.median(ours_samples), statistics.median(peer_samples)
+
+
+def alternating_medians(
+    fns: Sequence[Callable[[], object]], *, repeat: int = 9, warmup: int = 1
+) -> list[float]:
+    """Median times of several functions measured in turn (one run of each per round), so
+    that load changes on a shared machine hit every side alike."""
+    for _ in range(warmup):
+        for fn in fns:
+            fn()
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, out in zip(fns, samples):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return [statistics.median(s) for s in samples]
 
 
 def header(title: str, *, columns: bool = True) -> None:

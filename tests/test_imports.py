@@ -67,8 +67,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("backends", ("llmfs.tensor.backends",)),
-    ("ops", ("llmfs.tensor.ops", "llmfs.tensor.writes", "llmfs.tensor.functional")),
-    ("einsum and autograd", ("llmfs.tensor.einsum", "llmfs.tensor.autograd")),
+    ("ops", ("llmfs.tensor.ops", "llmfs.tensor.writes")),
+    (
+        "einsum and autograd",
+        ("llmfs.tensor.einsum", "llmfs.tensor.autograd", "llmfs.tensor.functional"),
+    ),
     ("speed", ("llmfs.tensor.dispatch", "llmfs.tensor.derived")),
     ("tensor facade", ("llmfs.tensor",)),
     ("gpt", ("llmfs.gpt",)),

@@ -44,12 +44,15 @@ Invariants of the tape
    be written (an optimizer step) when no rule needs its old values.
 6. **Backward records nothing.** The rules run under ``no_grad()``, with the ops of
    :mod:`llmfs.tensor.ops` (so on the active backend) and einsums for einsum.
+
+The rules of ops built in the layers above (the fused layers of :mod:`llmfs.tensor.functional`,
+einsum) are stated next to their forward pass and join :data:`RULES` through
+:func:`register_rule`.
 """
 
 from __future__ import annotations
 
 import math
-import string
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -59,8 +62,6 @@ import numpy as np
 from llmfs.tensor import above, ops
 from llmfs.tensor.backends import get_backend
 from llmfs.tensor.dtypes import is_number
-from llmfs.tensor.einsum.labels import bind
-from llmfs.tensor.einsum.parse import parse_expression
 from llmfs.tensor.errors import (
     DTypeError,
     GradcheckError,
@@ -71,9 +72,8 @@ from llmfs.tensor.errors import (
     SavedTensorModifiedError,
     TensorError,
 )
-from llmfs.tensor.functional import GELU_C, GELU_CUBIC, normalized_axes
 from llmfs.tensor.layout import Layout, normalize_axes
-from llmfs.tensor.strided import numpy_view, writable_view
+from llmfs.tensor.strided import numpy_view
 from llmfs.tensor.tape import Node, is_grad_enabled, no_grad
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView, ViewMethods
@@ -153,11 +153,13 @@ class Context:
         return item
 
 
-def _needs(item: object) -> bool:
+def needs_grad(item: object) -> bool:
+    """Whether a rule must send a gradient to ``item``: an argument the op read as a view that
+    requires grad (numbers, labels and views of constants get none)."""
     return isinstance(item, TensorView) and item._requires_grad
 
 
-def _grad_array(grad: Grad) -> np.ndarray:
+def grad_array(grad: Grad) -> np.ndarray:
     """A rule's gradient as an array of its shape (no copy; a broadcast view stays one)."""
     if isinstance(grad, Tensor):
         return grad._storage.reshape(grad.shape)
@@ -235,7 +237,7 @@ def backward(root: ViewMethods, gradient: object = None) -> None:
                 target = view._owner
                 if not target._requires_grad:
                     continue
-                _add_gradient(buffers, _grad_array(input_grad), target, view._layout)
+                _add_gradient(buffers, grad_array(input_grad), target, view._layout)
 
 
 def _add_gradient(
@@ -304,10 +306,10 @@ def _binary_rule(
 
     def rule(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
         a, b = ctx.arg(0), ctx.arg(1)
-        grads = local(ctx, g, a if _needs(a) else None, b if _needs(b) else None)
+        grads = local(ctx, g, a if needs_grad(a) else None, b if needs_grad(b) else None)
         out = []
         for operand, grad in zip((a, b), grads):
-            if grad is not None and _needs(operand):
+            if grad is not None and needs_grad(operand):
                 out.append((operand, unbroadcast(grad, operand.shape)))
         return out
 
@@ -373,7 +375,7 @@ def _extreme(pick: str) -> Callable[[Context, Tensor, Any, Any], tuple[Grad | No
 def _unary_rule(local: Callable[[Context, Tensor, TensorView], Grad]) -> Rule:
     def rule(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
         x = ctx.arg(0)
-        return [(x, local(ctx, g, x))] if _needs(x) else []
+        return [(x, local(ctx, g, x))] if needs_grad(x) else []
 
     return rule
 
@@ -408,7 +410,7 @@ UNARY: dict[str, Callable[[Context, Tensor, TensorView], Grad]] = {
 
 def _scale(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     x, alpha = ctx.arg(0), ctx.arg(1, "alpha")
-    return [(x, ops.mul(g, alpha))] if _needs(x) else []
+    return [(x, ops.mul(g, alpha))] if needs_grad(x) else []
 
 
 def _not_differentiable(reason: str) -> Rule:
@@ -419,7 +421,7 @@ def _not_differentiable(reason: str) -> Rule:
 
 
 # --------------------------------------------------------------------------------------------
-# Rules: reductions, matmul, einsum, take, where
+# Rules: reductions, matmul, take, where
 # --------------------------------------------------------------------------------------------
 
 
@@ -451,7 +453,7 @@ def _reduction_backward(
         share = ops.div(g, ops.sum(hits, axis=tuple(axes), keepdims=True))
         return ops.mul(hits, share)
     if op == "prod":
-        others = _products_of_the_others(_grad_array(ctx.values(x, "its operand")), axes)
+        others = _products_of_the_others(grad_array(ctx.values(x, "its operand")), axes)
         return ops.mul(g, Tensor._adopt(others.reshape(-1), x.shape))
     raise NotDifferentiableError(op, f"no gradient rule for the reduction {op!r}")
 
@@ -480,7 +482,7 @@ def _products_of_the_others(values: np.ndarray, axes: Sequence[int]) -> np.ndarr
 def _reduction_rule(op: str) -> Rule:
     def rule(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
         x = ctx.arg(0)
-        if not _needs(x):
+        if not needs_grad(x):
             return []
         axes = _reduced_axes(ctx, x)
         return [
@@ -499,7 +501,7 @@ def _reduce(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     """``reduce(x, modes_in, modes_out, op)``: the result's axes follow ``modes_out``; put
     them back in input order with size-1 reduced axes, then the reduction's rule."""
     x = ctx.arg(0)
-    if not _needs(x):
+    if not needs_grad(x):
         return []
     inputs, outputs = tuple(ctx.arg(1, "modes_in")), tuple(ctx.arg(2, "modes_out"))
     op = str(ctx.arg(3, "op", "sum")).lower()
@@ -524,12 +526,12 @@ def _matmul(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     batch = tuple(g.shape[: len(g.shape) - (a.rank > 1) - (b.rank > 1)])
     g2 = g.reshape((*batch, left.shape[-2], right.shape[-1]))
     out: list[tuple[TensorView, Grad]] = []
-    if _needs(a):
+    if needs_grad(a):
         r = right.rank
         values = ctx.values(right, "its right operand")
         ga = unbroadcast(ops.matmul(g2, values.transpose(r - 1, r - 2)), left.shape)
         out.append((a, ga.reshape(a.shape)))
-    if _needs(b):
+    if needs_grad(b):
         values = ctx.values(left, "its left operand")
         gb: Grad | None = None
         if right.rank == 2 and len(batch) > 0 and values.size and g2.size:
@@ -546,154 +548,31 @@ def _matmul(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     return out
 
 
-def _einsum(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
-    """Each operand's gradient is an einsum of the result's gradient with the other operands,
-    producing that operand's labels: a label the operand alone has (summed away in the forward
-    pass, or broadcast from size 1) comes out of the einsum summed and is expanded back; a label
-    repeated in its term (a diagonal) is written onto that diagonal of a zero gradient."""
-    expression = ctx.arg(0)
-    operands = ctx.node.args[1:]
-    if len(operands) == 1 and isinstance(operands[0], tuple):
-        operands = operands[0]
-    shapes = tuple(() if is_number(v) else tuple(v.shape) for v in operands)
-    binding = bind(parse_expression(expression), shapes)
-    names: dict[str, str] = {}
-    for key in (*binding.output, *(k for keys in binding.keys for k in keys)):
-        names.setdefault(key, string.ascii_letters[len(names)])
-
-    def term(keys: Sequence[str]) -> str:
-        return "".join(names[k] for k in keys)
-
-    out: list[tuple[TensorView, Grad]] = []
-    for i, operand in enumerate(operands):
-        if not _needs(operand):
-            continue
-        keys = binding.keys[i]
-        sizes = dict(zip(keys, operand.shape))
-        unique = list(dict.fromkeys(keys))
-        elsewhere = set(binding.output).union(
-            *(binding.keys[j] for j in range(len(operands)) if j != i)
-        )
-        made = [
-            k for k in unique if k in elsewhere and not (sizes[k] == 1 and binding.extents[k] > 1)
-        ]
-        others = [ctx.values(v, f"its operand {j}") for j, v in enumerate(operands) if j != i]
-        other_terms = [term(binding.keys[j]) for j in range(len(operands)) if j != i]
-        spec = ",".join([term(binding.output), *other_terms]) + "->" + term(made)
-        grad: Grad = ops.einsum(spec, g, *others)
-        # A made label may come out of size 1 (its only other operand broadcast it): it
-        # expands back to the operand's size, as the missing labels do.
-        produced = dict(zip(made, grad.shape))
-        grad = grad.reshape([produced.get(k, 1) for k in unique])
-        grad = grad.expand([sizes[k] for k in unique])
-        if len(unique) != len(keys):
-            grad = _onto_diagonal(grad, operand.shape, keys, unique, operand.dtype)
-        out.append((operand, grad))
-    return out
-
-
-def _onto_diagonal(
-    grad: Grad, shape: Sequence[int], keys: Sequence[str], unique: Sequence[str], dtype: np.dtype
-) -> Tensor:
-    """A zero gradient of ``shape`` with ``grad`` written on the diagonal that the repeated keys
-    read: the diagonal is a view (its strides sum the repeated axes' strides), so this is the
-    view rule again, with one cell per coordinate."""
-    # ``unique`` lists the keys in order of first appearance, the order in which Layout.diagonal
-    # keeps each group of repeated axes (where its first axis was): the gradient's axes.
-    groups = [[axis for axis, key in enumerate(keys) if key == k] for k in unique]
-    layout = Layout.row_major(tuple(shape)).diagonal(groups)
-    buffer = np.zeros(math.prod(shape), dtype=dtype)
-    if layout.size:
-        writable_view(buffer, layout)[...] = _grad_array(grad)
-    return Tensor._adopt(buffer, tuple(shape))
-
-
 def _take(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     """An embedding lookup's gradient: each row of ``g`` is added into the table row its id
-    chose; a repeated id collects the sum of its rows (an unbuffered scatter-add)."""
+    chose; a repeated id collects the sum of its rows (the backend's ``index_add``, an
+    unbuffered scatter-add)."""
     table, ids = ctx.arg(0), ctx.arg(1)
-    if not _needs(table):
+    if not needs_grad(table):
         return []
     axis = normalize_axes(ctx.arg(2, "axis", 0), table.rank)[0]
     chosen = ctx.values(ids, "its ids").to_numpy().reshape(-1)
     grad = np.zeros(table.shape, dtype=g.dtype)
-    rows = _grad_array(g).reshape((*table.shape[:axis], chosen.size, *table.shape[axis + 1 :]))
-    np.add.at(grad, (slice(None),) * axis + (chosen,), rows)
+    rows = grad_array(g).reshape((*table.shape[:axis], chosen.size, *table.shape[axis + 1 :]))
+    get_backend().index_add(grad, axis, chosen.astype(np.int64, copy=False), rows)
     return [(table, Tensor._adopt(grad.reshape(-1), table.shape))]
 
 
 def _where(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
     cond, a, b = ctx.arg(0), ctx.arg(1), ctx.arg(2)
     out: list[tuple[TensorView, Grad]] = []
-    if _needs(a) or _needs(b):
+    if needs_grad(a) or needs_grad(b):
         chosen = ctx.values(cond, "its condition")
-        if _needs(a):
+        if needs_grad(a):
             out.append((a, unbroadcast(ops.where(chosen, g, 0.0), a.shape)))
-        if _needs(b):
+        if needs_grad(b):
             out.append((b, unbroadcast(ops.where(chosen, 0.0, g), b.shape)))
     return out
-
-
-# --------------------------------------------------------------------------------------------
-# Rules: the fused layers of llmfs.tensor.functional (one op each, an analytic gradient)
-# --------------------------------------------------------------------------------------------
-
-
-def _gelu(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
-    """``d gelu(x)/dx = 0.5 (1 + t) + 0.5 x (1 - t**2) c (1 + 3 * 0.044715 x**2)`` with
-    ``t = tanh(c (x + 0.044715 x**3))``: ``x**2`` and ``t`` are the forward's, kept in the
-    node (``ctx.saved``)."""
-    x = ctx.arg(0)
-    if not _needs(x):
-        return []
-    v = ctx.values(x, "its input")
-    x2, t = ctx.saved
-    curve = ops.mul(ops.mul(ops.mul(0.5, v), ops.sub(1.0, ops.mul(t, t))), GELU_C)
-    slope = ops.add(
-        ops.mul(0.5, ops.add(1.0, t)), ops.mul(curve, ops.add(1.0, ops.mul(3 * GELU_CUBIC, x2)))
-    )
-    return [(x, ops.mul(g, slope))]
-
-
-def _layer_norm(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
-    """With ``xhat = (x - mean) / std`` and ``std = sqrt(var + eps)`` over the normalized axes
-    (the forward's, kept in the node): ``dbias = sum(g)`` and ``dweight = sum(g * xhat)`` over
-    the leading axes, and ``dx = (1 / std) * (d - mean(d) - xhat * mean(d * xhat))`` with
-    ``d = g * weight`` (the mean and the variance both depend on every normalized value)."""
-    x, weight, bias = ctx.arg(0), ctx.arg(2, "weight"), ctx.arg(3, "bias")
-    axes = normalized_axes(x, ctx.arg(1, "normalized_shape"))
-    lead = tuple(range(axes[0]))
-    xhat, std = ctx.saved
-    out: list[tuple[TensorView, Grad]] = []
-    if _needs(x):
-        d = g if weight is None else ops.mul(g, ctx.values(weight, "its weight"))
-        spread = ops.mul(xhat, ops.mean(ops.mul(d, xhat), axis=axes, keepdims=True))
-        inner = ops.sub(ops.sub(d, ops.mean(d, axis=axes, keepdims=True)), spread)
-        out.append((x, ops.mul(ops.div(1.0, std), inner)))
-    if _needs(weight):
-        out.append((weight, ops.sum(ops.mul(g, xhat), axis=lead)))
-    if _needs(bias):
-        out.append((bias, ops.sum(g, axis=lead)))
-    return out
-
-
-def _softmax(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
-    """``y * (g - sum(g * y, axis))`` with ``y`` the result: softmax's Jacobian is
-    ``diag(y) - y y^T`` along ``axis``."""
-    x, axis = ctx.arg(0), ctx.arg(1, "axis", -1)
-    if not _needs(x):
-        return []
-    y = ctx.result
-    return [(x, ops.mul(y, ops.sub(g, ops.sum(ops.mul(g, y), axis=axis, keepdims=True))))]
-
-
-def _log_softmax(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
-    """``g - softmax(x) * sum(g, axis)``, with ``softmax(x) = exp(y)`` from the result ``y``."""
-    x, axis = ctx.arg(0), ctx.arg(1, "axis", -1)
-    if not _needs(x):
-        return []
-    probs = ops.exp(ctx.result)
-    return [(x, ops.sub(g, ops.mul(probs, ops.sum(g, axis=axis, keepdims=True))))]
 
 
 #: Every recorded op's backward rule, by the name it was recorded under (:mod:`llmfs.tensor.tape`).
@@ -716,14 +595,27 @@ RULES: dict[str, Rule] = {
     "min": _reduction_rule("min"),
     "reduce": _reduce,
     "matmul": _matmul,
-    "einsum": _einsum,
     "take": _take,
     "where": _where,
-    "gelu": _gelu,
-    "layer_norm": _layer_norm,
-    "softmax": _softmax,
-    "log_softmax": _log_softmax,
 }
+
+
+def register_rule(name: str, rule: Rule) -> None:
+    """Adds the backward rule of op ``name`` to :data:`RULES`, for an op defined in a layer
+    above this module: the fused layers of :mod:`llmfs.tensor.functional` and einsum
+    (:mod:`llmfs.tensor.einsum.gradient`) state their forward pass and its rule side by side,
+    as PyTorch's ``autograd.Function`` does, and register the rule when they are imported
+    (importing :mod:`llmfs.tensor` imports them, so no recorded op lacks its rule).
+
+    Raises :class:`ValueError` when ``name`` is one of this module's own ops (their rules are
+    stated here, once)."""
+    if name in _OWN_RULES:
+        raise ValueError(f"op {name!r} already has its backward rule in llmfs.tensor.autograd")
+    RULES[name] = rule
+
+
+#: The ops whose rules this module states itself.
+_OWN_RULES = frozenset(RULES)
 
 
 # --------------------------------------------------------------------------------------------

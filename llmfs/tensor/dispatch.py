@@ -96,6 +96,13 @@ EXACT_INT = 1 << 53
 #: Plans by key; ``False`` marks a key that is never planned (the full path runs every time).
 PLANS: dict[tuple[object, ...], Any] = {}
 
+#: The plan each binary op and the matrix product used last, with the very objects its key was
+#: made of (shapes, dtypes; for matmul the two layouts): a call whose operands bring the same
+#: objects (the same tensors again, or results of one plan, which share their layout) takes
+#: that plan without building and hashing its key. Identical objects have equal keys, and the
+#: entry holds them, so none of them can be freed and its id reused while it is here.
+LAST: dict[str, tuple[Any, ...]] = {}
+
 #: Byte strides of the NumPy arrays the backend reads a layout through, by (shape, strides,
 #: itemsize): the same numbers :func:`~llmfs.tensor.strided.numpy_view` computes.
 _BYTE_STRIDES: dict[tuple[object, ...], tuple[int, ...]] = {}
@@ -118,6 +125,9 @@ except (ImportError, AttributeError):  # pragma: no cover - depends on the NumPy
 #: immutable, so every result of one shape may share it).
 ROW_MAJOR: dict[tuple[int, ...], Layout] = {}
 
+#: What a planned elementwise op reads of one operand (:func:`elementwise_operand`).
+Read = tuple[object, object, Any, Tensor | None, int]
+
 
 def row_major_layout(shape: tuple[int, ...]) -> Layout:
     """The row-major ``Layout`` of a checked ``shape`` (remembered in :data:`ROW_MAJOR`)."""
@@ -132,6 +142,7 @@ def row_major_layout(shape: tuple[int, ...]) -> Layout:
 def clear() -> None:
     """Forgets every plan (they are made again on the next calls)."""
     PLANS.clear()
+    LAST.clear()
     _BYTE_STRIDES.clear()
     ROW_MAJOR.clear()
 
@@ -141,6 +152,7 @@ def remember(key: tuple[object, ...], plan: object) -> None:
     again when it is full."""
     if len(PLANS) >= MAX_PLANS:
         PLANS.clear()
+        LAST.clear()
     PLANS[key] = plan
 
 
@@ -173,8 +185,10 @@ def numpy_is_active() -> bool:
     """True when the backend ops would use now is exactly :class:`NumpyBackend` (the lookup
     :func:`~llmfs.tensor.backends.get_backend` makes, without its checks: a name that is not
     loaded yet is simply not planned for)."""
+    if not ENABLED or _suspended:
+        return False
     name = registry._active.get() or registry._default
-    return ENABLED and not _suspended and type(registry._loaded.get(name)) is NumpyBackend
+    return type(registry._loaded.get(name)) is NumpyBackend
 
 
 def strided_array(storage: np.ndarray, layout: Layout) -> np.ndarray:
@@ -230,7 +244,7 @@ def fresh_owner(x: object) -> Tensor | None:
     return None
 
 
-def elementwise_operand(x: object) -> tuple[object, object, Any, Tensor | None, int] | None:
+def elementwise_operand(x: object) -> Read | None:
     """What a planned elementwise op needs of one operand: ``(shape, dtype, array, owner,
     version)`` for a fresh Tensor or TensorView (the array reads its values in place; an
     elementwise result does not depend on the strides NumPy reads them with), ``(float, None,
@@ -298,13 +312,19 @@ def copy(x: object) -> Tensor | None:
     except MemoryError:
         return None  # the full path turns it into an AllocationError with the numbers
     check_unchanged(owner, version)
-    return Tensor._adopt_layout(values.reshape(-1), result_layout, values)
+    return Tensor._adopt_layout(values.ravel(), result_layout, values)
 
 
 def unary(op: str, x: object) -> Tensor | None:
     """A unary op through its plan (``None``: the call is not planned)."""
     if numpy_is_active():
-        operand = elementwise_operand(x)
+        if type(x) is Tensor and not x._writer:  # a whole owner, read inline
+            array = x._shaped
+            if array is None:
+                array = shaped(x)
+            operand: Read | None = (x._layout.shape, array.dtype, array, x, x._version)
+        else:
+            operand = elementwise_operand(x)
         if operand is not None and operand[3] is not None:
             key = (op, operand[0], operand[1])
             plan = PLANS.get(key)
@@ -316,17 +336,21 @@ def unary(op: str, x: object) -> Tensor | None:
                 function, ufunc, out_dtype, compute, layout = plan
                 token = ERROR_STATE.set(QUIET)
                 try:
-                    out = np.empty(layout.shape, dtype=out_dtype)
                     if ufunc is None:
+                        out = np.empty(layout.shape, dtype=out_dtype)
                         function(operand[2], out, compute)
-                    else:  # the operand is in the compute dtype: the ufunc's own loop
+                    elif layout.shape:  # the operand is in the compute dtype: the ufunc's
+                        # own loop, which allocates the row-major result itself
+                        out = ufunc(operand[2], order="C")
+                    else:  # a 0-d result would be a NumPy scalar
+                        out = np.empty(layout.shape, dtype=out_dtype)
                         ufunc(operand[2], out=out)
                 except MemoryError:
                     return ops._unary_checked(op, x, None)  # an AllocationError with the numbers
                 finally:
                     ERROR_STATE.reset(token)
                 check_unchanged(operand[3], operand[4])
-                return Tensor._adopt_layout(out.reshape(-1), layout, out)
+                return Tensor._adopt_layout(out.ravel(), layout, out)
     return None
 
 
@@ -352,18 +376,48 @@ def _unary_plan(op: str, kind: object, result: Tensor) -> object:
 def binary(op: str, a: object, b: object) -> Tensor | None:
     """Binary ``op`` through its plan (``None``: the call is not planned). The first call of a
     key runs the full path and stores the plan; later ones make the NumPy backend's ufunc call
-    directly."""
-    if not numpy_is_active():
+    directly.
+
+    The common operand, a whole owner, is read inline (the same fields
+    :func:`elementwise_operand` reads): this function runs on every small op."""
+    if not ENABLED or _suspended:
         return None
-    first, second = elementwise_operand(a), elementwise_operand(b)
+    name = registry._active.get() or registry._default
+    if type(registry._loaded.get(name)) is not NumpyBackend:
+        return None
+    if type(a) is Tensor and not a._writer:
+        array_a = a._shaped
+        if array_a is None:
+            array_a = shaped(a)
+        first: Read | None = (a._layout.shape, array_a.dtype, array_a, a, a._version)
+    else:
+        first = elementwise_operand(a)
+    if type(b) is Tensor and not b._writer:
+        array_b = b._shaped
+        if array_b is None:
+            array_b = shaped(b)
+        second: Read | None = (b._layout.shape, array_b.dtype, array_b, b, b._version)
+    else:
+        second = elementwise_operand(b)
     if first is None or second is None or (first[3] is None and second[3] is None):
         return None
-    key = (op, first[0], first[1], second[0], second[1])
-    plan = PLANS.get(key)
-    if plan is None:
-        result = ops._binary_checked(op, a, b, None)  # every check; its errors are the op's
-        remember(key, _binary_plan(op, a, b, result))
-        return result
+    last = LAST.get(op)
+    if (
+        last is not None
+        and last[0] is first[0]
+        and last[1] is first[1]
+        and last[2] is second[0]
+        and last[3] is second[1]
+    ):
+        plan = last[4]
+    else:
+        key = (op, first[0], first[1], second[0], second[1])
+        plan = PLANS.get(key)
+        if plan is None:
+            result = ops._binary_checked(op, a, b, None)  # every check; its errors are the op's
+            remember(key, _binary_plan(op, a, b, result))
+            return result
+        LAST[op] = (first[0], first[1], second[0], second[1], plan)
     if plan is False:
         return None
     ufunc, out_dtype, options, shape, layout, left_dtype, right_dtype = plan
@@ -372,19 +426,23 @@ def binary(op: str, a: object, b: object) -> Tensor | None:
         # A number becomes a NumPy scalar of the promoted dtype (the value scalar_view stores).
         left = first[2] if left_dtype is None else left_dtype.type(a)
         right = second[2] if right_dtype is None else right_dtype.type(b)
-        out = np.empty(shape, dtype=out_dtype)
-        if options is None:  # every input is already in the compute dtype: no dtype= to give
-            ufunc(left, right, out=out)
+        if options is None:  # every input is already in the compute dtype: NumPy's own loop,
+            # which allocates the row-major result itself
+            out = ufunc(left, right, order="C")
         else:
+            out = np.empty(shape, dtype=out_dtype)
             ufunc(left, right, out=out, **options)
     except MemoryError:  # the full path turns it into an AllocationError with the numbers
         return ops._binary_checked(op, a, b, None)
     finally:
         ERROR_STATE.reset(token)
-    for owner, version in ((first[3], first[4]), (second[3], second[4])):
-        if owner is not None and (owner._writer or owner._version != version):
-            check_unchanged(owner, version)  # raises ConcurrentWriteError
-    return Tensor._adopt_layout(out.reshape(-1), layout, out)  # out: the result's kept array
+    owner = first[3]
+    if owner is not None and (owner._writer or owner._version != first[4]):
+        check_unchanged(owner, first[4])  # raises ConcurrentWriteError
+    owner = second[3]
+    if owner is not None and (owner._writer or owner._version != second[4]):
+        check_unchanged(owner, second[4])
+    return Tensor._adopt_layout(out.ravel(), layout, out)  # out: the result's kept array
 
 
 def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
@@ -417,7 +475,12 @@ def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
         return False
     scalar = [None if isinstance(v, (Tensor, TensorView)) else promoted for v in (a, b)]
     inputs = [*kinds, *(promoted for _ in numbers)]  # the numbers become the promoted dtype
-    if options == {"dtype": compute} and natural == compute and inputs == [compute, compute]:
+    if (
+        options == {"dtype": compute}
+        and natural == compute
+        and inputs == [compute, compute]
+        and result.shape  # a 0-d NumPy result is a scalar, not an array
+    ):
         options = None  # NumPy's own loop for these inputs is the compute loop
     return (ufunc, natural, options, result.shape, result.layout, *scalar)
 
@@ -443,7 +506,7 @@ def reduction(op: str, x: object, axis: object, keepdims: object) -> Tensor | No
                 remember(key, _reduction_plan(op, x, axis, keepdims, result))
                 return result
             if plan is not False:
-                ufunc, axes, shape, compute, out_dtype, divisor, loop, final, keep = plan
+                ufunc, axes, shape, compute, out_dtype, divisor, loop, final, keep, plain = plan
                 version = owner._version
                 token = ERROR_STATE.set(QUIET)
                 try:
@@ -453,10 +516,14 @@ def reduction(op: str, x: object, axis: object, keepdims: object) -> Tensor | No
                             values = shaped(owner)
                     else:
                         values = strided_array(owner._storage, layout)
-                    acc = np.empty(shape, dtype=compute)
                     # (values, axis, dtype, out): dtype None for truth values of any dtype,
-                    # folded as bools, and for values already in the compute dtype.
-                    ufunc.reduce(values, axes, loop, acc)
+                    # folded as bools, and for values already in the compute dtype. ``plain``:
+                    # NumPy's own result is row-major (see _reduction_plan), so it allocates it.
+                    if plain:
+                        acc = ufunc.reduce(values, axes, loop)
+                    else:
+                        acc = np.empty(shape, dtype=compute)
+                        ufunc.reduce(values, axes, loop, acc)
                     if divisor:
                         np.divide(acc, divisor, out=acc)
                     out = acc if acc.dtype == out_dtype else acc.astype(out_dtype)
@@ -465,7 +532,7 @@ def reduction(op: str, x: object, axis: object, keepdims: object) -> Tensor | No
                 finally:
                     ERROR_STATE.reset(token)
                 check_unchanged(owner, version)
-                return Tensor._adopt_layout(out.reshape(-1), final, out if keep else None)
+                return Tensor._adopt_layout(out.ravel(), final, out if keep else None)
     return None
 
 
@@ -491,7 +558,15 @@ def _reduction_plan(op: str, x: object, axis: object, keepdims: bool, result: Te
     loop = None if op in ("any", "all") or compute == view.dtype else compute
     keep = keeps_array(shape, result.shape)
     ufunc = numpy_backend.REDUCE[op]
-    return (ufunc, axes, shape, compute, natural, divisor, loop, result.layout, keep)
+    # NumPy allocates a reduction's result in the order of the input's strides: row-major for
+    # a row-major input, and an array (not a scalar) when some axis is left.
+    # (any/all fold into the bool accumulator they are given.)
+    plain = (
+        bool(shape)
+        and op not in ("any", "all")
+        and view.layout.strides == row_major_strides(view.shape)
+    )
+    return (ufunc, axes, shape, compute, natural, divisor, loop, result.layout, keep, plain)
 
 
 def matmul(a: Any, b: Any) -> Tensor | None:
@@ -501,12 +576,23 @@ def matmul(a: Any, b: Any) -> Tensor | None:
         if first is not None and second is not None:
             la, lb = a._layout, b._layout
             dtype_a, dtype_b = first._storage.dtype, second._storage.dtype
-            key = ("matmul", la.shape, la.strides, lb.shape, lb.strides, dtype_a, dtype_b)
-            plan = PLANS.get(key)
-            if plan is None:
-                result = ops._matmul_checked(a, b, None)  # every check; its errors are matmul's
-                remember(key, _matmul_plan(a, b, result))
-                return result
+            last = LAST.get("matmul")
+            if (
+                last is not None
+                and last[0] is la
+                and last[1] is lb
+                and last[2] is dtype_a
+                and last[3] is dtype_b
+            ):
+                plan = last[4]
+            else:
+                key = ("matmul", la.shape, la.strides, lb.shape, lb.strides, dtype_a, dtype_b)
+                plan = PLANS.get(key)
+                if plan is None:
+                    result = ops._matmul_checked(a, b, None)  # every check; matmul's errors
+                    remember(key, _matmul_plan(a, b, result))
+                    return result
+                LAST["matmul"] = (la, lb, dtype_a, dtype_b, plan)
             if plan is not False:
                 shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep = plan
                 version_a, version_b = first._version, second._version
@@ -529,15 +615,18 @@ def matmul(a: Any, b: Any) -> Tensor | None:
                     else:
                         offset_b = lb.offset * storage_b.itemsize
                         right = np.ndarray(shape_b, dtype_b, storage_b, offset_b, steps_b)
-                    acc = np.empty(acc_shape, dtype=dtype_a)
-                    np.matmul(left, right, out=acc)
+                    if len(acc_shape) == 2:  # NumPy's own 2-D result is row-major
+                        acc = np.matmul(left, right)
+                    else:  # a batch: NumPy may order a result's batch axes as it reads them
+                        acc = np.empty(acc_shape, dtype=dtype_a)
+                        np.matmul(left, right, out=acc)
                 except MemoryError:
                     return ops._matmul_checked(a, b, None)  # an AllocationError with the numbers
                 finally:
                     ERROR_STATE.reset(token)
                 check_unchanged(first, version_a)
                 check_unchanged(second, version_b)
-                return Tensor._adopt_layout(acc.reshape(-1), final, acc if keep else None)
+                return Tensor._adopt_layout(acc.ravel(), final, acc if keep else None)
     return None
 
 

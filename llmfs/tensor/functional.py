@@ -6,7 +6,9 @@ alone, and autograd would differentiate the composition: that is how a learner f
 them (chapter 8's ``layer_norm`` is nine recorded ops). Here each one is ONE op on the tape, as
 in PyTorch: its forward pass is that same composition of ops (so it runs on every backend, in
 the operand's dtype), run with recording off, and its backward is one rule with the analytic
-gradient (:mod:`llmfs.tensor.autograd`), instead of a walk through every intermediate result.
+gradient, stated after the op and registered with :mod:`llmfs.tensor.autograd`
+(:func:`~llmfs.tensor.autograd.register_rule`), instead of a walk through every intermediate
+result.
 The values are those of the composition written out; the gradients agree with autograd of the
 composition to rounding (the tests hold them to finite differences and, where it is installed,
 to PyTorch). When recorded, an op keeps the intermediate results its rule needs
@@ -25,6 +27,7 @@ import math
 from collections.abc import Sequence
 
 from llmfs.tensor import ops
+from llmfs.tensor.autograd import Context, Grad, needs_grad, register_rule
 from llmfs.tensor.errors import TensorError
 from llmfs.tensor.layout import normalize_axes
 from llmfs.tensor.tape import differentiable, save_for_backward
@@ -59,6 +62,22 @@ def gelu(x: Operand, approximate: str = "tanh") -> Tensor:
     t = ops.tanh(inner)
     save_for_backward("gelu", square, t)
     return ops.mul(ops.mul(0.5, x), ops.add(1.0, t))
+
+
+def _gelu_backward(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """``d gelu(x)/dx = 0.5 (1 + t) + 0.5 x (1 - t**2) c (1 + 3 * 0.044715 x**2)`` with
+    ``t = tanh(c (x + 0.044715 x**3))``: ``x**2`` and ``t`` are the forward's, kept in the
+    node (``ctx.saved``)."""
+    x = ctx.arg(0)
+    if not needs_grad(x):
+        return []
+    v = ctx.values(x, "its input")
+    x2, t = ctx.saved
+    curve = ops.mul(ops.mul(ops.mul(0.5, v), ops.sub(1.0, ops.mul(t, t))), GELU_C)
+    slope = ops.add(
+        ops.mul(0.5, ops.add(1.0, t)), ops.mul(curve, ops.add(1.0, ops.mul(3 * GELU_CUBIC, x2)))
+    )
+    return [(x, ops.mul(g, slope))]
 
 
 def normalized_axes(x: Operand, normalized_shape: Sequence[int]) -> tuple[int, ...]:
@@ -112,6 +131,28 @@ def layer_norm(
     return out
 
 
+def _layer_norm_backward(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """With ``xhat = (x - mean) / std`` and ``std = sqrt(var + eps)`` over the normalized axes
+    (the forward's, kept in the node): ``dbias = sum(g)`` and ``dweight = sum(g * xhat)`` over
+    the leading axes, and ``dx = (1 / std) * (d - mean(d) - xhat * mean(d * xhat))`` with
+    ``d = g * weight`` (the mean and the variance both depend on every normalized value)."""
+    x, weight, bias = ctx.arg(0), ctx.arg(2, "weight"), ctx.arg(3, "bias")
+    axes = normalized_axes(x, ctx.arg(1, "normalized_shape"))
+    lead = tuple(range(axes[0]))
+    xhat, std = ctx.saved
+    out: list[tuple[TensorView, Grad]] = []
+    if needs_grad(x):
+        d = g if weight is None else ops.mul(g, ctx.values(weight, "its weight"))
+        spread = ops.mul(xhat, ops.mean(ops.mul(d, xhat), axis=axes, keepdims=True))
+        inner = ops.sub(ops.sub(d, ops.mean(d, axis=axes, keepdims=True)), spread)
+        out.append((x, ops.mul(ops.div(1.0, std), inner)))
+    if needs_grad(weight):
+        out.append((weight, ops.sum(ops.mul(g, xhat), axis=lead)))
+    if needs_grad(bias):
+        out.append((bias, ops.sum(g, axis=lead)))
+    return out
+
+
 def _axis(x: Operand, axis: int) -> int:
     return normalize_axes(axis, len(x.shape))[0]
 
@@ -130,6 +171,16 @@ def softmax(x: Operand, axis: int = -1) -> Tensor:
     return ops.div(e, ops.sum(e, axis=axis, keepdims=True))
 
 
+def _softmax_backward(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """``y * (g - sum(g * y, axis))`` with ``y`` the result: softmax's Jacobian is
+    ``diag(y) - y y^T`` along ``axis``."""
+    x, axis = ctx.arg(0), ctx.arg(1, "axis", -1)
+    if not needs_grad(x):
+        return []
+    y = ctx.result
+    return [(x, ops.mul(y, ops.sub(g, ops.sum(ops.mul(g, y), axis=axis, keepdims=True))))]
+
+
 @differentiable("log_softmax")
 def log_softmax(x: Operand, axis: int = -1) -> Tensor:
     """``log(softmax(x))`` over ``axis`` by the log-sum-exp trick (PyTorch's ``log_softmax``):
@@ -143,5 +194,19 @@ def log_softmax(x: Operand, axis: int = -1) -> Tensor:
     shifted = ops.sub(x, ops.max(x, axis=axis, keepdims=True))
     return ops.sub(shifted, ops.log(ops.sum(ops.exp(shifted), axis=axis, keepdims=True)))
 
+
+def _log_softmax_backward(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """``g - softmax(x) * sum(g, axis)``, with ``softmax(x) = exp(y)`` from the result ``y``."""
+    x, axis = ctx.arg(0), ctx.arg(1, "axis", -1)
+    if not needs_grad(x):
+        return []
+    probs = ops.exp(ctx.result)
+    return [(x, ops.sub(g, ops.mul(probs, ops.sum(g, axis=axis, keepdims=True))))]
+
+
+register_rule("gelu", _gelu_backward)
+register_rule("layer_norm", _layer_norm_backward)
+register_rule("softmax", _softmax_backward)
+register_rule("log_softmax", _log_softmax_backward)
 
 __all__ = ["GELU_C", "gelu", "layer_norm", "log_softmax", "normalized_axes", "softmax"]

@@ -408,3 +408,19 @@ def test_reduce_with_prod_has_the_products_gradient() -> None:
     lt.sum(lt.reduce(x, "ij", "j", "prod")).backward()
     assert x.grad is not None
     assert np.allclose(x.grad.to_numpy(), products_of_the_others(values, (0,)))
+
+
+def test_the_layers_above_register_their_rules_and_cannot_replace_the_cores() -> None:
+    # The fused layers and einsum state their rules next to their forward pass; importing them
+    # puts the rules in the one table backward reads. A core op's rule is stated once, in
+    # autograd, and no layer above may replace it.
+    import llmfs.tensor.functional as functional
+    from llmfs.tensor import autograd
+    from llmfs.tensor.einsum.gradient import einsum_backward
+
+    for name in ("gelu", "layer_norm", "softmax", "log_softmax"):
+        assert autograd.RULES[name] is getattr(functional, f"_{name}_backward")
+    assert autograd.RULES["einsum"] is einsum_backward
+    for name in ("add", "matmul", "sum", "where"):
+        with pytest.raises(ValueError, match=name):
+            autograd.register_rule(name, autograd.RULES["gelu"])

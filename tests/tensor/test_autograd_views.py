@@ -194,3 +194,44 @@ def test_gradients_are_the_same_on_the_reference_backend() -> None:
     with use_backend("reference"):
         lt.sum(lt.exp(x.T[::2] * 0.1) * x[:, ::-1].T[1:3]).backward()
     assert np.allclose(x.grad.to_numpy(), fast, rtol=1e-12)  # type: ignore[union-attr]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_every_backends_index_add_is_the_plain_scatter_add(data: st.DataObject) -> None:
+    # take's gradient: buffer[..., ids[k], ...] += rows[..., k, ...]; repeated ids (the same
+    # token twice in a batch) collect the sum of their rows, negative ids count from the end.
+    shape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=3)))
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    size = shape[axis]
+    ids = np.array(data.draw(st.lists(st.integers(-size, size - 1), max_size=12)), np.int64)
+    seed = data.draw(st.integers(0, 2**16))
+    rows_shape = (*shape[:axis], ids.size, *shape[axis + 1 :])
+    rows = np.random.default_rng(seed).standard_normal(rows_shape)
+    before = np.random.default_rng(seed + 1).standard_normal(shape)
+    plain = before.copy()
+    for k, i in enumerate(ids):  # the rule, one row at a time
+        index = (slice(None),) * axis + (i,)
+        plain[index] += rows[(slice(None),) * axis + (k,)]
+    for backend in ("numpy", "reference"):
+        buffer = before.copy()
+        lt.get_backend(backend).index_add(buffer, axis, ids, rows)
+        assert np.allclose(buffer, plain, rtol=0, atol=1e-12), backend
+    buffer = before.copy()
+    lt.Backend.index_add(lt.get_backend("numpy"), buffer, axis, ids, rows)
+    assert np.allclose(buffer, plain, rtol=0, atol=1e-12)
+
+
+def test_an_embeddings_gradient_sums_the_rows_of_a_repeated_id_on_every_backend() -> None:
+    table = np.arange(12.0).reshape(4, 3)
+    ids = np.array([[3, 1], [3, -1]])  # id 3 three times (-1 is 3)
+    weights = np.arange(12.0).reshape(2, 2, 3) + 1
+    expected = np.zeros((4, 3))
+    np.add.at(expected, ids.reshape(-1), weights.reshape(4, 3))
+    for backend in ("numpy", "reference"):
+        with use_backend(backend):
+            t = Tensor.from_numpy(table, requires_grad=True)
+            picked = lt.take(t, Tensor.from_numpy(ids))
+            lt.sum(picked * Tensor.from_numpy(weights)).backward()
+            assert t.grad is not None
+            assert np.array_equal(t.grad.to_numpy(), expected), backend

@@ -448,3 +448,70 @@ def test_a_batch_times_one_shared_matrix_is_one_product_on_both_paths(data: st.D
             )
     finally:
         monkeypatch.undo()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_planned_results_are_row_major_whatever_order_their_operands_are_read_in(
+    data: st.DataObject,
+) -> None:
+    # NumPy orders a result it allocates itself by its operands' strides (a reduction of a
+    # permuted view, a batch of products); every planned result is nonetheless a row-major owner
+    # whose kept array is its storage, on the call that makes the plan and on the ones using it.
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64, np.int32]))
+    values = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) % 7
+    order = tuple(data.draw(st.permutations(range(len(shape)))))
+    x = Tensor.from_numpy(np.ascontiguousarray(values.transpose(order))).view()
+    x = x.permute([order.index(axis) for axis in range(len(shape))])  # reads as ``values``
+    assert x.shape == shape
+    axis = data.draw(st.integers(0, len(shape) - 1))
+    calls: list[Callable[[], Tensor]] = [
+        lambda: lt.add(x, x),
+        lambda: lt.mul(x, 2),
+        lambda: lt.sum(x, axis),
+        lambda: lt.max(x, axis),
+        lambda: lt.neg(x),
+    ]
+    expected = [values + values, values * 2, values.sum(axis), values.max(axis), -values]
+    if np.dtype(dtype).kind == "f":
+        calls.append(lambda: lt.matmul(x, x.swapaxes(-1, -2)) if len(shape) > 1 else lt.exp(x))
+        expected.append(
+            np.matmul(values, np.swapaxes(values, -1, -2)) if len(shape) > 1 else np.exp(values)
+        )
+    for call, want in zip(calls, expected):
+        for _ in range(3):  # the plan is made on the first call and used on the later ones
+            result = call()
+            kept_arrays_agree([result])
+            storage = result._storage
+            assert storage.ndim == 1 and storage.flags.c_contiguous and storage.size == result.size
+            np.testing.assert_allclose(result.to_numpy(), want, rtol=1e-6)
+            assert result.to_numpy().shape == np.shape(want)
+
+
+def test_calls_alternating_between_plans_each_take_their_own() -> None:
+    # The last plan of an op is taken again only for the very same key objects: calls that
+    # alternate between operands of one shape but other strides, dtypes or number kinds each
+    # get the result of their own plan.
+    rng = np.random.default_rng(3)
+    values = rng.standard_normal((4, 4))
+    square = Tensor.from_numpy(values)
+    transposed = Tensor.from_numpy(np.ascontiguousarray(values.T)).view().T  # same values
+    single = Tensor.from_numpy(values.astype(np.float32))
+    other = Tensor.from_numpy(rng.standard_normal((4, 4)))
+    cases: list[tuple[Callable[[], Tensor], np.ndarray]] = [
+        (lambda: lt.matmul(square, other), values @ other.to_numpy()),
+        (lambda: lt.matmul(transposed, other), values @ other.to_numpy()),
+        (lambda: lt.matmul(other, transposed), other.to_numpy() @ values),
+        (lambda: lt.add(square, other), values + other.to_numpy()),
+        (lambda: lt.add(single, 1), values.astype(np.float32) + np.float32(1)),
+        (lambda: lt.add(single, 0.5), values.astype(np.float32) + np.float32(0.5)),
+        (lambda: lt.add(transposed, other), values + other.to_numpy()),
+    ]
+    for _ in range(3):
+        for call, expected in cases:
+            result = call()
+            assert result.dtype == expected.dtype
+            np.testing.assert_allclose(result.to_numpy(), expected, rtol=1e-6)
+    dispatch.clear()
+    assert dispatch.LAST == {} and dispatch.PLANS == {}

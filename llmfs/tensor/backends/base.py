@@ -21,6 +21,9 @@ small and uniform:
 ``scatter_add(buffer, layout, grad)``           default here (NumPy's unbuffered ``np.add.at``
                                                 over the layout's offsets); the view rule of
                                                 autograd, see "Gradients through views"
+``index_add(buffer, axis, ids, rows)``         default here (``np.add.at`` along ``axis``);
+                                                the gradient of ``take``, see "Gradients
+                                                through views"
 ==============================================  ===============================================
 
 Gradients through views
@@ -33,6 +36,12 @@ broadcast, read-only view). A cell reached by several coordinates (a zero stride
 overlapping explicit layout) receives their sum. The reference backend walks the offset cursor
 one value at a time; the numpy backend sums broadcast axes first and writes a layout that never
 meets itself with one strided assignment.
+
+``index_add(buffer, axis, ids, rows)`` is the gradient of ``take`` (an embedding lookup):
+``buffer[..., ids[k], ...] += rows[..., k, ...]`` along ``axis`` for every ``k`` (PyTorch's
+``index_add_``), into ``buffer`` (a writable array of the table's shape), where ``ids`` is a
+1-D int64 array of checked ids (negative ones count from the end) and ``rows`` has ``buffer``'s
+shape with ``len(ids)`` at ``axis``. A repeated id receives the sum of its rows.
 
 Contract of every primitive
 ---------------------------
@@ -89,6 +98,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 
@@ -306,6 +316,13 @@ class Backend(ABC):
         reads, summing where several coordinates reach one cell. Default: NumPy's unbuffered
         scatter-add (``np.add.at``) over those offsets, in logical row-major order."""
         np.add.at(buffer, layout_offsets(layout, buffer.size), grad.reshape(-1))
+
+    def index_add(self, buffer: np.ndarray, axis: int, ids: np.ndarray, rows: np.ndarray) -> None:
+        """Adds ``rows[..., k, ...]`` into ``buffer[..., ids[k], ...]`` along ``axis`` for every
+        ``k``, summing the rows of a repeated id. Default: NumPy's unbuffered scatter-add
+        (``np.add.at``), one row at a time in the order of ``ids``."""
+        index: Any = (slice(None),) * axis + (ids,)
+        np.add.at(buffer, index, rows)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r} dtypes={list(self.dtypes)}>"

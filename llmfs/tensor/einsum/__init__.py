@@ -29,13 +29,16 @@ The package has one module per idea:
   execution (``execute`` into a new tensor, ``execute_into`` through a given output's layout);
 * :mod:`~llmfs.tensor.einsum.output`: which outputs ``execute_into`` accepts;
 * :mod:`~llmfs.tensor.einsum.contraction`: :class:`ContractionPlan`,
-  ``D = alpha * (A @ B) + beta * C``.
+  ``D = alpha * (A @ B) + beta * C``;
+* :mod:`~llmfs.tensor.einsum.gradient`: einsum's backward rule (each operand's gradient is an
+  einsum of the result's gradient with the other operands).
 """
 
 from __future__ import annotations
 
 from llmfs.tensor.einsum.contraction import ContractionPlan
 from llmfs.tensor.einsum.descriptor import TensorDescriptor
+from llmfs.tensor.einsum.gradient import einsum_backward
 from llmfs.tensor.einsum.parse import ELLIPSIS, LABELS, ParsedExpression, Term, parse_expression
 from llmfs.tensor.einsum.plan import EinsumPlan
 from llmfs.tensor.errors import DescriptorError, EinsumError
@@ -50,5 +53,6 @@ __all__ = [
     "ParsedExpression",
     "TensorDescriptor",
     "Term",
+    "einsum_backward",
     "parse_expression",
 ]
