@@ -88,7 +88,7 @@ def test_the_same_seed_gives_the_same_batches_and_the_shipped_runs_windows() -> 
 
 
 def test_a_stream_too_short_for_a_window_is_refused_with_its_length() -> None:
-    with pytest.raises(TextModelError, match="6 tokens.*window of 7"):
+    with pytest.raises(TextModelError, match=r"6 tokens.*window of 7"):
         get_batch(np.arange(6), 6, 2, np.random.default_rng(0))
     with pytest.raises(TextModelError, match="5 tokens: too short for one window of 7"):
         check_stream(np.arange(5), 6)
@@ -152,7 +152,7 @@ def test_the_baselines_uniform_is_ln_v_and_unigram_is_the_streams_entropy() -> N
     assert unigram_entropy(np.array([3, 3, 3]), 5) == 0.0
     ids = stream(5000)
     assert unigram_entropy(ids, 23) <= uniform_loss(23) + 1e-12
-    with pytest.raises(TextModelError, match="outside 0..4"):
+    with pytest.raises(TextModelError, match=r"outside 0\.\.4"):
         unigram_entropy(np.array([0, 5]), 5)
     with pytest.raises(TextModelError, match="empty"):
         unigram_entropy(np.array([], dtype=np.int64), 5)
@@ -326,5 +326,5 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_by_name(tmp_path: Path) -> N
     with np.load(good) as archive:
         arrays = {k: archive[k] for k in archive.files if k != "exp_avg/wte.weight"}
     np.savez(tmp_path / "cut.npz", **arrays)
-    with pytest.raises(CheckpointError, match="moments of 'wte.weight' are missing"):
+    with pytest.raises(CheckpointError, match=r"moments of 'wte\.weight' are missing"):
         load_state(tmp_path / "cut.npz")
