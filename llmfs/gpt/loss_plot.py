@@ -53,18 +53,30 @@ class LiveLossPlot:
         self.validation_losses: list[tuple[int, float]] = []
         self._handle: Any = None
         self._started: float | None = None
+        #: Steps carried over from an earlier plot of the same run (:meth:`carry`).
+        self._carried = 0
 
     @property
     def done(self) -> int:
-        """Steps finished by this plot's run (after ``first``)."""
+        """Steps finished by this plot's run (after ``first``), carried ones included."""
         return len(self.losses)
+
+    def carry(self, earlier: LiveLossPlot) -> LiveLossPlot:
+        """Takes over the curves of ``earlier``, a plot of the same run that stopped (a run
+        resumed from a checkpoint goes on drawing the whole run); returns this plot. The time
+        left counts only the steps this plot sees."""
+        self.losses = list(earlier.losses)
+        self.validation_losses = list(earlier.validation_losses)
+        self._carried = len(self.losses)
+        return self
 
     def time_left(self) -> str:
         """``", about 40 s left"`` while running; ``""`` before the first step and after the
         last, so the finished figure holds no time."""
-        if self._started is None or self.done == 0 or self.done >= self.steps:
+        seen = self.done - self._carried
+        if self._started is None or seen <= 0 or self.done >= self.steps:
             return ""
-        per_step = (time.monotonic() - self._started) / self.done
+        per_step = (time.monotonic() - self._started) / seen
         return f", {time_left_text(per_step * (self.steps - self.done))}"
 
     def show(self) -> LiveLossPlot:

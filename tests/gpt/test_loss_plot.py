@@ -31,3 +31,15 @@ def test_the_plot_keeps_every_step_and_measurement_and_summarises_them() -> None
 def test_a_plot_of_no_steps_is_refused() -> None:
     with pytest.raises(ConfigError, match="at least 1"):
         LiveLossPlot(0)
+
+
+def test_a_resumed_run_carries_the_earlier_curves() -> None:
+    first = LiveLossPlot(4, draw_every=1)
+    first.step(0, 6.0)
+    first.step(1, 5.0)
+    first.validation(2, 5.5)
+    resumed = LiveLossPlot(4, draw_every=1).carry(first)
+    resumed.step(2, 4.0)
+    assert resumed.done == 3 and resumed.validation_losses == [(2, 5.5)]
+    assert resumed.losses == [(1, 6.0), (2, 5.0), (3, 4.0)]
+    assert first.done == 2  # the earlier plot is not changed
