@@ -328,3 +328,28 @@ def test_a_file_that_is_not_a_checkpoint_is_refused_by_name(tmp_path: Path) -> N
     np.savez(tmp_path / "cut.npz", **arrays)
     with pytest.raises(CheckpointError, match=r"moments of 'wte\.weight' are missing"):
         load_state(tmp_path / "cut.npz")
+
+
+# -- chapter 13's experiments ----------------------------------------------------------------------
+
+
+def test_first_to_rise_names_the_curve_that_turns_up_first() -> None:
+    from llmfs.gpt.text_experiments import first_to_rise
+
+    assert first_to_rise({"training": [3, 2, 1], "validation": [3, 2, 2.5]}) == "validation"
+    assert first_to_rise({"training": [3, 2, 1], "validation": [3, 2, 2.01]}) == "neither"
+    assert first_to_rise({"a": [1, 2, 3], "b": [3, 2, 2.5]}) == "a"
+
+
+def test_the_memorisation_run_measures_both_curves_and_is_computed_once() -> None:
+    from llmfs.gpt.text_experiments import memorisation
+
+    seen: list[int] = []
+    run = memorisation(600, 20, 10, on_step=lambda record: seen.append(record.step))
+    assert seen == list(range(20)) and run.steps == [10, 20] and len(run.losses) == 20
+    assert len(run.training) == len(run.validation) == 2
+    assert run.best_step in (10, 20) and run.validation[run.steps.index(run.best_step)] == min(
+        run.validation
+    )
+    assert memorisation(600, 20, 10, on_step=lambda record: seen.append(-1)) is run
+    assert -1 not in seen
