@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _timing import alternating_medians, header, row
+from _timing import alternating_medians, header, median_seconds, paired_medians, row
 
 from llmfs.gpt import task, tensor_train, train
 from llmfs.gpt.checkpoint import load_tiny_gpt
@@ -59,8 +59,17 @@ def numpy_step(params: Params, config: GPTConfig, dtype: Any) -> Callable[[], No
     return run
 
 
-def torch_step(params: Params, config: GPTConfig, dtype: Any) -> Callable[[], None]:
-    """The same model and step in PyTorch (CPU; the caller sets one thread)."""
+def torch_step(
+    params: Params,
+    config: GPTConfig,
+    dtype: Any,
+    tokens: np.ndarray | None = None,
+    answer_only: bool = True,
+    clip: float | None = None,
+) -> Callable[[], None]:
+    """The same model and step in PyTorch (CPU; the caller sets one thread): on ``tokens``
+    (default: the adder's batch), the loss of the answer positions or, without
+    ``answer_only``, of every position, clipped by global norm when ``clip`` is given."""
     assert torch is not None
     tdtype = torch.float64 if dtype is np.float64 else torch.float32
     p = {n: torch.tensor(v, dtype=tdtype, requires_grad=True) for n, v in params.items()}
@@ -76,9 +85,12 @@ def torch_step(params: Params, config: GPTConfig, dtype: Any) -> Callable[[], No
         betas=(cfg.beta1, cfg.beta2),
         eps=cfg.adam_eps,
     )
-    batch = torch.tensor(the_batch())
+    batch = torch.tensor(the_batch() if tokens is None else tokens)
     ids, targets = batch[:, :-1], batch[:, 1:]
-    weights = torch.tensor(train.answer_weights(BATCH), dtype=tdtype)
+    if answer_only:
+        weights = torch.tensor(train.answer_weights(len(batch)), dtype=tdtype)
+    else:
+        weights = torch.ones(targets.shape, dtype=tdtype)
     b, t = ids.shape
     c, h, d = config.n_embd, config.n_head, config.head_size
     mask = torch.triu(torch.full((t, t), float("-inf"), dtype=tdtype), diagonal=1)
@@ -112,10 +124,44 @@ def torch_step(params: Params, config: GPTConfig, dtype: Any) -> Callable[[], No
         )
         loss = (nll * weights.reshape(-1)).sum() / weights.sum()
         loss.backward()
+        if clip is not None:
+            torch.nn.utils.clip_grad_norm_(list(p.values()), clip)
         optimizer.step()
         optimizer.zero_grad()
 
     return run
+
+
+#: Chapter 13's default run: its model, batch and clipping (float32), and the shipped text
+#: model's (:data:`llmfs.gpt.text_corpus.TEXT_CONFIG`, batch 16, no clipping).
+TEXT_RUNS = (
+    ("chapter 13's run", GPTConfig(768, 32, 48, 4, 2), 16, 1.0),
+    ("shipped text model", GPTConfig(768, 128, 128, 4, 4), 16, None),
+)
+
+
+def text_steps(config: GPTConfig, batch: int, clip: float | None) -> tuple[Any, Any]:
+    """One text-model step of the library's loop (:func:`llmfs.gpt.text_training.train_step`,
+    float32, windows of the shipped corpus's training stream) and the same step in PyTorch on
+    one fixed batch of the same shape (or ``None`` without PyTorch)."""
+    from llmfs.gpt.experiment import TrainConfig
+    from llmfs.gpt.text_corpus import corpus_text, load_tokenizer, split
+    from llmfs.gpt.text_training import train_step
+    from llmfs.gpt.train_state import start_state
+
+    stream = split(load_tokenizer().encode(corpus_text()[:200_000])).train
+    cfg = TrainConfig(seed=0, steps=10**6, batch_size=batch, learning_rate=1e-4, warmup_steps=0)
+    state = start_state(config, cfg, np.float32)
+
+    def ours() -> None:
+        train_step(state, stream, clip)
+
+    tokens = stream[np.arange(batch)[:, None] * 97 + np.arange(config.n_ctx + 1)]
+    params = {n: t.to_numpy() for n, t in state.w.items()}
+    peer = None
+    if torch is not None:
+        peer = torch_step(params, config, np.float32, tokens, answer_only=False, clip=clip)
+    return ours, peer
 
 
 def main() -> None:
@@ -137,6 +183,17 @@ def main() -> None:
         row(f"capstone training step, {dtype.__name__}", times[0], times[1], goal=2.0)
         if torch is not None:
             row(f"  the same vs PyTorch (CPU, 1 thread), {dtype.__name__}", times[0], times[2], 1.2)
+    header("text-model training step, float32: llmfs's loop vs PyTorch (CPU, 1 thread)")
+    if torch is None:
+        print("   PyTorch is not installed: no comparison (the goal: within 1.5x of it)")
+    for name, config, batch, clip in TEXT_RUNS:
+        ours, peer = text_steps(config, batch, clip)
+        if peer is None:
+            print(f"   {name:<44} {median_seconds(ours, repeat=9) * 1e3:9.2f}")
+            continue
+        t_ours, t_torch = paired_medians(ours, peer, repeat=9)
+        label = f"{name}, batch {batch} x {config.n_ctx}" + (", clipped" if clip else "")
+        row(label, t_ours, t_torch, goal=1.5)
 
 
 if __name__ == "__main__":

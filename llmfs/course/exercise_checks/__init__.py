@@ -14,7 +14,7 @@ each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the o
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
 :mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`
 and :mod:`.engine`, 10 :mod:`.training` and :mod:`.accumulate`, 11 :mod:`.generation` and
-:mod:`.text`, 12 :mod:`.cooperate`.
+:mod:`.text`, 12 :mod:`.cooperate`, 13 :mod:`.pretrain`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
 :mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -92,6 +92,13 @@ from llmfs.course.exercise_checks.kernels import (  # chapter 5
     check_relu_kernel,
     check_scale_kernel,
     check_view_offset,
+)
+from llmfs.course.exercise_checks.pretrain import (  # chapter 13
+    check_clip_grad_norm,
+    check_estimate_loss,
+    check_get_batch,
+    check_save_and_load,
+    check_train_text,
 )
 from llmfs.course.exercise_checks.report import (
     NOT_IMPLEMENTED,
@@ -175,15 +182,18 @@ __all__ = [
     "check_cached_step",
     "check_can_reshape_without_copy",
     "check_causal_self_attention",
+    "check_clip_grad_norm",
     "check_compute_strides",
     "check_copying_transpose",
     "check_cross_entropy",
     "check_cross_entropy_grad",
+    "check_estimate_loss",
     "check_expand_backward",
     "check_flat_index",
     "check_for",
     "check_gelu",
     "check_generate",
+    "check_get_batch",
     "check_gpt_attention",
     "check_gpt_forward",
     "check_gradcheck",
@@ -204,6 +214,7 @@ __all__ = [
     "check_relu_kernel",
     "check_reshape_after_copy",
     "check_sample_next",
+    "check_save_and_load",
     "check_scale_kernel",
     "check_simd_sum_kernel",
     "check_slice_layout",
@@ -214,6 +225,7 @@ __all__ = [
     "check_top_p_keep",
     "check_train",
     "check_train_bpe",
+    "check_train_text",
     "check_values",
     "check_view_backward",
     "check_view_offset",

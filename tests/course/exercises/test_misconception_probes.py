@@ -160,6 +160,11 @@ t = 5
     "ch12": """
 from llmfs.course.exercise_checks.cooperate import global_reads, missing_barrier, thread_census
 """,
+    "ch13": """
+from llmfs.gpt.text_corpus import load_tokenizer
+from llmfs.gpt.text_eval import perplexity, uniform_loss
+V = load_tokenizer().vocab_size
+""",
 }
 
 
@@ -255,6 +260,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("ch12.q3", "launched", 160, "only the rows rounded up to whole tiles"),
     # Numbers: another log base, a factor too many or too few, the sign.
     Probe("ch10.q1", "loss", 1.08, "log10 instead of the natural log"),
+    Probe("ch13.q1", "loss", 2.89, "log10 instead of the natural log"),
     Probe("ch10.q1", "loss", -2.48, "log p instead of -log p"),
     Probe("ch10.q1", "loss", 7.45, "the three answer positions summed, not averaged"),
     Probe("ch12.q2", "naive", 256, "the reads and the write of each product counted"),
