@@ -125,6 +125,29 @@ def test_an_implement_cell_left_as_the_stub_is_unanswered_even_with_new_comments
     assert "defines no function f(...)" in renamed.problem
 
 
+def test_a_cell_whose_entry_point_is_unchanged_is_answered_when_a_function_it_calls_is() -> None:
+    # The check calls `both`, which stays as given; the learner writes `save` and `load`.
+    given_cell = (
+        "def save(x):\n    raise NotImplementedError('s')\n\n"
+        "def load():\n    raise NotImplementedError('l')\n\n"
+        "def both(x):\n    save(x)\n    return load()\n"
+    )
+    exercise = Exercise("ch09.f", "ch09", "implement", 3, "Implement")
+    stub = extract.find_exercise(
+        _nb(_code(given_cell, "ch09.f")), exercise, blank_source=given_cell, function="both"
+    )
+    assert stub.answer is None and not stub.problem
+    for changed in (
+        given_cell.replace("raise NotImplementedError('s')", "STORE.append(x)"),
+        given_cell.replace("raise NotImplementedError('l')", "return STORE[-1]"),
+        given_cell + "\ndef helper():\n    return 1\n",
+    ):
+        found = extract.find_exercise(
+            _nb(_code(changed, "ch09.f")), exercise, blank_source=given_cell, function="both"
+        )
+        assert isinstance(found.answer, str) and "def both(x)" in found.answer, changed
+
+
 def test_invalid_notebook_json_says_where() -> None:
     with pytest.raises(CourseError, match=r"invalid notebook JSON at line 1 column 2"):
         extract.parse_notebook(b"{bad", "alice.ipynb")

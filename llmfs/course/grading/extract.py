@@ -299,6 +299,25 @@ def function_definition(source: str, name: str) -> ast.FunctionDef | None:
     return found
 
 
+def cell_functions(source: str) -> dict[str, str]:
+    """The :func:`function_fingerprint` of every top-level ``def`` of a cell's source, by name
+    (the last of a name; empty when the source is not Python).
+
+    An implement cell is its stub when ALL its functions are the blank cell's, not only the one
+    the check calls: a cell may give the learner several functions to write behind one entry
+    point (``save_and_load`` calling ``save_checkpoint`` and ``load_checkpoint``), and an
+    unchanged entry point says nothing about the functions it calls."""
+    try:
+        tree = parse_source(source)
+    except NotPython:
+        return {}
+    return {
+        node.name: function_fingerprint(node)
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef)
+    }
+
+
 def function_fingerprint(node: ast.FunctionDef) -> str:
     """The function's code without comments, docstring or positions (to tell a stub apart)."""
     body = list(node.body)
@@ -428,11 +447,9 @@ def find_exercise(
         module, problem = implement_module(notebook, position, name)
         if module is None:
             return Found(exercise, position, positions, None, problem, tuple(notes))
-        stub = function_definition(blank_source, name)
-        mine = function_definition(source, name)
-        if stub is not None and mine is not None:
-            if function_fingerprint(stub) == function_fingerprint(mine):
-                return Found(exercise, position, positions, None, "", tuple(notes))
+        stub = cell_functions(blank_source)
+        if name in stub and cell_functions(source) == stub:
+            return Found(exercise, position, positions, None, "", tuple(notes))
     except (RecursionError, MemoryError):
         problem = "the exercise cell is nested too deeply to read"
         return Found(exercise, position, positions, None, problem, tuple(notes))
