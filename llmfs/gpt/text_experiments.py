@@ -10,7 +10,9 @@ fresh namespace, and must not train the model again):
   and the parameters of the lowest held-out loss (nanoGPT's rule for the checkpoint it keeps).
 
 Both use the library's loop (:func:`~llmfs.gpt.text_training.train_steps`) and checkpoint
-(:mod:`llmfs.gpt.train_state`), the answer key of the chapter's exercises.
+(:mod:`llmfs.gpt.train_state`), the answer key of the chapter's exercises, on one BLAS thread
+(:func:`~llmfs.gpt.experiment.blas_threads`): a second thread makes these small products no
+faster, spins on a busy machine, and may change the last bits of a float32 run.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from llmfs.gpt import tensor_model
-from llmfs.gpt.experiment import TrainConfig
+from llmfs.gpt.experiment import TrainConfig, blas_threads
 from llmfs.gpt.model import GPTConfig, Params
 from llmfs.gpt.text_corpus import VOCAB_SIZE, corpus_text, load_tokenizer, split
 from llmfs.gpt.text_eval import estimate_loss, fixed_batches
@@ -70,12 +72,13 @@ def first_updates(resume_at: int = 50, seed: int = 0) -> dict[str, float]:
         weight_decay=0.1,
     )
     stream = split(corpus_ids()).train
-    state = start_state(_small(), cfg)
-    train_steps(state, stream, resume_at, clip=1.0)
-    with tempfile.TemporaryDirectory(prefix="llmfs-resume-") as folder:
-        path = save_state(Path(folder) / "run.npz", state)
-        full, bare = load_state(path), load_state(path, optimizer=False)
-    return {"full": _update_norm(full, stream), "bare": _update_norm(bare, stream)}
+    with blas_threads(1):  # as fast as two for products this small, and one summation order
+        state = start_state(_small(), cfg)
+        train_steps(state, stream, resume_at, clip=1.0)
+        with tempfile.TemporaryDirectory(prefix="llmfs-resume-") as folder:
+            path = save_state(Path(folder) / "run.npz", state)
+            full, bare = load_state(path), load_state(path, optimizer=False)
+        return {"full": _update_norm(full, stream), "bare": _update_norm(bare, stream)}
 
 
 @dataclass
@@ -146,7 +149,8 @@ def memorisation(
         if on_step is not None:
             on_step(record)
 
-    train_steps(state, tiny, steps, clip=1.0, on_step=watch)
+    with blas_threads(1):  # as in first_updates
+        train_steps(state, tiny, steps, clip=1.0, on_step=watch)
     _RUNS[key] = result
     return result
 

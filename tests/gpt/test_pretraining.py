@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import llmfs
 import llmfs.tensor as lt
 from llmfs.gpt import tensor_model
 from llmfs.gpt.errors import ConfigError
@@ -114,6 +115,25 @@ def test_a_learners_text_file_is_read_or_refused_by_name(tmp_path: Path) -> None
         read_text_file(tmp_path)
     with pytest.raises(TextModelError, match="13 characters; at least 100"):
         read_text_file(good, min_chars=100)
+
+
+def test_chapter_elevens_bpe_trains_on_a_learners_file_and_the_loader_reads_its_stream(
+    tmp_path: Path,
+) -> None:
+    from llmfs.gpt.text_corpus import corpus_text, split, train_tokenizer
+
+    own = tmp_path / "notes.txt"
+    own.write_text(corpus_text()[:24_000] + "Ünïcode café — naïve façade.\n" * 200, "utf-8")
+    text = read_text_file(own)
+    tokenizer = train_tokenizer(text, 300)
+    assert tokenizer.vocab_size == 300
+    ids = check_stream(np.asarray(tokenizer.encode(text)), 16, str(own))
+    assert tokenizer.decode(ids.tolist()) == text and len(ids) < len(text.encode("utf-8"))
+    parts = split(ids)
+    x, y = get_batch(parts.train, 16, 4, np.random.default_rng(0))
+    assert x.shape == (4, 16) and (y[:, :-1] == x[:, 1:]).all() and x.max() < 300
+    with pytest.raises(TextModelError, match="too short for one window of 17"):
+        check_stream(np.asarray(tokenizer.encode("Ünï")), 16, "a short text")
 
 
 # -- the validation loss and the baselines -------------------------------------------------------
@@ -241,6 +261,8 @@ def test_training_stops_at_the_end_of_its_schedule() -> None:
 _RESUME = """
 import sys
 import numpy as np
+import llmfs
+print(llmfs.__file__)
 from llmfs.gpt.text_training import train_steps
 from llmfs.gpt.train_state import load_state, state_params
 state = load_state(sys.argv[1])
@@ -261,7 +283,7 @@ def test_two_n_steps_equal_n_then_save_load_in_a_fresh_process_then_n_more(tmp_p
     np.save(tmp_path / "ids.npy", ids)
     script = tmp_path / "resume.py"
     script.write_text(textwrap.dedent(_RESUME), encoding="utf-8")
-    subprocess.run(
+    child = subprocess.run(
         [
             sys.executable,
             str(script),
@@ -270,8 +292,12 @@ def test_two_n_steps_equal_n_then_save_load_in_a_fresh_process_then_n_more(tmp_p
             str(tmp_path / "out.npz"),
         ],
         check=True,
+        capture_output=True,
+        text=True,
         env={"OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
     )
+    # A fresh interpreter, importing the llmfs under test: nothing of this process carries over.
+    assert child.stdout.strip() == llmfs.__file__
     with np.load(tmp_path / "out.npz") as resumed:
         final = state_params(whole)
         assert sorted(resumed.files) == sorted(final)
