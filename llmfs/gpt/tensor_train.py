@@ -105,10 +105,15 @@ def cross_entropy(logits: Operand, targets: np.ndarray, weights: np.ndarray) -> 
     total = float(weights.sum())
     if not total > 0:
         raise TaskError(f"the weights must add up to a positive number, got {total}")
-    picked = np.zeros(shape)
-    np.put_along_axis(picked, targets[..., None], 1.0, axis=-1)
-    scale = Tensor.from_numpy(-picked * (weights / total)[..., None], dtype=logits.dtype)
-    return lt.sum(F.log_softmax(logits, -1) * scale)
+    # The scale is made in the logits' dtype and written only at the targets: for a text
+    # model's [B, T, 768] logits a float64 one-hot and its product cost more than the rest of
+    # the loss. Elsewhere it holds -0.0, the product's sign of zero, so every value and
+    # gradient keeps its bits.
+    dtype = np.dtype(logits.dtype.name)
+    scale = np.full(shape, -0.0, dtype=dtype)
+    at_target = (-(weights / total)).astype(dtype)[..., None]
+    np.put_along_axis(scale, targets[..., None], at_target, axis=-1)
+    return lt.sum(F.log_softmax(logits, -1) * Tensor.from_numpy(scale, dtype=logits.dtype))
 
 
 # --------------------------------------------------------------------------------------------
