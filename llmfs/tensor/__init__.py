@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from llmfs.tensor import dispatch as _dispatch
 from llmfs.tensor import errors
-from llmfs.tensor.autograd import gradcheck
 from llmfs.tensor.backends import (
     Backend,
     available_backends,
@@ -30,9 +29,11 @@ from llmfs.tensor.backends import (
 )
 from llmfs.tensor.backends.metal import errors as _metal_errors
 from llmfs.tensor.backends.threads import get_num_threads, set_num_threads
+from llmfs.tensor.compare import allclose, array_equal, isclose
 from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
 from llmfs.tensor.errors import AutogradError, StaleViewError, TensorError, TensorViewError
+from llmfs.tensor.finite_difference import gradcheck
 from llmfs.tensor.layout import (
     Layout,
     broadcast_shapes,
@@ -46,9 +47,7 @@ from llmfs.tensor.ops import (
     abs,
     add,
     all,
-    allclose,
     any,
-    array_equal,
     astype,
     cos,
     div,
@@ -58,7 +57,6 @@ from llmfs.tensor.ops import (
     floor_divide,
     greater,
     greater_equal,
-    isclose,
     less,
     less_equal,
     log,
