@@ -32,6 +32,7 @@ from llmfs.tensor.backends.threads import get_num_threads, set_num_threads
 from llmfs.tensor.compare import allclose, array_equal, isclose
 from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
 from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
+from llmfs.tensor.einsum import errors as _einsum_errors
 from llmfs.tensor.errors import AutogradError, StaleViewError, TensorError, TensorViewError
 from llmfs.tensor.finite_difference import gradcheck
 from llmfs.tensor.layout import (
@@ -188,10 +189,11 @@ __all__ = [
 def __getattr__(name: str) -> type[Exception]:
     """Every error class by its own name as well (``lt.OverlappingWriteError``), as learners'
     code and older notebooks name them: the library's errors live in :mod:`llmfs.tensor.errors`
-    (``lt.errors.OverlappingWriteError``) and the Metal backend's beside it; this package exports
-    only their bases (:class:`TensorError`, :class:`TensorViewError`, :class:`AutogradError`)
+    (``lt.errors.OverlappingWriteError``), einsum's and the Metal backend's beside them; this
+    exports only their bases (:class:`TensorError`, :class:`TensorViewError`,
+    :class:`AutogradError`)
     and :class:`StaleViewError`, the chapters' own."""
-    for module in (errors, _metal_errors):
+    for module in (errors, _einsum_errors, _metal_errors):
         found = getattr(module, name, None)
         if name in module.__all__ and isinstance(found, type) and issubclass(found, Exception):
             return found

@@ -38,10 +38,11 @@ from __future__ import annotations
 
 from llmfs.tensor.einsum.contraction import ContractionPlan
 from llmfs.tensor.einsum.descriptor import TensorDescriptor
+from llmfs.tensor.einsum.errors import DescriptorError
 from llmfs.tensor.einsum.gradient import einsum_backward
 from llmfs.tensor.einsum.parse import ELLIPSIS, LABELS, ParsedExpression, Term, parse_expression
 from llmfs.tensor.einsum.plan import EinsumPlan
-from llmfs.tensor.errors import DescriptorError, EinsumError
+from llmfs.tensor.errors import EinsumError
 
 __all__ = [
     "ELLIPSIS",

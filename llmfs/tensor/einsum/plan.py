@@ -28,14 +28,13 @@ import numpy as np
 from llmfs.tensor import above, ops
 from llmfs.tensor.dtypes import kind_operand, number_kind, promote, resolve_dtype
 from llmfs.tensor.einsum.descriptor import TensorDescriptor
+from llmfs.tensor.einsum.errors import OutputBufferError, PlanMismatchError
 from llmfs.tensor.einsum.labels import Binding, bind, is_ellipsis_key
 from llmfs.tensor.einsum.output import check_output
 from llmfs.tensor.einsum.parse import parse_expression
 from llmfs.tensor.errors import (
     DTypeError,
     NonContiguousReshapeError,
-    OutputBufferError,
-    PlanMismatchError,
 )
 from llmfs.tensor.layout import (
     Layout,
