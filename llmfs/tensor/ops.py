@@ -3,54 +3,33 @@
 Every function here accepts :class:`~llmfs.tensor.tensor.Tensor` and
 :class:`~llmfs.tensor.view.TensorView` operands alike (and, where it says so, real Python scalars),
 and returns a NEW owning ``Tensor`` with row-major strides. The work that is the same for every
-backend happens here, once:
+backend happens here, once (what a backend does is in :mod:`llmfs.tensor.backends.base`):
 
-* **Scalars.** A number operand is what NumPy takes as one (:func:`~llmfs.tensor.dtypes.is_number`):
-  a Python bool, int or float, or a NumPy scalar of those kinds; complex numbers, ``Fraction``,
-  ``Decimal`` and strings are a :class:`TensorError`. A Python bool, int or float is *weak*
-  (NumPy 2's rule): it takes the tensor's dtype when its kind allows, so ``float32_tensor + 1.0``
-  stays float32 and ``int32_tensor + 1`` stays int32, while ``int32_tensor + 0.5`` is float64; a
-  NumPy scalar is strong (``float16_tensor + np.float64(1)`` is float64). The number becomes a
-  0-d operand of the result dtype; an int that does not fit that dtype is a
-  :class:`TensorError`. One function decides the result dtype, :func:`~llmfs.tensor.dtypes.promote`,
-  for every op and for einsum.
-* **Broadcasting** is NumPy's (right-aligned; sizes equal or 1) and is done with zero-stride
-  *views* (:meth:`TensorView.expand`): nothing is copied to make shapes agree. A mismatch is a
-  :class:`BroadcastError` naming both shapes and the axis.
-* **Dtypes**: the result dtype is NumPy 2's promotion of the inputs
-  (:func:`llmfs.tensor.dtypes.promote`: ``int32 + int64 -> int64``, ``int32 + float32 ->
-  float64``, ``bool + bool -> bool``) unless ``dtype=`` asks for another. Float arithmetic runs in
-  float64 when the promoted dtype is float64 and in float32 otherwise (so float16 data is computed
-  in float32 and stored as float16); integer arithmetic runs in the integer dtype and wraps
-  around on overflow, as NumPy's does. As in NumPy: ``div`` of integers or bools is float64
-  (true division); comparisons return bool; ``sum``/``prod`` of integers or bools are int64 and
-  their ``mean`` float64. NumPy refuses ``-`` and ``sub`` on bools, and so does llmfs
-  (:class:`DTypeError`). Unlike NumPy, which silently computes in float64, the transcendental
-  functions (``sqrt exp log sin cos tanh sigmoid reciprocal``) refuse integer and bool
-  operands with a :class:`DTypeError` that says how to cast (``x.astype("float64")``).
-* **Empty outputs do no work**: they are allocated here and no backend is called. ``sum`` and
-  ``prod`` over an empty axis are 0 and 1; ``max``, ``min`` and ``mean`` over one are an
-  :class:`EmptyReductionError`.
+* **Scalars** are what NumPy takes as numbers (:func:`~llmfs.tensor.dtypes.is_number`); a Python
+  bool, int or float is *weak* (NumPy 2's rule: ``float32_tensor + 1.0`` stays float32), a NumPy
+  scalar strong. A number becomes a 0-d operand of the result dtype; one that has no value of
+  that dtype is a :class:`TensorError`.
+* **Broadcasting** is NumPy's, done with zero-stride views (:meth:`TensorView.expand`), never a
+  copy; a mismatch is a :class:`BroadcastError` naming both shapes and the axis.
+* **Dtypes**: the result dtype is :func:`~llmfs.tensor.dtypes.promote` of the inputs (NumPy 2's
+  promotion) unless ``dtype=`` asks for another; float arithmetic runs in float64 when the
+  promoted dtype is float64, else in float32; integers wrap on overflow. As in NumPy, ``div`` of
+  integers is float64, comparisons are bool, integer ``sum``/``prod`` are int64 and their
+  ``mean`` float64, and ``-`` of bools is refused. Unlike NumPy, the transcendental functions
+  refuse integer and bool operands with a :class:`DTypeError` saying how to cast.
+* **Empty outputs do no work**: ``sum``/``prod`` over an empty axis are 0 and 1; ``max``,
+  ``min`` and ``mean`` over one are an :class:`EmptyReductionError`.
 * **Dispatch**: the active backend (:func:`~llmfs.tensor.backends.use_backend`) runs the
-  primitive, or its declared fallback when it does not support the op or dtype. On the NumPy
-  backend a small call (an 8x8 matrix, one token's activations) is planned once: the first call
-  of each kind (op, shapes, dtypes) runs every check above, and later calls of that kind reuse
-  its decisions and make the backend's NumPy call directly, still checking on every call what
-  can change between calls (a stale view, a write by another thread). The rules and why a plan
-  never changes a result or an error are in :mod:`llmfs.tensor.dispatch`.
-* **Memory and work**: a result NumPy or the machine cannot hold is refused before any backend
-  runs, and a ``MemoryError`` during the computation becomes an :class:`AllocationError` with the
-  numbers. The same byte limit bounds what an op reads (:func:`~llmfs.tensor.strided.check_reads`):
-  a reduction, a matrix product or an einsum of a view with more values than memory holds (a
-  huge broadcast) is a :class:`ViewTooLargeError`, never a loop of hours.
-* **Autograd**: each differentiable op is decorated with
-  :func:`~llmfs.tensor.tape.differentiable`, which records it for ``backward()`` when an operand
-  requires grad (one slot read per operand otherwise); the backward rules live in
-  :mod:`llmfs.tensor.autograd`. Comparisons, logical ops, ``any``/``all`` and the whole-tensor
-  questions are not recorded (their results are bools).
-* **Threads**: every op checks its operands' versions again after reading them, so a write by
-  another thread during the read is a :class:`ConcurrentWriteError` (a :class:`StaleViewError`),
-  never a result mixing two versions (the single-writer rule of :mod:`llmfs.tensor.tensor`).
+  primitive, or its declared fallback. Every op without ``dtype=`` first asks :data:`planner`,
+  the one hook for speed code (:mod:`llmfs.tensor.dispatch`), which answers with the same
+  result and error as the rule, or leaves the call to it.
+* **Memory and work**: a result that cannot be allocated, or a read of more values than memory
+  holds (a huge broadcast), is refused before any backend runs (:class:`AllocationError`,
+  :class:`ViewTooLargeError`).
+* **Autograd**: a differentiable op is decorated with :func:`~llmfs.tensor.tape.differentiable`;
+  its backward rule lives in :mod:`llmfs.tensor.autograd`.
+* **Threads**: every op checks its operands' versions after reading them
+  (:class:`ConcurrentWriteError`), so no result mixes two versions.
 """
 
 from __future__ import annotations
@@ -84,7 +63,6 @@ from llmfs.tensor.errors import (
     EmptyReductionError,
     IndexOutOfBoundsError,
     MatmulShapeError,
-    ReduceError,
     TensorError,
     UnsupportedOperationError,
 )
@@ -716,85 +694,6 @@ def all(x: Operand, axis: object = None, *, keepdims: bool = False) -> Tensor:
     return _reduction("all", x, axis, keepdims, None)
 
 
-_REDUCTIONS = ("sum", "prod", "max", "min", "mean")
-
-
-def _modes(modes: object, what: str, modes_in: object, modes_out: object) -> tuple[object, ...]:
-    if isinstance(modes, (str, list, tuple)):
-        return tuple(modes)
-    raise ReduceError(
-        modes_in,
-        modes_out,
-        f"{what} must be a string of letters or a list of labels, got {type(modes).__name__}",
-    )
-
-
-@differentiable("reduce")
-def reduce(
-    x: Operand,
-    modes_in: object,
-    modes_out: object,
-    op: str = "sum",
-    *,
-    dtype: object | None = None,
-) -> Tensor:
-    """Reduction by mode labels: ``modes_in`` names each axis of ``x`` (a string such as
-    ``"ijk"`` or a list of labels, e.g. ints); the labels absent from ``modes_out`` are reduced
-    with ``op`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, ``"mean"``, any case), and the output
-    axes follow ``modes_out``'s order. ``reduce(a, [0, 1], [0], "sum")`` sums each row.
-
-    Raises :class:`ReduceError` (an :class:`EinsumError`) when ``modes_in`` does not name every
-    axis once, when an output label repeats or is not an input label, or for an unknown ``op``;
-    the message shows both modes and, for an unknown op, the valid ones.
-    """
-    view = as_view(x, what="reduce's operand")
-    inputs = _modes(modes_in, "modes_in", modes_in, modes_out)
-    outputs = _modes(modes_out, "modes_out", modes_in, modes_out)
-    name = op.lower() if isinstance(op, str) else None
-    if name not in _REDUCTIONS:
-        raise ReduceError(
-            modes_in,
-            modes_out,
-            f"unknown reduction {op!r}; the valid ops are {', '.join(_REDUCTIONS)} (any case)",
-        )
-    if len(inputs) != view.rank:
-        raise ReduceError(
-            modes_in,
-            modes_out,
-            f"modes_in names {len(inputs)} axes but the operand has rank {view.rank} "
-            f"(shape {list(view.shape)})",
-            operand=0,
-        )
-    for k, label in enumerate(inputs):
-        if label in inputs[:k]:
-            raise ReduceError(
-                modes_in,
-                modes_out,
-                f"input mode {label!r} appears twice (each axis needs its own label)",
-                label=str(label),
-            )
-    for k, label in enumerate(outputs):
-        if label in outputs[:k]:
-            raise ReduceError(
-                modes_in, modes_out, f"output mode {label!r} appears twice", label=str(label)
-            )
-        if label not in inputs:
-            raise ReduceError(
-                modes_in,
-                modes_out,
-                f"output mode {label!r} is not one of the input modes {list(inputs)}",
-                label=str(label),
-            )
-    reduced = [k for k, label in enumerate(inputs) if label not in outputs]
-    result = _reduction(name, view, tuple(reduced), False, dtype)
-    kept = [label for label in inputs if label in outputs]
-    if kept == list(outputs):
-        return result
-    order = [kept.index(label) for label in outputs]
-    moved = result.view().permute(order)
-    return backend_for("copy", None, result.dtype).copy(moved, dtype=result.dtype)
-
-
 # --------------------------------------------------------------------------------------------
 # Selection and conversion: where, take, astype
 # --------------------------------------------------------------------------------------------
@@ -899,7 +798,7 @@ def astype(x: Operand, dtype: object) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------
-# Matmul and einsum
+# Matmul
 # --------------------------------------------------------------------------------------------
 
 
@@ -962,26 +861,7 @@ def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:
     return with_shape(result, final)
 
 
-@differentiable("einsum")
-def einsum(expression: str, *operands: object, dtype: object | None = None) -> Tensor:
-    """Einstein summation over labelled axes (the rules are stated in :mod:`llmfs.tensor.einsum`:
-    shared labels need equal sizes or 1, ``...`` broadcasts right-aligned, a label repeated in
-    one term takes a diagonal, labels missing from the output are summed).
-
-    ``einsum("ik,kj->ij", a, b)`` is a matrix product; the operands may also be passed as one
-    list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending
-    label or operand.
-    """
-    # einsum's plans run the ops of this module: they are reached through above.einsum.
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    plan = above.einsum.plan_for(expression, *operands, dtype=dtype)
-    with allocating(element_count(plan.output_shape), plan.output_dtype):
-        return plan.execute(*operands)
-
-
 __all__ = [
-    "ReduceError",
     "abs",
     "add",
     "all",
@@ -990,7 +870,6 @@ __all__ = [
     "astype",
     "cos",
     "div",
-    "einsum",
     "equal",
     "exp",
     "floor_divide",
@@ -1015,7 +894,6 @@ __all__ = [
     "power",
     "prod",
     "reciprocal",
-    "reduce",
     "relu",
     "remainder",
     "scale",
