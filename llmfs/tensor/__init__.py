@@ -31,7 +31,7 @@ from llmfs.tensor.backends.metal import errors as _metal_errors
 from llmfs.tensor.backends.threads import get_num_threads, set_num_threads
 from llmfs.tensor.compare import allclose, array_equal, isclose
 from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
-from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor, einsum, reduce
+from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor, einsum
 from llmfs.tensor.einsum import errors as _einsum_errors
 from llmfs.tensor.errors import AutogradError, StaleViewError, TensorError, TensorViewError
 from llmfs.tensor.finite_difference import gradcheck
@@ -76,6 +76,7 @@ from llmfs.tensor.ops import (
     power,
     prod,
     reciprocal,
+    reduce,
     relu,
     remainder,
     scale,

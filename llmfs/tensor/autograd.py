@@ -428,7 +428,7 @@ def _kept(value: Tensor, x: TensorView, axes: Sequence[int]) -> Tensor | TensorV
     return value if value.shape == shape else value.reshape(shape)
 
 
-def reduction_backward(
+def _reduction_backward(
     ctx: Context, op: str, x: TensorView, axes: Sequence[int], g: Grad, out: Grad
 ) -> Grad:
     """d(op over ``axes``)/dx given ``g`` and the result ``out``, both with keepdims shape."""
@@ -478,11 +478,33 @@ def _reduction_rule(op: str) -> Rule:
         return [
             (
                 x,
-                reduction_backward(ctx, op, x, axes, _kept(g, x, axes), _kept(ctx.result, x, axes)),
+                _reduction_backward(
+                    ctx, op, x, axes, _kept(g, x, axes), _kept(ctx.result, x, axes)
+                ),
             )
         ]
 
     return rule
+
+
+def _reduce(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """``reduce(x, modes_in, modes_out, op)``: the result's axes follow ``modes_out``; put
+    them back in input order with size-1 reduced axes, then the reduction's rule."""
+    x = ctx.arg(0)
+    if not needs_grad(x):
+        return []
+    inputs, outputs = tuple(ctx.arg(1, "modes_in")), tuple(ctx.arg(2, "modes_out"))
+    op = str(ctx.arg(3, "op", "sum")).lower()
+    axes = tuple(k for k, label in enumerate(inputs) if label not in outputs)
+    kept = [label for label in inputs if label in outputs]
+    order = [outputs.index(label) for label in kept]
+
+    def in_input_order(value: Tensor) -> TensorView:
+        shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape))
+        return value.view().permute(order).reshape(shape)
+
+    grad = _reduction_backward(ctx, op, x, axes, in_input_order(g), in_input_order(ctx.result))
+    return [(x, grad)]
 
 
 def _matmul(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
@@ -561,6 +583,7 @@ RULES: dict[str, Rule] = {
     "mean": _reduction_rule("mean"),
     "max": _reduction_rule("max"),
     "min": _reduction_rule("min"),
+    "reduce": _reduce,
     "matmul": _matmul,
     "take": _take,
     "where": _where,
@@ -590,7 +613,6 @@ __all__ = [
     "Context",
     "backward",
     "no_grad",
-    "reduction_backward",
     "unbroadcast",
     "view_backward",
 ]

@@ -394,6 +394,48 @@ class MatmulShapeError(TensorError):
     detail: str
 
 
+class EinsumError(TensorError):
+    """A malformed einsum expression, or operands that do not fit it. ``operand`` (an index),
+    ``label`` (a letter or ``"..."``) and ``position`` (a character index) point at the offending
+    part, each ``None`` when unknown; the message repeats the expression with a caret under
+    ``position`` when it lies inside the expression or just past its end."""
+
+    condition = "einsum rule"
+    expression: str
+    detail: str
+    operand: int | None = None
+    label: str | None = None
+    position: int | None = None
+
+    def explain(self) -> str:
+        caret = ""
+        if self.position is not None and 0 <= self.position <= len(self.expression):
+            # The caret sits under the character, after "  '" (the repr's opening quote).
+            caret = f"\n  {self.expression!r}\n  {' ' * (self.position + 1)}^"
+        return f"einsum {self.expression!r}: {self.detail}{caret}"
+
+
+class ReduceError(EinsumError):
+    """A :func:`~llmfs.tensor.ops.reduce` call whose modes do not fit the operand, or whose op is
+    unknown: an :class:`EinsumError` (mode labels follow einsum's rules) whose message names
+    ``reduce`` and its modes as given; ``expression`` is ``"modes_in -> modes_out"``."""
+
+    condition = "reduce modes name each axis once; the op is a known reduction"
+    modes_in: object
+    modes_out: object
+    detail: str
+    operand: int | None = None
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        self.expression = f"{self.modes_in!r} -> {self.modes_out!r}"
+        self.position = None
+
+    def explain(self) -> str:
+        modes = f"modes_in={shown(self.modes_in)!r}, modes_out={shown(self.modes_out)!r}"
+        return f"reduce({modes}): {self.detail}"
+
+
 class BackendUnavailableError(TensorError):
     """A backend name that is unknown, or whose backend cannot run on this machine."""
 

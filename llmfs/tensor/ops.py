@@ -63,6 +63,7 @@ from llmfs.tensor.errors import (
     EmptyReductionError,
     IndexOutOfBoundsError,
     MatmulShapeError,
+    ReduceError,
     TensorError,
     UnsupportedOperationError,
 )
@@ -694,6 +695,85 @@ def all(x: Operand, axis: object = None, *, keepdims: bool = False) -> Tensor:
     return _reduction("all", x, axis, keepdims, None)
 
 
+_REDUCTIONS = ("sum", "prod", "max", "min", "mean")
+
+
+def _modes(modes: object, what: str, modes_in: object, modes_out: object) -> tuple[object, ...]:
+    if isinstance(modes, (str, list, tuple)):
+        return tuple(modes)
+    raise ReduceError(
+        modes_in,
+        modes_out,
+        f"{what} must be a string of letters or a list of labels, got {type(modes).__name__}",
+    )
+
+
+@differentiable("reduce")
+def reduce(
+    x: Operand,
+    modes_in: object,
+    modes_out: object,
+    op: str = "sum",
+    *,
+    dtype: object | None = None,
+) -> Tensor:
+    """Reduction by mode labels: ``modes_in`` names each axis of ``x`` (a string such as
+    ``"ijk"`` or a list of labels, e.g. ints); the labels absent from ``modes_out`` are reduced
+    with ``op`` (``"sum"``, ``"prod"``, ``"max"``, ``"min"``, ``"mean"``, any case), and the output
+    axes follow ``modes_out``'s order. ``reduce(a, [0, 1], [0], "sum")`` sums each row.
+
+    Raises :class:`ReduceError` (an :class:`EinsumError`) when ``modes_in`` does not name every
+    axis once, when an output label repeats or is not an input label, or for an unknown ``op``;
+    the message shows both modes and, for an unknown op, the valid ones.
+    """
+    view = as_view(x, what="reduce's operand")
+    inputs = _modes(modes_in, "modes_in", modes_in, modes_out)
+    outputs = _modes(modes_out, "modes_out", modes_in, modes_out)
+    name = op.lower() if isinstance(op, str) else None
+    if name not in _REDUCTIONS:
+        raise ReduceError(
+            modes_in,
+            modes_out,
+            f"unknown reduction {op!r}; the valid ops are {', '.join(_REDUCTIONS)} (any case)",
+        )
+    if len(inputs) != view.rank:
+        raise ReduceError(
+            modes_in,
+            modes_out,
+            f"modes_in names {len(inputs)} axes but the operand has rank {view.rank} "
+            f"(shape {list(view.shape)})",
+            operand=0,
+        )
+    for k, label in enumerate(inputs):
+        if label in inputs[:k]:
+            raise ReduceError(
+                modes_in,
+                modes_out,
+                f"input mode {label!r} appears twice (each axis needs its own label)",
+                label=str(label),
+            )
+    for k, label in enumerate(outputs):
+        if label in outputs[:k]:
+            raise ReduceError(
+                modes_in, modes_out, f"output mode {label!r} appears twice", label=str(label)
+            )
+        if label not in inputs:
+            raise ReduceError(
+                modes_in,
+                modes_out,
+                f"output mode {label!r} is not one of the input modes {list(inputs)}",
+                label=str(label),
+            )
+    reduced = [k for k, label in enumerate(inputs) if label not in outputs]
+    result = _reduction(name, view, tuple(reduced), False, dtype)
+    kept = [label for label in inputs if label in outputs]
+    if kept == list(outputs):
+        return result
+    order = [kept.index(label) for label in outputs]
+    moved = result.view().permute(order)
+    return backend_for("copy", None, result.dtype).copy(moved, dtype=result.dtype)
+
+
 # --------------------------------------------------------------------------------------------
 # Selection and conversion: where, take, astype
 # --------------------------------------------------------------------------------------------
@@ -862,6 +942,7 @@ def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:
 
 
 __all__ = [
+    "ReduceError",
     "abs",
     "add",
     "all",
@@ -894,6 +975,7 @@ __all__ = [
     "power",
     "prod",
     "reciprocal",
+    "reduce",
     "relu",
     "remainder",
     "scale",

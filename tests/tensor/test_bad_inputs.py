@@ -547,7 +547,7 @@ ROWS: list[tuple[str, Callable[[], Any], type[TensorError], str]] = [
     ),
     (
         "reduce-over-2**63-bytes",
-        lambda: lt.reduce(_huge_view(), "i", "", "max"),
+        lambda: ops.reduce(_huge_view(), "i", "", "max"),
         lt.ViewTooLargeError,
         TOO_BIG,
     ),

@@ -48,7 +48,7 @@ from llmfs.tensor import (
     use_backend,
 )
 from llmfs.tensor.backends.numpy_backend import NumpyBackend
-from llmfs.tensor.einsum import ReduceError
+from llmfs.tensor.ops import ReduceError
 
 
 def f32(*values: float, shape: tuple[int, ...] | None = None) -> Tensor:

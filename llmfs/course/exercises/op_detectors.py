@@ -23,7 +23,7 @@ from llmfs.course.exercises.detectors import (
     source,
 )
 from llmfs.course.exercises.entries import error_classes, resolve_error_name
-from llmfs.tensor import TensorView, ops, reduce
+from llmfs.tensor import TensorView, ops
 
 if TYPE_CHECKING:
     from llmfs.course.exercises.misconceptions import Context
@@ -99,7 +99,7 @@ def reduce_kept_labels(value: Any, truth: Any, context: Context) -> str | None:
     if not isinstance(modes_in, str) or not isinstance(modes_out, str):
         return None
     others = "".join(m for m in modes_in if m not in modes_out)
-    redone = redo(lambda: reduce(x, modes_in, others)) if others else None
+    redone = redo(lambda: ops.reduce(x, modes_in, others)) if others else None
     if any(
         shows(f, value, truth, redone) and is_field(f, truth, context) for f in ("shape", "values")
     ):

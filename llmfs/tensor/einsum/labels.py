@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmfs.tensor.einsum.errors import EinsumError
 from llmfs.tensor.einsum.parse import ELLIPSIS, ParsedExpression, Term
+from llmfs.tensor.errors import EinsumError
 
 
 def ellipsis_key(index: int) -> str:

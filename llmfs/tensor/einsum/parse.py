@@ -15,7 +15,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from llmfs.tensor.einsum.errors import EinsumError
+from llmfs.tensor.errors import EinsumError
 
 #: The characters that are labels.
 LABELS = string.ascii_letters
