@@ -16,7 +16,7 @@ import numpy as np
 
 from llmfs.tensor.autograd import Context, Grad, grad_array, needs_grad, register_rule
 from llmfs.tensor.dtypes import is_number
-from llmfs.tensor.einsum.functions import einsum
+from llmfs.tensor.einsum import functions
 from llmfs.tensor.einsum.labels import bind
 from llmfs.tensor.einsum.parse import parse_expression
 from llmfs.tensor.layout import Layout
@@ -59,7 +59,7 @@ def einsum_backward(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
         others = [ctx.values(v, f"its operand {j}") for j, v in enumerate(operands) if j != i]
         other_terms = [term(binding.keys[j]) for j in range(len(operands)) if j != i]
         spec = ",".join([term(binding.output), *other_terms]) + "->" + term(made)
-        grad: Grad = einsum(spec, g, *others)
+        grad: Grad = functions.einsum(spec, g, *others)
         # A made label may come out of size 1 (its only other operand broadcast it): it
         # expands back to the operand's size, as the missing labels do.
         produced = dict(zip(made, grad.shape))
