@@ -190,8 +190,7 @@ def __getattr__(name: str) -> type[Exception]:
     code and older notebooks name them: the library's errors live in :mod:`llmfs.tensor.errors`
     (``lt.errors.OverlappingWriteError``), einsum's and the Metal backend's beside them; this
     exports only their bases (:class:`TensorError`, :class:`TensorViewError`,
-    :class:`AutogradError`)
-    and :class:`StaleViewError`, the chapters' own."""
+    :class:`AutogradError`) and :class:`StaleViewError`, the chapters' own."""
     for module in (errors, _einsum_errors, _metal_errors):
         found = getattr(module, name, None)
         if name in module.__all__ and isinstance(found, type) and issubclass(found, Exception):
