@@ -67,10 +67,15 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("backends", ("llmfs.tensor.backends",)),
-    ("ops", ("llmfs.tensor.ops", "llmfs.tensor.writes")),
+    ("ops", ("llmfs.tensor.ops", "llmfs.tensor.writes", "llmfs.tensor.compare")),
     (
         "einsum and autograd",
-        ("llmfs.tensor.einsum", "llmfs.tensor.autograd", "llmfs.tensor.functional"),
+        (
+            "llmfs.tensor.einsum",
+            "llmfs.tensor.autograd",
+            "llmfs.tensor.functional",
+            "llmfs.tensor.finite_difference",
+        ),
     ),
     ("speed", ("llmfs.tensor.dispatch", "llmfs.tensor.derived")),
     ("tensor facade", ("llmfs.tensor",)),

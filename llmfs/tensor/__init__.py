@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from llmfs.tensor import dispatch as _dispatch
 from llmfs.tensor import errors
-from llmfs.tensor.autograd import gradcheck
 from llmfs.tensor.backends import (
     Backend,
     available_backends,
@@ -30,9 +29,12 @@ from llmfs.tensor.backends import (
 )
 from llmfs.tensor.backends.metal import errors as _metal_errors
 from llmfs.tensor.backends.threads import get_num_threads, set_num_threads
+from llmfs.tensor.compare import allclose, array_equal, isclose
 from llmfs.tensor.dtypes import FLOAT_DTYPES, INTEGER_DTYPES, SUPPORTED_DTYPES
-from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor
+from llmfs.tensor.einsum import ContractionPlan, EinsumPlan, TensorDescriptor, einsum
+from llmfs.tensor.einsum import errors as _einsum_errors
 from llmfs.tensor.errors import AutogradError, StaleViewError, TensorError, TensorViewError
+from llmfs.tensor.finite_difference import gradcheck
 from llmfs.tensor.layout import (
     Layout,
     broadcast_shapes,
@@ -46,19 +48,15 @@ from llmfs.tensor.ops import (
     abs,
     add,
     all,
-    allclose,
     any,
-    array_equal,
     astype,
     cos,
     div,
-    einsum,
     equal,
     exp,
     floor_divide,
     greater,
     greater_equal,
-    isclose,
     less,
     less_equal,
     log,
@@ -190,10 +188,10 @@ __all__ = [
 def __getattr__(name: str) -> type[Exception]:
     """Every error class by its own name as well (``lt.OverlappingWriteError``), as learners'
     code and older notebooks name them: the library's errors live in :mod:`llmfs.tensor.errors`
-    (``lt.errors.OverlappingWriteError``) and the Metal backend's beside it; this package exports
-    only their bases (:class:`TensorError`, :class:`TensorViewError`, :class:`AutogradError`)
-    and :class:`StaleViewError`, the chapters' own."""
-    for module in (errors, _metal_errors):
+    (``lt.errors.OverlappingWriteError``), einsum's and the Metal backend's beside them; this
+    exports only their bases (:class:`TensorError`, :class:`TensorViewError`,
+    :class:`AutogradError`) and :class:`StaleViewError`, the chapters' own."""
+    for module in (errors, _einsum_errors, _metal_errors):
         found = getattr(module, name, None)
         if name in module.__all__ and isinstance(found, type) and issubclass(found, Exception):
             return found

@@ -192,9 +192,7 @@ def check_integer_range(
             )
 
 
-# --------------------------------------------------------------------------------------------
-# Numbers: what a Python or NumPy number is, and how values enter storage
-# --------------------------------------------------------------------------------------------
+# -- Numbers: what a Python or NumPy number is, and how values enter storage -----------------------
 
 #: The Python types NumPy 2 treats as *weak* next to a tensor (NEP 50): exactly these types. A
 #: subclass (an ``IntEnum``, a ``float`` subclass) is converted by ``np.asarray``, to a strong

@@ -3,54 +3,33 @@
 Every function here accepts :class:`~llmfs.tensor.tensor.Tensor` and
 :class:`~llmfs.tensor.view.TensorView` operands alike (and, where it says so, real Python scalars),
 and returns a NEW owning ``Tensor`` with row-major strides. The work that is the same for every
-backend happens here, once:
+backend happens here, once (what a backend does is in :mod:`llmfs.tensor.backends.base`):
 
-* **Scalars.** A number operand is what NumPy takes as one (:func:`~llmfs.tensor.dtypes.is_number`):
-  a Python bool, int or float, or a NumPy scalar of those kinds; complex numbers, ``Fraction``,
-  ``Decimal`` and strings are a :class:`TensorError`. A Python bool, int or float is *weak*
-  (NumPy 2's rule): it takes the tensor's dtype when its kind allows, so ``float32_tensor + 1.0``
-  stays float32 and ``int32_tensor + 1`` stays int32, while ``int32_tensor + 0.5`` is float64; a
-  NumPy scalar is strong (``float16_tensor + np.float64(1)`` is float64). The number becomes a
-  0-d operand of the result dtype; an int that does not fit that dtype is a
-  :class:`TensorError`. One function decides the result dtype, :func:`~llmfs.tensor.dtypes.promote`,
-  for every op and for einsum.
-* **Broadcasting** is NumPy's (right-aligned; sizes equal or 1) and is done with zero-stride
-  *views* (:meth:`TensorView.expand`): nothing is copied to make shapes agree. A mismatch is a
-  :class:`BroadcastError` naming both shapes and the axis.
-* **Dtypes**: the result dtype is NumPy 2's promotion of the inputs
-  (:func:`llmfs.tensor.dtypes.promote`: ``int32 + int64 -> int64``, ``int32 + float32 ->
-  float64``, ``bool + bool -> bool``) unless ``dtype=`` asks for another. Float arithmetic runs in
-  float64 when the promoted dtype is float64 and in float32 otherwise (so float16 data is computed
-  in float32 and stored as float16); integer arithmetic runs in the integer dtype and wraps
-  around on overflow, as NumPy's does. As in NumPy: ``div`` of integers or bools is float64
-  (true division); comparisons return bool; ``sum``/``prod`` of integers or bools are int64 and
-  their ``mean`` float64. NumPy refuses ``-`` and ``sub`` on bools, and so does llmfs
-  (:class:`DTypeError`). Unlike NumPy, which silently computes in float64, the transcendental
-  functions (``sqrt exp log sin cos tanh sigmoid reciprocal``) refuse integer and bool
-  operands with a :class:`DTypeError` that says how to cast (``x.astype("float64")``).
-* **Empty outputs do no work**: they are allocated here and no backend is called. ``sum`` and
-  ``prod`` over an empty axis are 0 and 1; ``max``, ``min`` and ``mean`` over one are an
-  :class:`EmptyReductionError`.
+* **Scalars** are what NumPy takes as numbers (:func:`~llmfs.tensor.dtypes.is_number`); a Python
+  bool, int or float is *weak* (NumPy 2's rule: ``float32_tensor + 1.0`` stays float32), a NumPy
+  scalar strong. A number becomes a 0-d operand of the result dtype; one that has no value of
+  that dtype is a :class:`TensorError`.
+* **Broadcasting** is NumPy's, done with zero-stride views (:meth:`TensorView.expand`), never a
+  copy; a mismatch is a :class:`BroadcastError` naming both shapes and the axis.
+* **Dtypes**: the result dtype is :func:`~llmfs.tensor.dtypes.promote` of the inputs (NumPy 2's
+  promotion) unless ``dtype=`` asks for another; float arithmetic runs in float64 when the
+  promoted dtype is float64, else in float32; integers wrap on overflow. As in NumPy, ``div`` of
+  integers is float64, comparisons are bool, integer ``sum``/``prod`` are int64 and their
+  ``mean`` float64, and ``-`` of bools is refused. Unlike NumPy, the transcendental functions
+  refuse integer and bool operands with a :class:`DTypeError` saying how to cast.
+* **Empty outputs do no work**: ``sum``/``prod`` over an empty axis are 0 and 1; ``max``,
+  ``min`` and ``mean`` over one are an :class:`EmptyReductionError`.
 * **Dispatch**: the active backend (:func:`~llmfs.tensor.backends.use_backend`) runs the
-  primitive, or its declared fallback when it does not support the op or dtype. On the NumPy
-  backend a small call (an 8x8 matrix, one token's activations) is planned once: the first call
-  of each kind (op, shapes, dtypes) runs every check above, and later calls of that kind reuse
-  its decisions and make the backend's NumPy call directly, still checking on every call what
-  can change between calls (a stale view, a write by another thread). The rules and why a plan
-  never changes a result or an error are in :mod:`llmfs.tensor.dispatch`.
-* **Memory and work**: a result NumPy or the machine cannot hold is refused before any backend
-  runs, and a ``MemoryError`` during the computation becomes an :class:`AllocationError` with the
-  numbers. The same byte limit bounds what an op reads (:func:`~llmfs.tensor.strided.check_reads`):
-  a reduction, a matrix product or an einsum of a view with more values than memory holds (a
-  huge broadcast) is a :class:`ViewTooLargeError`, never a loop of hours.
-* **Autograd**: each differentiable op is decorated with
-  :func:`~llmfs.tensor.tape.differentiable`, which records it for ``backward()`` when an operand
-  requires grad (one slot read per operand otherwise); the backward rules live in
-  :mod:`llmfs.tensor.autograd`. Comparisons, logical ops, ``any``/``all`` and the whole-tensor
-  questions are not recorded (their results are bools).
-* **Threads**: every op checks its operands' versions again after reading them, so a write by
-  another thread during the read is a :class:`ConcurrentWriteError` (a :class:`StaleViewError`),
-  never a result mixing two versions (the single-writer rule of :mod:`llmfs.tensor.tensor`).
+  primitive, or its declared fallback. Every op without ``dtype=`` first asks :data:`planner`,
+  the one hook for speed code (:mod:`llmfs.tensor.dispatch`), which answers with the same
+  result and error as the rule, or leaves the call to it.
+* **Memory and work**: a result that cannot be allocated, or a read of more values than memory
+  holds (a huge broadcast), is refused before any backend runs (:class:`AllocationError`,
+  :class:`ViewTooLargeError`).
+* **Autograd**: a differentiable op is decorated with :func:`~llmfs.tensor.tape.differentiable`;
+  its backward rule lives in :mod:`llmfs.tensor.autograd`.
+* **Threads**: every op checks its operands' versions after reading them
+  (:class:`ConcurrentWriteError`), so no result mixes two versions.
 """
 
 from __future__ import annotations
@@ -899,73 +878,7 @@ def astype(x: Operand, dtype: object) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------------
-# Whole-tensor questions: array_equal, isclose, allclose
-# --------------------------------------------------------------------------------------------
-
-
-def array_equal(a: Operand, b: Operand, *, equal_nan: bool = False) -> bool:
-    """True when ``a`` and ``b`` have the same shape and equal values (NumPy's
-    ``array_equal``; no broadcasting). NaN equals NaN only with ``equal_nan=True``. The
-    elementwise question is :func:`equal` (``a == b``), which returns a bool tensor."""
-    left, right = as_view(a, what="array_equal's operand"), as_view(b, what="array_equal's operand")
-    if left.shape != right.shape:
-        return False
-    same = equal(left, right)
-    if equal_nan:
-        same = logical_or(same, logical_and(not_equal(left, left), not_equal(right, right)))
-    return bool(all(same).get(()))
-
-
-def _as_float(view: TensorView) -> TensorView:
-    return view if is_float(view.dtype) else astype(view, "float64").view()
-
-
-def isclose(
-    a: Operand | Scalar,
-    b: Operand | Scalar,
-    rtol: float = 1e-05,
-    atol: float = 1e-08,
-    *,
-    equal_nan: bool = False,
-) -> Tensor:
-    """NumPy's ``isclose``, value by value with broadcasting: ``|a - b| <= atol + rtol * |b|``
-    (not symmetric: ``b`` is the reference), infinities close only to themselves, NaN close to
-    NaN only with ``equal_nan=True``. Integer and bool operands are compared as float64.
-
-    Raises :class:`TensorError` when ``rtol`` or ``atol`` is not a real number.
-    """
-    for name, tol in (("rtol", rtol), ("atol", atol)):
-        if not is_scalar(tol):
-            raise TensorError(f"isclose's {name} must be a real number, got {type(tol).__name__}")
-    floats = [
-        v if is_scalar(v) else _as_float(as_view(v, what="isclose's operand")) for v in (a, b)
-    ]
-    x, y = broadcast_operands(*floats, what="isclose's operand")
-    within = less_equal(abs(sub(x, y)), add(mul(abs(y), rtol), atol))
-    # v - v is 0 exactly for finite v (NaN for infinities and NaN): an infinite reference would
-    # otherwise make every tolerance infinite. Infinities are close only to themselves.
-    finite = logical_and(equal(sub(x, x), 0), equal(sub(y, y), 0))
-    close = logical_or(logical_and(within, finite), equal(x, y))
-    if equal_nan:
-        close = logical_or(close, logical_and(not_equal(x, x), not_equal(y, y)))
-    return close
-
-
-def allclose(
-    a: Operand | Scalar,
-    b: Operand | Scalar,
-    rtol: float = 1e-05,
-    atol: float = 1e-08,
-    *,
-    equal_nan: bool = False,
-) -> bool:
-    """True when every pair is close by :func:`isclose` (NumPy's ``allclose``), after
-    broadcasting. Raises :class:`BroadcastError` when the shapes do not broadcast."""
-    return bool(all(isclose(a, b, rtol, atol, equal_nan=equal_nan)).get(()))
-
-
-# --------------------------------------------------------------------------------------------
-# Matmul and einsum
+# Matmul
 # --------------------------------------------------------------------------------------------
 
 
@@ -1028,43 +941,21 @@ def _matmul_checked(a: Operand, b: Operand, dtype: object | None) -> Tensor:
     return with_shape(result, final)
 
 
-@differentiable("einsum")
-def einsum(expression: str, *operands: object, dtype: object | None = None) -> Tensor:
-    """Einstein summation over labelled axes (the rules are stated in :mod:`llmfs.tensor.einsum`:
-    shared labels need equal sizes or 1, ``...`` broadcasts right-aligned, a label repeated in
-    one term takes a diagonal, labels missing from the output are summed).
-
-    ``einsum("ik,kj->ij", a, b)`` is a matrix product; the operands may also be passed as one
-    list (``einsum("ik,kj->ij", [a, b])``). Raises :class:`EinsumError` pointing at the offending
-    label or operand.
-    """
-    # einsum's plans run the ops of this module: they are reached through above.einsum.
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
-        operands = tuple(operands[0])
-    plan = above.einsum.plan_for(expression, *operands, dtype=dtype)
-    with allocating(element_count(plan.output_shape), plan.output_dtype):
-        return plan.execute(*operands)
-
-
 __all__ = [
     "ReduceError",
     "abs",
     "add",
     "all",
-    "allclose",
     "any",
-    "array_equal",
     "as_view",
     "astype",
     "cos",
     "div",
-    "einsum",
     "equal",
     "exp",
     "floor_divide",
     "greater",
     "greater_equal",
-    "isclose",
     "less",
     "less_equal",
     "log",

@@ -29,14 +29,6 @@ every read (an op, ``tolist``, ``materialize``...) checks the version before and
 reading, raising :class:`~llmfs.tensor.errors.ConcurrentWriteError` (a
 :class:`~llmfs.tensor.errors.StaleViewError`) when it changed or a write is going on.
 ``numpy_view()`` and ``as_slice()`` export live memory and are outside this promise.
-
-Copies
-------
-``copy.copy(t)`` and ``copy.deepcopy(t)`` copy the storage, as NumPy's ``copy.copy`` of an array
-does: the copy is a new owner (version 0) and writes to it never touch ``t`` or its views. A
-pickled tensor is unpickled the same way, with no write window open whatever the state it was
-pickled in. ``copy.copy`` of a view is the same view of the same owner; ``copy.deepcopy`` of a
-view is that view of a deep copy of the owner.
 """
 
 from __future__ import annotations

@@ -3,37 +3,24 @@
 A view is three values: the owning :class:`~llmfs.tensor.tensor.Tensor`, a
 :class:`~llmfs.tensor.layout.Layout` (shape, signed strides in elements, offset) and the owner's
 version when the view was made. Every operation here makes a new view by changing only the
-layout; values are never moved or copied, except by :meth:`ViewMethods.materialize`, which
-allocates a new owner on purpose.
+layout; values are copied only by :meth:`ViewMethods.materialize` (and the readers built on it),
+which asks the active backend to copy (``Backend.copy``) inside the allocation guard and the
+version checks.
 
-:class:`ViewMethods` is the one implementation of everything that reads through a layout: the
-metadata (``shape``, ``strides``, ``ndim``, ``size``...), NumPy's Python protocols (``len``,
-iteration, ``bool``, ``float``, ``item``, ``repr``), the axis algebra (``reshape``, ``permute``,
-``slice``...), the readers (``tolist``, ``materialize``...), NumPy's operators (``+``, ``@``,
-``==``...: the ops compute them) and the autograd methods (``requires_grad``, ``backward``,
-``detach``). Two classes inherit it, one per concept: ``Tensor``, the owner (layout: row-major
-at offset 0, owner: itself; it keeps its ``grad``) and ``TensorView``, the view (its gradient
-lands in its owner's), so ``t.reshape(...)`` and ``t.view().reshape(...)`` are the same code.
-The axis algebra runs each method's layout rule (speed code may install a memo of them,
-:data:`derive_layout`).
-
-Every reader that copies values (``materialize``, ``to_numpy``, ``tolist``, ``np.asarray``) asks
-the active backend to copy (``Backend.copy``): the reference backend walks the offset cursor, the
-numpy backend makes a cache-blocked, threaded copy. This module keeps only the rules around the
-copy: the allocation guard and the version checks before and after it.
+:class:`ViewMethods` is the one implementation of everything that reads through a layout; two
+classes inherit it, one per concept: ``Tensor``, the owner (row-major at offset 0, its own
+owner; it keeps its ``grad``), and ``TensorView``, the view (its gradient lands in its owner's),
+so ``t.reshape(...)`` and ``t.view().reshape(...)`` are the same code. The axis algebra runs
+each method's layout rule (speed code may install a memo of them, :data:`derive_layout`).
 
 Invariant (checked once, when a view is made): every offset the view can reach lies inside its
-owner's storage, and sizes and offsets fit in 64 bits. Operations that derive a view from a valid
-one keep the invariant by construction (a permutation, a shrinking slice, a merge or split of
-axes visit a subset of the same offsets); explicit layouts from :meth:`TensorView.from_parts` /
-:func:`as_strided` go through :func:`~llmfs.tensor.layout.validate`. So readers (the offset
-cursor, the backends' copies and kernels) trust a view's layout without re-checking it.
-
-A view also remembers its owner's *version*; once the owner is mutated, using the view raises
-:class:`~llmfs.tensor.errors.StaleViewError` (the run-time form of Rust's borrow rule). Readers
-that copy many values (``to_numpy``, and every op) check the version again after reading, so a
-write by another thread during the read is a :class:`~llmfs.tensor.errors.ConcurrentWriteError`
-rather than values from two versions (see "Threads" in :mod:`llmfs.tensor.tensor`).
+owner's storage, and sizes and offsets fit in 64 bits. Deriving a view from a valid one keeps
+it by construction (a permutation, a shrinking slice, a merge or split of axes visit a subset of
+the same offsets); explicit layouts (:meth:`TensorView.from_parts`, :func:`as_strided`) go
+through :func:`~llmfs.tensor.layout.validate`. So readers trust a view's layout without
+re-checking it. Once the owner is mutated, using the view raises
+:class:`~llmfs.tensor.errors.StaleViewError` (the borrowing and thread rules are stated in
+:mod:`llmfs.tensor.tensor`).
 """
 
 from __future__ import annotations
@@ -82,8 +69,8 @@ def _varargs(args: tuple[object, ...]) -> object:
 
 class ViewMethods:
     """Everything that reads storage through a layout, shared by ``Tensor`` and ``TensorView``:
-    the metadata, NumPy's Python protocols, the readers, the axis algebra, the operators and
-    the autograd methods every tensor has (``requires_grad``, ``backward``, ``detach``).
+    the metadata, NumPy's Python protocols, the readers, the axis algebra, the operators (the
+    ops compute them) and the autograd methods (``requires_grad``, ``backward``, ``detach``).
 
     A subclass provides :attr:`layout`, :attr:`owner` (the ``Tensor`` holding the storage),
     ``_check_fresh()`` (raise :class:`StaleViewError` when the owner changed under it) and the

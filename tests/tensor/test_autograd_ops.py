@@ -225,10 +225,10 @@ def test_einsum_with_a_number_operand_and_operands_as_a_list() -> None:
 
 
 def test_einsums_backward_is_einsums(monkeypatch: pytest.MonkeyPatch) -> None:
-    import llmfs.tensor.ops as ops_module
+    from llmfs.tensor.einsum import functions
 
     seen: list[str] = []
-    original = ops_module.einsum
+    original = functions.einsum
 
     def spy(expression: str, *operands: object, dtype: object = None) -> Tensor:
         seen.append(expression)
@@ -236,7 +236,7 @@ def test_einsums_backward_is_einsums(monkeypatch: pytest.MonkeyPatch) -> None:
 
     a, b = leaf((2, 3), 1), leaf((3, 4), 2)
     y = lt.einsum("ik,kj->ij", a, b)
-    monkeypatch.setattr(ops_module, "einsum", spy)
+    monkeypatch.setattr(functions, "einsum", spy)
     y.backward(Tensor.full([2, 4], 1.0))
     # The labels renamed in order of appearance (output first): dA = dY B^T, dB = A^T dY.
     assert seen == ["ab,cb->ac", "ab,ac->cb"]

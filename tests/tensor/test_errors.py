@@ -66,8 +66,13 @@ def test_hierarchy() -> None:
             assert issubclass(item, TensorError), name
 
 
-#: Where errors are declared: the library's in errors.py, the Metal backend's beside it.
-ERROR_MODULES = ("llmfs.tensor.errors", "llmfs.tensor.backends.metal.errors")
+#: Where errors are declared: the library's in errors.py, einsum's and the Metal backend's with
+#: them.
+ERROR_MODULES = (
+    "llmfs.tensor.errors",
+    "llmfs.tensor.einsum.errors",
+    "llmfs.tensor.backends.metal.errors",
+)
 
 
 def test_every_error_is_declared_once_in_an_errors_module_and_exported() -> None:

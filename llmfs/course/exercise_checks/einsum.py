@@ -10,8 +10,8 @@ The random cases mix free labels (one operand, kept), batch labels (both operand
 contracted labels (both operands, summed) and private summed labels (one operand, summed), with
 scalar operands and scalar outputs, over non-contiguous layouts (permuted axes, stepped and offset
 slices, flipped axes), plus a few shared labels of unequal sizes. The reference is the library's
-:func:`~llmfs.tensor.ops.einsum` on views of the same storage, so the check and the library
-cannot disagree.
+:func:`~llmfs.tensor.einsum.functions.einsum` on views of the same storage, so the check and
+the library cannot disagree.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ check_naive_einsum = register(
         naive_einsum_reference,
         parameters=("expression", "x", "y"),
         shortcuts=forbid(
-            "llmfs.tensor.ops.einsum",
+            "llmfs.tensor.einsum.functions.einsum",
             "llmfs.tensor.einsum.plan.EinsumPlan",
             "llmfs.tensor.einsum.contraction.ContractionPlan",
             "numpy.einsum",

@@ -524,7 +524,10 @@ check_gradcheck = register(
         summarize=_gradcheck_summary,
         parameters=("fn", "x", "eps", "atol"),
         shortcuts=Shortcuts(
-            ("llmfs.tensor.autograd.gradcheck", "llmfs.tensor.autograd._central_difference"),
+            (
+                "llmfs.tensor.finite_difference.gradcheck",
+                "llmfs.tensor.finite_difference._central_difference",
+            ),
             "backward() for the analytic gradient and fn on shifted copies of x",
         ),
         size=_gradcheck_size,

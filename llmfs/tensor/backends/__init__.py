@@ -3,21 +3,14 @@
 Backends are registered by name with a *loader*, a function that builds the backend or raises
 :class:`BackendUnavailableError` (or ``ImportError``) saying why it cannot run here (no Metal
 device, no C++ compiler...). Loaders run lazily, once; their result or their refusal is kept.
-
-* :func:`available_backends` lists the names that load on this machine, in registration order.
-* :func:`get_backend` returns one by name (``None``: the active one).
-* :func:`set_default_backend` changes the process-wide default (``"numpy"`` at start).
-* :func:`use_backend` switches for a ``with`` block (per thread and per asyncio task).
-
 Built in: ``reference`` (pure Python, for reading), ``numpy`` (the default), and the Metal
-backends ``metal`` and ``metal-emulator``: their loaders import
-:mod:`llmfs.tensor.backends.metal.backend` (by name, on first use: it builds on this registry) and
-call its ``MetalBackend()`` / ``MetalEmulatorBackend()``, which raise
-:class:`BackendUnavailableError` (with the reason) where they cannot run, so each one is listed
-only where it works. A missing module or class counts as unavailable, never as a crash, and so
-does any other exception a loader raises, or a loader returning something that is not a
-:class:`Backend`: the backend is then refused with a :class:`BackendUnavailableError` whose
-reason names the exception (or what was returned), and every other backend stays usable.
+backends ``metal`` and ``metal-emulator`` (their loaders import
+:mod:`llmfs.tensor.backends.metal.backend` by name, on first use: it builds on this registry).
+
+A loader that fails in any way (a missing module or class, an exception, a result that is not a
+:class:`Backend`) makes only its backend unavailable, refused with a
+:class:`BackendUnavailableError` whose reason names what went wrong; every other backend stays
+usable, and :func:`available_backends` lists only the backends that load here.
 """
 
 from __future__ import annotations

@@ -1,97 +1,42 @@
 """The backend interface: the few primitives every compute backend implements.
 
-``llmfs.tensor.ops`` does everything that is the same for all backends: it turns Python scalars
-into 0-d operands, checks and broadcasts shapes (broadcasting is zero-stride *views*, made with
-:mod:`llmfs.tensor.layout`), normalises axes, chooses dtypes, answers empty outputs and empty
-reductions without dispatching, and plans einsum contractions. What is left for a backend is
-small and uniform:
-
-==============================================  ===============================================
-``unary(op, x, *, dtype, compute)``             required; ``op`` in :data:`UNARY_OPS`
-``binary(op, a, b, *, dtype, compute)``         required; ``op`` in :data:`BINARY_OPS`;
-                                                ``a.shape == b.shape`` (already broadcast)
-``reduce(op, x, axes, *, dtype, compute)``      required; ``op`` in :data:`REDUCE_OPS`
-``matmul(a, b, *, dtype, compute)``             required; ``(*batch, m, k) @ (*batch, k, n)``
-``copy(x, *, dtype)``                           default here (one NumPy copy, cast on the way)
-``where(cond, a, b, *, dtype)``                 default here (``np.where`` on the views)
-``take(x, ids, axis, *, dtype)``                default here (``np.take`` on the views)
-``supports(primitive, op, dtype)``              default here: ``dtype.name in self.dtypes``
-``copy_into``, ``binary_into``, ``reduce_into``, default here (the primitive, then one NumPy
-``matmul_into(..., out, *, compute)``           copy into ``out``); see "Writing into an output"
-``scatter_add(buffer, layout, grad)``           default here (NumPy's unbuffered ``np.add.at``
-                                                over the layout's offsets); the view rule of
-                                                autograd, see "Gradients through views"
-``index_add(buffer, axis, ids, rows)``         default here (``np.add.at`` along ``axis``);
-                                                the gradient of ``take``, see "Gradients
-                                                through views"
-==============================================  ===============================================
-
-Gradients through views
------------------------
-``scatter_add(buffer, layout, grad)`` is the one primitive autograd's view rule
-(:func:`llmfs.tensor.autograd.view_backward`) needs: ``buffer[offset(c)] += grad[c]`` for every
-coordinate ``c`` of ``layout``, into ``buffer`` (a writable 1-D array of an owner's storage
-size), where ``grad`` is a NumPy array of ``layout``'s shape in ``buffer``'s dtype (possibly a
-broadcast, read-only view). A cell reached by several coordinates (a zero stride, an
-overlapping explicit layout) receives their sum. The reference backend walks the offset cursor
-one value at a time; the numpy backend sums broadcast axes first and writes a layout that never
-meets itself with one strided assignment.
-
-``index_add(buffer, axis, ids, rows)`` is the gradient of ``take`` (an embedding lookup):
-``buffer[..., ids[k], ...] += rows[..., k, ...]`` along ``axis`` for every ``k`` (PyTorch's
-``index_add_``), into ``buffer`` (a writable array of the table's shape), where ``ids`` is a
-1-D int64 array of checked ids (negative ones count from the end) and ``rows`` has ``buffer``'s
-shape with ``len(ids)`` at ``axis``. A repeated id receives the sum of its rows.
+:mod:`llmfs.tensor.ops` does everything that is the same for all backends (scalars, shapes and
+broadcasting, axes, dtypes, empty outputs, einsum plans); a backend implements four primitives,
+``unary``, ``binary``, ``reduce`` and ``matmul`` (abstract below), and may override the defaults
+here: ``copy``, ``where``, ``take``, ``supports``, the ``*_into`` forms, and autograd's
+``scatter_add`` and ``index_add``. Each method's docstring states its arguments and result.
 
 Contract of every primitive
 ---------------------------
-* Inputs are :class:`~llmfs.tensor.view.TensorView` objects: the owner's storage read through a
-  :class:`~llmfs.tensor.layout.Layout` (``view.layout``: shape, signed strides, offset). They may
-  be non-contiguous, flipped (negative strides) or broadcast (zero strides); a backend reads them
-  in place (:func:`read_array`, ``view.logical_offsets()``, or ``(view.owner.as_slice(),
-  view.layout)`` for the kernels) and must not copy an input that it can read as it is.
-  :func:`read_array` is ``view.numpy_view()`` without the learner's export type
-  (:class:`~llmfs.tensor.strided.ReadOnlyArray`), whose write checks would run on every ufunc.
-* Inputs are never empty, and ``reduce`` always has at least one axis: the caller answers those
-  cases itself, so a backend never launches work for nothing.
+* Inputs are :class:`~llmfs.tensor.view.TensorView` objects, possibly non-contiguous, flipped
+  (negative strides) or broadcast (zero strides); a backend reads them in place
+  (:func:`read_array`, ``view.logical_offsets()``, or ``(view.owner.as_slice(), view.layout)``
+  for kernels) and never copies an input it can read as it is. Inputs are never empty, and
+  ``reduce`` always has at least one axis: the caller answers those cases itself.
 * The result is a NEW owning :class:`~llmfs.tensor.tensor.Tensor` with row-major strides and dtype
   ``dtype``, computed in the type ``compute``: inputs are converted to ``compute`` when read,
   every operation and accumulation happens in ``compute``, and the result is converted to
-  ``dtype`` once, when it is written. For floats ``compute`` is float32 or float64 (float16
-  storage is computed in float32); for integers it is the integer dtype itself, whose arithmetic
-  wraps around on overflow as NumPy's does; for bool it is bool (``add`` is "or", ``mul`` is
-  "and"). Comparisons (:data:`COMPARISON_OPS`) compare in ``compute`` and write bools;
-  :data:`LOGICAL_OPS` and :data:`LOGICAL_REDUCE_OPS` read every value as "is it non-zero".
+  ``dtype`` once, when written. Floats compute in float32 or float64 (float16 storage in
+  float32); integers in their own dtype, wrapping on overflow as NumPy's do; bools as bools
+  (``add`` is "or", ``mul`` is "and"). Comparisons write bools; the logical ops read every value
+  as "is it non-zero".
 * IEEE behaviour as NumPy: ``exp`` overflow gives inf, ``log(0)`` -inf, ``x/0`` +-inf, ``sqrt`` of a
-  negative number NaN, NaN propagates, and ``minimum``/``maximum``/``max``/``min`` propagate NaN.
-  No warning or exception escapes for these.
+  negative number NaN, and NaN propagates (``minimum``/``maximum``/``max``/``min`` included). No
+  warning or exception escapes for these.
 
-Writing into an output
-----------------------
-The ``*_into`` methods compute the same values as their primitive but write them into ``out``, a
-writable NumPy array over another owner's storage that the caller opened inside that owner's
-``mutate()`` window (an einsum plan's ``execute_into``). ``out`` has the result's shape, any
-strides (a permuted or sliced output), no two elements at one address, and the storage dtype;
-the precision rule is the same (computed in ``compute``, rounded to ``out.dtype`` once). The
-defaults here run the primitive and copy its result through ``out``'s layout (one
-``np.copyto``); a backend that can write strided memory itself (the numpy backend) overrides them
-so that no full-size temporary is made.
+The ``*_into`` methods (an einsum plan's ``execute_into``) write the same values into ``out``, a
+writable NumPy array with the result's shape, any strides, no two elements at one address, and
+the storage dtype, opened inside its owner's ``mutate()`` window; the defaults run the primitive
+and copy through ``out``'s layout, and a backend that writes strided memory itself overrides them.
 
-Copies
-------
-``copy`` is every copy the library makes of a view: ``materialize``, ``to_numpy``, ``tolist``
-and ``np.asarray(view)`` all ask the active backend for it, so each backend copies its own way:
-the reference backend one cursor step at a time, the numpy backend cache blocked and split over
-threads (:mod:`llmfs.tensor.backends.numpy_copies`), Metal with a kernel. The library's rules
-stay outside the backends: the caller checks the allocation
-(:func:`~llmfs.tensor.strided.allocating`) and the owner's version before and after the copy.
+``copy`` is every copy the library makes of a view (``materialize``, ``to_numpy``, ``tolist``,
+``np.asarray``), so each backend copies its own way; the caller keeps the rules around it (the
+allocation guard, the owner's version before and after).
 
-Unsupported operations
-----------------------
 A backend that lacks an op or a dtype says so in :meth:`Backend.supports`; the dispatcher then
-runs that one call on the backend named by :attr:`Backend.fallback` (``"numpy"`` unless set to
-``None``, in which case an :class:`UnsupportedOperationError` is raised). So a GPU backend can
-implement ``add`` and ``matmul`` in float32 only and still run every program.
+runs that call on :attr:`Backend.fallback` (``"numpy"``; ``None`` makes it an
+:class:`~llmfs.tensor.errors.UnsupportedOperationError`), so a GPU backend can implement ``add``
+and ``matmul`` in float32 only and still run every program.
 """
 
 from __future__ import annotations
@@ -285,7 +230,7 @@ class Backend(ABC):
         shape = (*x.shape[:axis], *ids.shape, *x.shape[axis + 1 :])
         return Tensor._adopt(np.ascontiguousarray(out, dtype=dtype).reshape(-1), shape)
 
-    # -- writing into an existing output (see "Writing into an output") ----------------------
+    # -- writing into an existing output (see the module docstring) --------------------------
 
     def copy_into(self, x: TensorView, out: np.ndarray) -> None:
         """Writes the values of ``x`` into ``out`` (same shape), cast to ``out.dtype``."""
@@ -309,18 +254,24 @@ class Backend(ABC):
         """The matrix products written into ``out``. Default: :meth:`matmul`, then one copy."""
         _write(out, _array_of(self.matmul(a, b, dtype=out.dtype, compute=compute)))
 
-    # -- autograd's view rule (see "Gradients through views") ---------------------------------
+    # -- autograd: the view rule and the gradient of take ------------------------------------
 
     def scatter_add(self, buffer: np.ndarray, layout: Layout, grad: np.ndarray) -> None:
-        """Adds ``grad`` (of ``layout``'s shape) into ``buffer`` at the offsets ``layout``
-        reads, summing where several coordinates reach one cell. Default: NumPy's unbuffered
-        scatter-add (``np.add.at``) over those offsets, in logical row-major order."""
+        """``buffer[offset(c)] += grad[c]`` for every coordinate ``c`` of ``layout``: the one
+        primitive of autograd's view rule (:func:`llmfs.tensor.autograd.view_backward`).
+        ``buffer`` is a writable 1-D array of an owner's storage size; ``grad`` has ``layout``'s
+        shape and ``buffer``'s dtype (possibly a broadcast, read-only array). A cell several
+        coordinates reach receives their sum. Default: NumPy's unbuffered scatter-add
+        (``np.add.at``) over those offsets, in logical row-major order."""
         np.add.at(buffer, layout_offsets(layout, buffer.size), grad.reshape(-1))
 
     def index_add(self, buffer: np.ndarray, axis: int, ids: np.ndarray, rows: np.ndarray) -> None:
         """Adds ``rows[..., k, ...]`` into ``buffer[..., ids[k], ...]`` along ``axis`` for every
-        ``k``, summing the rows of a repeated id. Default: NumPy's unbuffered scatter-add
-        (``np.add.at``), one row at a time in the order of ``ids``."""
+        ``k``, summing the rows of a repeated id: the gradient of ``take`` (PyTorch's
+        ``index_add_``). ``ids`` is a 1-D int64 array of checked ids (negative ones count from
+        the end); ``rows`` has ``buffer``'s shape with ``len(ids)`` at ``axis``. Default:
+        NumPy's unbuffered scatter-add (``np.add.at``), one row at a time in the order of
+        ``ids``."""
         index: Any = (slice(None),) * axis + (ids,)
         np.add.at(buffer, index, rows)
 

@@ -34,9 +34,7 @@ from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.traversal import StridedOffsets
 from llmfs.tensor.view import TensorView
 
-# --------------------------------------------------------------------------------------------
-# IEEE versions of the maths functions (NumPy's answers instead of Python's exceptions)
-# --------------------------------------------------------------------------------------------
+# -- IEEE versions of the maths functions (NumPy's answers instead of Python's exceptions) ---------
 
 
 def _exp(x: float) -> float:

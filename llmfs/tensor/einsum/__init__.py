@@ -30,6 +30,7 @@ The package has one module per idea:
 * :mod:`~llmfs.tensor.einsum.output`: which outputs ``execute_into`` accepts;
 * :mod:`~llmfs.tensor.einsum.contraction`: :class:`ContractionPlan`,
   ``D = alpha * (A @ B) + beta * C``;
+* :mod:`~llmfs.tensor.einsum.functions`: the call :func:`einsum` (plan, then execute);
 * :mod:`~llmfs.tensor.einsum.gradient`: einsum's backward rule (each operand's gradient is an
   einsum of the result's gradient with the other operands).
 """
@@ -38,10 +39,12 @@ from __future__ import annotations
 
 from llmfs.tensor.einsum.contraction import ContractionPlan
 from llmfs.tensor.einsum.descriptor import TensorDescriptor
+from llmfs.tensor.einsum.errors import DescriptorError
+from llmfs.tensor.einsum.functions import einsum
 from llmfs.tensor.einsum.gradient import einsum_backward
 from llmfs.tensor.einsum.parse import ELLIPSIS, LABELS, ParsedExpression, Term, parse_expression
 from llmfs.tensor.einsum.plan import EinsumPlan
-from llmfs.tensor.errors import DescriptorError, EinsumError
+from llmfs.tensor.errors import EinsumError
 
 __all__ = [
     "ELLIPSIS",
@@ -53,6 +56,7 @@ __all__ = [
     "ParsedExpression",
     "TensorDescriptor",
     "Term",
+    "einsum",
     "einsum_backward",
     "parse_expression",
 ]

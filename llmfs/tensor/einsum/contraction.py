@@ -12,9 +12,10 @@ import numpy as np
 
 from llmfs.tensor import ops
 from llmfs.tensor.einsum.descriptor import TensorDescriptor
+from llmfs.tensor.einsum.errors import PlanMismatchError
 from llmfs.tensor.einsum.output import check_output
 from llmfs.tensor.einsum.plan import EinsumPlan
-from llmfs.tensor.errors import PlanMismatchError, TensorError
+from llmfs.tensor.errors import TensorError
 from llmfs.tensor.layout import broadcast_layout
 from llmfs.tensor.tensor import Tensor
 from llmfs.tensor.view import TensorView

@@ -15,7 +15,8 @@ import numpy as np
 
 from llmfs.tensor import ops
 from llmfs.tensor.dtypes import WEAK_SCALAR_TYPES, number_kind, resolve_dtype
-from llmfs.tensor.errors import DescriptorError, TensorError
+from llmfs.tensor.einsum.errors import DescriptorError
+from llmfs.tensor.errors import TensorError
 from llmfs.tensor.layout import check_shape, row_major_strides
 
 

@@ -1,9 +1,9 @@
 """Einsum's backward rule: the gradient of each operand is another einsum.
 
-Einsum is recorded on the tape as one op (:func:`llmfs.tensor.ops.einsum`); its rule is stated
-here, with the expression's syntax and label binding it reads (:mod:`~llmfs.tensor.einsum.parse`,
-:mod:`~llmfs.tensor.einsum.labels`), and joins the other rules through
-:func:`~llmfs.tensor.autograd.register_rule` when the einsum package is imported.
+Einsum is recorded on the tape as one op (:func:`llmfs.tensor.einsum.functions.einsum`); its
+rule is stated here, with the expression's syntax and label binding it reads
+(:mod:`~llmfs.tensor.einsum.parse`, :mod:`~llmfs.tensor.einsum.labels`), and joins the other
+rules through :func:`~llmfs.tensor.autograd.register_rule` when the einsum package is imported.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from llmfs.tensor import ops
 from llmfs.tensor.autograd import Context, Grad, grad_array, needs_grad, register_rule
 from llmfs.tensor.dtypes import is_number
+from llmfs.tensor.einsum import functions
 from llmfs.tensor.einsum.labels import bind
 from llmfs.tensor.einsum.parse import parse_expression
 from llmfs.tensor.layout import Layout
@@ -59,7 +59,7 @@ def einsum_backward(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
         others = [ctx.values(v, f"its operand {j}") for j, v in enumerate(operands) if j != i]
         other_terms = [term(binding.keys[j]) for j in range(len(operands)) if j != i]
         spec = ",".join([term(binding.output), *other_terms]) + "->" + term(made)
-        grad: Grad = ops.einsum(spec, g, *others)
+        grad: Grad = functions.einsum(spec, g, *others)
         # A made label may come out of size 1 (its only other operand broadcast it): it
         # expands back to the operand's size, as the missing labels do.
         produced = dict(zip(made, grad.shape))

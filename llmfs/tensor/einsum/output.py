@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llmfs.tensor.errors import OutputBufferError
+from llmfs.tensor.einsum.errors import OutputBufferError
 from llmfs.tensor.layout import Layout
 from llmfs.tensor.strided import writable_view
 from llmfs.tensor.tensor import Tensor

@@ -19,23 +19,21 @@ permuted to the last step's order instead of permuting the result).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from llmfs.tensor import above, ops
+from llmfs.tensor import ops
 from llmfs.tensor.dtypes import kind_operand, number_kind, promote, resolve_dtype
 from llmfs.tensor.einsum.descriptor import TensorDescriptor
+from llmfs.tensor.einsum.errors import OutputBufferError, PlanMismatchError
 from llmfs.tensor.einsum.labels import Binding, bind, is_ellipsis_key
 from llmfs.tensor.einsum.output import check_output
 from llmfs.tensor.einsum.parse import parse_expression
 from llmfs.tensor.errors import (
     DTypeError,
     NonContiguousReshapeError,
-    OutputBufferError,
-    PlanMismatchError,
 )
 from llmfs.tensor.layout import (
     Layout,
@@ -517,5 +515,3 @@ def _plan_key(
 
 
 __all__ = ["PLAN_CACHE_SIZE", "EinsumPlan", "plan_for"]
-
-above.provide("einsum", sys.modules[__name__])
