@@ -37,7 +37,16 @@ from llmfs.course.exercise_checks.shortcuts import (
 from llmfs.course.exercise_checks.spec import SHORTCUT, outcome_of
 from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook
-from llmfs.gpt import reference, sampling, tensor_train
+from llmfs.gpt import (
+    grad_clip,
+    reference,
+    sampling,
+    tensor_train,
+    text_batches,
+    text_eval,
+    text_training,
+    train_state,
+)
 from llmfs.gpt import tensor_model as tm
 from llmfs.gpt import train as numpy_train
 from llmfs.gpt.model import GPTConfig
@@ -253,6 +262,20 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
     "ch11.top_p_keep": (
         lambda probs, top_p: list(np.flatnonzero(nucleus(probs[None, :], top_p)[0])),
         "nucleus",
+    ),
+    # chapter 13
+    "ch13.get_batch": (text_batches.get_batch, "text_batches.get_batch"),
+    "ch13.estimate_loss": (text_eval.estimate_loss, "text_eval.estimate_loss"),
+    "ch13.clip_grad_norm": (grad_clip.clip_grad_norm, "grad_clip.clip_grad_norm"),
+    "ch13.save_and_load": (
+        lambda state, path: train_state.load_state(train_state.save_state(path, state)),
+        "train_state.save_state",
+    ),
+    "ch13.train": (
+        lambda state, stream, until, clip=None, on_step=None: text_training.train_steps(
+            state, stream, until, clip
+        ),
+        "text_training.train_steps",
     ),
 }
 
