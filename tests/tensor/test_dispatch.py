@@ -515,3 +515,40 @@ def test_calls_alternating_between_plans_each_take_their_own() -> None:
             np.testing.assert_allclose(result.to_numpy(), expected, rtol=1e-6)
     dispatch.clear()
     assert dispatch.LAST == {} and dispatch.PLANS == {}
+    assert dispatch.LAST_OWNERS == {} and dispatch.LAST_UNARY == {} and dispatch.LAST_REDUCE == {}
+
+
+def owner_fields(tensor: Tensor) -> dict[str, Any]:
+    """Every slot of an owner but its storage and arrays, by name (a slot left unset reads as
+    the string ``"unset"``)."""
+    names = [n for cls in type(tensor).__mro__ for n in getattr(cls, "__slots__", ())]
+    arrays = ("_storage", "_shaped", "_layout")
+    return {n: getattr(tensor, n, "unset") for n in names if n not in arrays}
+
+
+@pytest.mark.parametrize("name", [*OPS, "flat mul", "neg"])
+def test_a_planned_result_is_a_new_owner_in_every_field(name: str) -> None:
+    # The planned ops build their results field by field (what Tensor._adopt_layout does, in
+    # line): every field a new owner has is set as that method sets it, the storage is a fresh
+    # contiguous 1-D array and the kept array (if any) is that storage with the result's shape.
+    rng = np.random.default_rng(4)
+    a, b = matrix(rng, (3, 4)), matrix(rng, (3, 4))
+    calls: dict[str, Callable[[], Tensor]] = {
+        **{
+            k: (lambda op=op, t=k == "matmul": op(a, b.view().T if t else b))
+            for k, op in OPS.items()
+        },
+        "flat mul": lambda: lt.mul(a, a),
+        "neg": lambda: lt.neg(a),
+    }
+    reference = Tensor._adopt_layout(np.zeros(12, np.float32), a.layout)
+    for _ in range(3):  # the first call makes the plan, the others use it
+        result = calls[name]()
+        assert owner_fields(result) == owner_fields(reference)
+        storage = result._storage
+        assert storage.ndim == 1 and storage.flags.c_contiguous and storage.flags.writeable
+        assert storage.size == max(result.size, 1) and result.layout.offset == 0
+        if result._shaped is not None:
+            assert result._shaped.shape == result.shape
+            assert np.shares_memory(result._shaped, storage)
+        a._storage[0] += 1.0  # the next call reads new values through the plan
