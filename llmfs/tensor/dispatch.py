@@ -49,6 +49,7 @@ that variable, :data:`ENABLED` is False and every op takes the full path.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -132,6 +133,28 @@ except (ImportError, AttributeError):  # pragma: no cover - depends on the NumPy
     ERROR_STATE = None
     QUIET = None
     ENABLED = False
+
+
+#: Per thread (by ``threading.get_ident()``), a context of its own in which NumPy's error state is
+#: QUIET: ``context.run(ufunc, ...)`` makes a call with every floating-point error ignored, as
+#: setting and resetting the state around it does, for the cost of one call instead of two. (A
+#: context is entered by one thread at a time, hence one per thread; nothing else is set in it,
+#: and a ufunc on numbers reads nothing else.)
+_QUIET_CONTEXTS: dict[int, contextvars.Context] = {}
+_thread_id = threading.get_ident
+
+
+def quiet_context() -> contextvars.Context:
+    """This thread's context of :data:`_QUIET_CONTEXTS` (made on its first call)."""
+    ident = _thread_id()
+    context = _QUIET_CONTEXTS.get(ident)
+    if context is None:
+        if len(_QUIET_CONTEXTS) >= MAX_PLANS:  # ids of finished threads: start again
+            _QUIET_CONTEXTS.clear()
+        context = contextvars.Context()
+        context.run(ERROR_STATE.set, QUIET)
+        _QUIET_CONTEXTS[ident] = context
+    return context
 
 
 #: The row-major layout at offset 0 of each small non-empty shape copied so far (a Layout is
@@ -382,17 +405,15 @@ def unary(op: str, x: object) -> Tensor | None:
             return None
         function, ufunc, out_dtype, compute, layout = plan
         version = x._version
-        token = ERROR_STATE.set(QUIET)
+        quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
         try:
             if ufunc is None:
                 out = np.empty(storage.size, dtype=out_dtype)
-                function(storage, out, compute)
+                quiet.run(function, storage, out, compute)
             else:  # the operand is in the compute dtype: the ufunc's own loop and result
-                out = ufunc(storage)
+                out = quiet.run(ufunc, storage)
         except MemoryError:
             return ops._unary_checked(op, x, None)  # an AllocationError with the numbers
-        finally:
-            ERROR_STATE.reset(token)
         if x._writer or x._version != version:
             check_unchanged(x, version)  # raises ConcurrentWriteError
         result = _new(Tensor)  # result_owner, inline
@@ -500,19 +521,17 @@ def binary(op: str, a: object, b: object) -> Tensor | None:
             return None
         ufunc, out_dtype, options, shape, layout = plan[:5]
         version_a, version_b = a._version, b._version
-        token = ERROR_STATE.set(QUIET)
+        quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
         try:
             if plan[7]:  # flat: the storages, one value each per result value
-                out = ufunc(a._storage, b._storage)
+                out = quiet.run(ufunc, a._storage, b._storage)
             elif options is None:  # NumPy's own loop, which allocates the row-major result
-                out = ufunc(array_a, array_b, order="C")
+                out = quiet.run(ufunc, array_a, array_b, order="C")
             else:
                 out = np.empty(shape, dtype=out_dtype)
-                ufunc(array_a, array_b, out=out, **options)
+                quiet.run(ufunc, array_a, array_b, out=out, **options)
         except MemoryError:  # the full path turns it into an AllocationError with the numbers
             return ops._binary_checked(op, a, b, None)
-        finally:
-            ERROR_STATE.reset(token)
         if a._writer or a._version != version_a:
             check_unchanged(a, version_a)  # raises ConcurrentWriteError
         if b._writer or b._version != version_b:
@@ -799,7 +818,7 @@ def matmul(a: Any, b: Any) -> Tensor | None:
         return None
     shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep = plan
     version_a, version_b = first._version, second._version
-    token = ERROR_STATE.set(QUIET)
+    quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
     try:
         # A whole owner read as it is (no axis added or broadcast): its array, made once; else
         # the array of the plan's shape and byte strides.
@@ -819,14 +838,12 @@ def matmul(a: Any, b: Any) -> Tensor | None:
             # two matrices makes the BLAS call np.matmul makes (gemm, gemv or syrk, the same
             # values bit for bit) without the ufunc machinery, which costs more than an 8x8
             # product.
-            acc = left.dot(right)
+            acc = quiet.run(left.dot, right)
         else:  # a batch: NumPy may order a result's batch axes as it reads them
             acc = np.empty(acc_shape, dtype=dtype_a)
-            np.matmul(left, right, out=acc)
+            quiet.run(np.matmul, left, right, out=acc)
     except MemoryError:
         return ops._matmul_checked(a, b, None)  # an AllocationError with the numbers
-    finally:
-        ERROR_STATE.reset(token)
     if first._writer or first._version != version_a:
         check_unchanged(first, version_a)  # raises ConcurrentWriteError
     if second._writer or second._version != version_b:

@@ -552,3 +552,41 @@ def test_a_planned_result_is_a_new_owner_in_every_field(name: str) -> None:
             assert result._shaped.shape == result.shape
             assert np.shares_memory(result._shaped, storage)
         a._storage[0] += 1.0  # the next call reads new values through the plan
+
+
+def test_planned_ops_ignore_floating_point_errors_and_leave_the_callers_state() -> None:
+    # The backend computes with every floating-point error ignored; a planned call does the
+    # same (in a context of its own), on every thread, whatever error state the caller has set,
+    # and leaves that state as it was.
+    import threading
+
+    huge = Tensor.from_numpy(np.full((4, 4), 3e38, np.float32))
+    zero = Tensor.from_numpy(np.zeros((4, 4), np.float32))
+    calls: list[Callable[[], Tensor]] = [
+        lambda: lt.mul(huge, huge),  # overflow
+        lambda: lt.div(zero, zero),  # invalid
+        lambda: lt.exp(huge),  # overflow
+        lambda: lt.matmul(huge, huge),  # overflow
+        lambda: lt.sub(huge.view(), huge.view().T * 2),  # overflow, through views
+        lambda: lt.sum(huge, 0),  # overflow
+    ]
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with np.errstate(all="raise"):
+                for _ in range(3):  # the first call makes the plan, the others use it
+                    for call in calls:
+                        values = call().to_numpy()
+                        assert not np.isfinite(values).all()
+                assert np.geterr() == {k: "raise" for k in ("divide", "over", "under", "invalid")}
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    run()
+    for thread in threads:
+        thread.join()
+    assert failures == []
