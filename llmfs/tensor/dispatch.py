@@ -697,7 +697,7 @@ def reduction(op: str, x: object, axis: object, keepdims: object) -> Tensor | No
         return None
     ufunc, axes, shape, compute, out_dtype, divisor, loop, final, keep, plain = plan
     version = owner._version
-    token = ERROR_STATE.set(QUIET)
+    quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
     try:
         if layout is owner._layout:  # the whole owner: its array, made once
             values = owner._shaped
@@ -709,17 +709,15 @@ def reduction(op: str, x: object, axis: object, keepdims: object) -> Tensor | No
         # bools, and for values already in the compute dtype. ``plain``: NumPy's own result is
         # row-major (see _reduction_plan), so it allocates it.
         if plain:
-            acc = ufunc.reduce(values, axes, loop)
+            acc = quiet.run(ufunc.reduce, values, axes, loop)
         else:
             acc = np.empty(shape, dtype=compute)
-            ufunc.reduce(values, axes, loop, acc)
+            quiet.run(ufunc.reduce, values, axes, loop, acc)
         if divisor:
-            np.divide(acc, divisor, out=acc)
-        out = acc if acc.dtype == out_dtype else acc.astype(out_dtype)
+            quiet.run(np.divide, acc, divisor, out=acc)
+        out = acc if acc.dtype == out_dtype else quiet.run(acc.astype, out_dtype)
     except MemoryError:
         return ops._reduction_checked(op, x, axis, keepdims, None)
-    finally:
-        ERROR_STATE.reset(token)
     if owner._writer or owner._version != version:
         check_unchanged(owner, version)  # raises ConcurrentWriteError
     result = _new(Tensor)  # result_owner, inline
