@@ -41,10 +41,11 @@ shape (:func:`shaped`, made once per owner; a planned result keeps the array it 
 so a chain of small ops does not reshape its operands on every call. It is a view of the
 storage, so every write is seen; storage and shape of an owner never change.
 
-NumPy's floating-point error state is set to "ignore" around the cached call (what the backend's
-``np.errstate(all="ignore")`` does), by setting NumPy's own context variable directly: it is the
-same state, without building an ``errstate`` object per call. When this NumPy does not expose
-that variable, :data:`ENABLED` is False and every op takes the full path.
+NumPy's floating-point error state is "ignore" during the cached call (what the backend's
+``np.errstate(all="ignore")`` does): the call runs in a context of this thread's own in which
+NumPy's own context variable holds that state (:func:`quiet_context`), the same state without
+building an ``errstate`` object, or setting and resetting the variable, per call. When this NumPy
+does not expose that variable, :data:`ENABLED` is False and every op takes the full path.
 """
 
 from __future__ import annotations
@@ -438,21 +439,19 @@ def unary(op: str, x: object) -> Tensor | None:
     if plan is False:
         return None
     function, ufunc, out_dtype, compute, layout = plan
-    token = ERROR_STATE.set(QUIET)
+    quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
     try:
         if ufunc is None:
             out = np.empty(layout.shape, dtype=out_dtype)
-            function(operand[2], out, compute)
+            quiet.run(function, operand[2], out, compute)
         elif layout.shape:  # the operand is in the compute dtype: the ufunc's own loop,
             # which allocates the row-major result itself
-            out = ufunc(operand[2], order="C")
+            out = quiet.run(ufunc, operand[2], order="C")
         else:  # a 0-d result would be a NumPy scalar
             out = np.empty(layout.shape, dtype=out_dtype)
-            ufunc(operand[2], out=out)
+            quiet.run(ufunc, operand[2], out=out)
     except MemoryError:
         return ops._unary_checked(op, x, None)  # an AllocationError with the numbers
-    finally:
-        ERROR_STATE.reset(token)
     check_unchanged(operand[3], operand[4])
     return result_owner(out.ravel(), layout, out)
 
@@ -574,21 +573,20 @@ def binary(op: str, a: object, b: object) -> Tensor | None:
     if plan is False:
         return None
     ufunc, out_dtype, options, shape, layout, left_dtype, right_dtype = plan[:7]
-    token = ERROR_STATE.set(QUIET)
+    quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
     try:
-        # A number becomes a NumPy scalar of the promoted dtype (the value scalar_view stores).
-        left = first[2] if left_dtype is None else left_dtype.type(a)
-        right = second[2] if right_dtype is None else right_dtype.type(b)
+        # A number becomes a NumPy scalar of the promoted dtype (the value scalar_view stores;
+        # one past the dtype's range rounds to +-inf, quietly).
+        left = first[2] if left_dtype is None else quiet.run(left_dtype.type, a)
+        right = second[2] if right_dtype is None else quiet.run(right_dtype.type, b)
         if options is None:  # every input is already in the compute dtype: NumPy's own loop,
             # which allocates the row-major result itself
-            out = ufunc(left, right, order="C")
+            out = quiet.run(ufunc, left, right, order="C")
         else:
             out = np.empty(shape, dtype=out_dtype)
-            ufunc(left, right, out=out, **options)
+            quiet.run(ufunc, left, right, out=out, **options)
     except MemoryError:  # the full path turns it into an AllocationError with the numbers
         return ops._binary_checked(op, a, b, None)
-    finally:
-        ERROR_STATE.reset(token)
     owner = first[3]
     if owner is not None and (owner._writer or owner._version != first[4]):
         check_unchanged(owner, first[4])  # raises ConcurrentWriteError

@@ -569,6 +569,8 @@ def test_planned_ops_ignore_floating_point_errors_and_leave_the_callers_state() 
         lambda: lt.matmul(huge, huge),  # overflow
         lambda: lt.sub(huge.view(), huge.view().T * 2),  # overflow, through views
         lambda: lt.sum(huge, 0),  # overflow
+        lambda: lt.add(huge, 1e300),  # a weak number past float32's range, then overflow
+        lambda: lt.exp(huge.view().T),  # overflow, through a view
     ]
     failures: list[BaseException] = []
 
