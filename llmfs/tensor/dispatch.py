@@ -41,14 +41,16 @@ shape (:func:`shaped`, made once per owner; a planned result keeps the array it 
 so a chain of small ops does not reshape its operands on every call. It is a view of the
 storage, so every write is seen; storage and shape of an owner never change.
 
-NumPy's floating-point error state is set to "ignore" around the cached call (what the backend's
-``np.errstate(all="ignore")`` does), by setting NumPy's own context variable directly: it is the
-same state, without building an ``errstate`` object per call. When this NumPy does not expose
-that variable, :data:`ENABLED` is False and every op takes the full path.
+NumPy's floating-point error state is "ignore" during the cached call (what the backend's
+``np.errstate(all="ignore")`` does): the call runs in a context of this thread's own in which
+NumPy's own context variable holds that state (:func:`quiet_context`), the same state without
+building an ``errstate`` object, or setting and resetting the variable, per call. When this NumPy
+does not expose that variable, :data:`ENABLED` is False and every op takes the full path.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -103,6 +105,19 @@ PLANS: dict[tuple[object, ...], Any] = {}
 #: entry holds them, so none of them can be freed and its id reused while it is here.
 LAST: dict[str, tuple[Any, ...]] = {}
 
+#: The same for calls whose operands are all whole owners (Tensors), by the objects the planned
+#: ops read without building a key: each operand's Layout and dtype (and for a reduction its
+#: ``axis`` and ``keepdims``), with the plan; one table per kind of op (binary, unary, reduction).
+LAST_OWNERS: dict[str, tuple[Any, ...]] = {}
+LAST_UNARY: dict[str, tuple[Any, ...]] = {}
+LAST_REDUCE: dict[str, tuple[Any, ...]] = {}
+
+#: What :func:`numpy_is_active` reads, bound once: the registry's loaded backends (a dict that is
+#: updated, never replaced) and the context variable naming the backend a block chose.
+_LOADED = registry._loaded
+_ACTIVE = registry._active
+_new = object.__new__
+
 #: Byte strides of the NumPy arrays the backend reads a layout through, by (shape, strides,
 #: itemsize): the same numbers :func:`~llmfs.tensor.strided.numpy_view` computes.
 _BYTE_STRIDES: dict[tuple[object, ...], tuple[int, ...]] = {}
@@ -119,6 +134,28 @@ except (ImportError, AttributeError):  # pragma: no cover - depends on the NumPy
     ERROR_STATE = None
     QUIET = None
     ENABLED = False
+
+
+#: Per thread (by ``threading.get_ident()``), a context of its own in which NumPy's error state is
+#: QUIET: ``context.run(ufunc, ...)`` makes a call with every floating-point error ignored, as
+#: setting and resetting the state around it does, for the cost of one call instead of two. (A
+#: context is entered by one thread at a time, hence one per thread; nothing else is set in it,
+#: and a ufunc on numbers reads nothing else.)
+_QUIET_CONTEXTS: dict[int, contextvars.Context] = {}
+_thread_id = threading.get_ident
+
+
+def quiet_context() -> contextvars.Context:
+    """This thread's context of :data:`_QUIET_CONTEXTS` (made on its first call)."""
+    ident = _thread_id()
+    context = _QUIET_CONTEXTS.get(ident)
+    if context is None:
+        if len(_QUIET_CONTEXTS) >= MAX_PLANS:  # ids of finished threads: start again
+            _QUIET_CONTEXTS.clear()
+        context = contextvars.Context()
+        context.run(ERROR_STATE.set, QUIET)
+        _QUIET_CONTEXTS[ident] = context
+    return context
 
 
 #: The row-major layout at offset 0 of each small non-empty shape copied so far (a Layout is
@@ -143,6 +180,9 @@ def clear() -> None:
     """Forgets every plan (they are made again on the next calls)."""
     PLANS.clear()
     LAST.clear()
+    LAST_OWNERS.clear()
+    LAST_UNARY.clear()
+    LAST_REDUCE.clear()
     _BYTE_STRIDES.clear()
     ROW_MAJOR.clear()
 
@@ -152,7 +192,8 @@ def remember(key: tuple[object, ...], plan: object) -> None:
     again when it is full."""
     if len(PLANS) >= MAX_PLANS:
         PLANS.clear()
-        LAST.clear()
+        for last in (LAST, LAST_OWNERS, LAST_UNARY, LAST_REDUCE):
+            last.clear()
     PLANS[key] = plan
 
 
@@ -187,8 +228,26 @@ def numpy_is_active() -> bool:
     loaded yet is simply not planned for)."""
     if not ENABLED or _suspended:
         return False
-    name = registry._active.get() or registry._default
-    return type(registry._loaded.get(name)) is NumpyBackend
+    return type(_LOADED.get(_ACTIVE.get() or registry._default)) is NumpyBackend
+
+
+def result_owner(storage: np.ndarray, layout: Layout, array: np.ndarray | None) -> Tensor:
+    """A planned op's result: :meth:`Tensor._adopt_layout` of ``storage`` (the only reference
+    to a fresh contiguous 1-D array), the row-major ``layout`` and ``array`` (``storage`` with
+    ``layout.shape``, or ``None``), with every field of a new owner set here: the planned ops
+    run on every small call, and this saves the two calls that method makes. (The binary ops
+    inline the same lines; ``tests/tensor/test_dispatch.py`` checks that both give what
+    ``_adopt_layout`` gives, field by field.)"""
+    result = _new(Tensor)
+    result._storage = storage
+    result._layout = layout
+    result._shaped = array
+    result._version = 0
+    result._writer = None
+    result._requires_grad = False
+    result._grad = None
+    result._grad_fn = None
+    return result
 
 
 def strided_array(storage: np.ndarray, layout: Layout) -> np.ndarray:
@@ -312,46 +371,89 @@ def copy(x: object) -> Tensor | None:
     except MemoryError:
         return None  # the full path turns it into an AllocationError with the numbers
     check_unchanged(owner, version)
-    return Tensor._adopt_layout(values.ravel(), result_layout, values)
+    return result_owner(values.ravel(), result_layout, values)
 
 
 def unary(op: str, x: object) -> Tensor | None:
-    """A unary op through its plan (``None``: the call is not planned)."""
-    if numpy_is_active():
-        if type(x) is Tensor and not x._writer:  # a whole owner, read inline
-            array = x._shaped
-            if array is None:
-                array = shaped(x)
-            operand: Read | None = (x._layout.shape, array.dtype, array, x, x._version)
+    """A unary op through its plan (``None``: the call is not planned). A whole owner (the
+    common call) is read inline, with the last plan of ``op`` taken again when its Layout and
+    dtype are the very objects that plan was found for, and computed on its 1-D storage (an
+    elementwise result does not depend on the shape the values are read with) into the 1-D
+    storage of the result."""
+    if (
+        _suspended
+        or not ENABLED
+        or type(_LOADED.get(_ACTIVE.get() or registry._default)) is not NumpyBackend
+    ):
+        return None
+    if type(x) is Tensor:
+        if x._writer:
+            return None
+        storage = x._storage
+        layout, dtype = x._layout, storage.dtype
+        last = LAST_UNARY.get(op)
+        if last is not None and last[0] is layout and last[1] is dtype:
+            plan = last[2]
         else:
-            operand = elementwise_operand(x)
-        if operand is not None and operand[3] is not None:
-            key = (op, operand[0], operand[1])
+            key: tuple[object, ...] = (op, layout.shape, dtype)
             plan = PLANS.get(key)
             if plan is None:
                 result = ops._unary_checked(op, x, None)  # every check; its errors are the op's
-                remember(key, _unary_plan(op, operand[1], result))
+                remember(key, _unary_plan(op, dtype, result))
                 return result
-            if plan is not False:
-                function, ufunc, out_dtype, compute, layout = plan
-                token = ERROR_STATE.set(QUIET)
-                try:
-                    if ufunc is None:
-                        out = np.empty(layout.shape, dtype=out_dtype)
-                        function(operand[2], out, compute)
-                    elif layout.shape:  # the operand is in the compute dtype: the ufunc's
-                        # own loop, which allocates the row-major result itself
-                        out = ufunc(operand[2], order="C")
-                    else:  # a 0-d result would be a NumPy scalar
-                        out = np.empty(layout.shape, dtype=out_dtype)
-                        ufunc(operand[2], out=out)
-                except MemoryError:
-                    return ops._unary_checked(op, x, None)  # an AllocationError with the numbers
-                finally:
-                    ERROR_STATE.reset(token)
-                check_unchanged(operand[3], operand[4])
-                return Tensor._adopt_layout(out.ravel(), layout, out)
-    return None
+            LAST_UNARY[op] = (layout, dtype, plan)
+        if plan is False:
+            return None
+        function, ufunc, out_dtype, compute, layout = plan
+        version = x._version
+        quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
+        try:
+            if ufunc is None:
+                out = np.empty(storage.size, dtype=out_dtype)
+                quiet.run(function, storage, out, compute)
+            else:  # the operand is in the compute dtype: the ufunc's own loop and result
+                out = quiet.run(ufunc, storage)
+        except MemoryError:
+            return ops._unary_checked(op, x, None)  # an AllocationError with the numbers
+        if x._writer or x._version != version:
+            check_unchanged(x, version)  # raises ConcurrentWriteError
+        result = _new(Tensor)  # result_owner, inline
+        result._storage = out
+        result._layout = layout
+        result._shaped = None
+        result._version = 0
+        result._writer = None
+        result._requires_grad = False
+        result._grad = None
+        result._grad_fn = None
+        return result
+    operand = elementwise_operand(x)
+    if operand is None or operand[3] is None:
+        return None
+    key = (op, operand[0], operand[1])
+    plan = PLANS.get(key)
+    if plan is None:
+        result = ops._unary_checked(op, x, None)  # every check; its errors are the op's
+        remember(key, _unary_plan(op, operand[1], result))
+        return result
+    if plan is False:
+        return None
+    function, ufunc, out_dtype, compute, layout = plan
+    quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
+    try:
+        if ufunc is None:
+            out = np.empty(layout.shape, dtype=out_dtype)
+            quiet.run(function, operand[2], out, compute)
+        elif layout.shape:  # the operand is in the compute dtype: the ufunc's own loop,
+            # which allocates the row-major result itself
+            out = quiet.run(ufunc, operand[2], order="C")
+        else:  # a 0-d result would be a NumPy scalar
+            out = np.empty(layout.shape, dtype=out_dtype)
+            quiet.run(ufunc, operand[2], out=out)
+    except MemoryError:
+        return ops._unary_checked(op, x, None)  # an AllocationError with the numbers
+    check_unchanged(operand[3], operand[4])
+    return result_owner(out.ravel(), layout, out)
 
 
 def _unary_plan(op: str, kind: object, result: Tensor) -> object:
@@ -378,27 +480,77 @@ def binary(op: str, a: object, b: object) -> Tensor | None:
     key runs the full path and stores the plan; later ones make the NumPy backend's ufunc call
     directly.
 
-    The common operand, a whole owner, is read inline (the same fields
-    :func:`elementwise_operand` reads): this function runs on every small op."""
-    if not ENABLED or _suspended:
+    Two whole owners (the common call) are read inline, with the last plan of ``op`` taken
+    again when their layouts and dtypes are the very objects it was found for (a Layout is
+    immutable: the same object is the same shape): this function runs on every small op."""
+    if (
+        _suspended
+        or not ENABLED
+        or type(_LOADED.get(_ACTIVE.get() or registry._default)) is not NumpyBackend
+    ):
         return None
-    name = registry._active.get() or registry._default
-    if type(registry._loaded.get(name)) is not NumpyBackend:
-        return None
-    if type(a) is Tensor and not a._writer:
-        array_a = a._shaped
+    if type(a) is Tensor and type(b) is Tensor:
+        if a._writer or b._writer:
+            return None  # the full path raises ConcurrentWriteError or runs the owner's write
+        layout_a, layout_b = a._layout, b._layout
+        array_a, array_b = a._shaped, b._shaped
         if array_a is None:
             array_a = shaped(a)
-        first: Read | None = (a._layout.shape, array_a.dtype, array_a, a, a._version)
-    else:
-        first = elementwise_operand(a)
-    if type(b) is Tensor and not b._writer:
-        array_b = b._shaped
         if array_b is None:
             array_b = shaped(b)
-        second: Read | None = (b._layout.shape, array_b.dtype, array_b, b, b._version)
-    else:
-        second = elementwise_operand(b)
+        dtype_a, dtype_b = array_a.dtype, array_b.dtype
+        last = LAST_OWNERS.get(op)
+        if (
+            last is not None
+            and last[0] is layout_a
+            and last[1] is layout_b
+            and last[2] is dtype_a
+            and last[3] is dtype_b
+        ):
+            plan = last[4]
+        else:
+            key: tuple[object, ...] = (op, layout_a.shape, dtype_a, layout_b.shape, dtype_b)
+            plan = PLANS.get(key)
+            if plan is None:
+                result = ops._binary_checked(op, a, b, None)  # every check; its errors are the op's
+                remember(key, _binary_plan(op, a, b, result))
+                return result
+            LAST_OWNERS[op] = (layout_a, layout_b, dtype_a, dtype_b, plan)
+        if plan is False:
+            return None
+        ufunc, out_dtype, options, shape, layout = plan[:5]
+        version_a, version_b = a._version, b._version
+        quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
+        try:
+            if plan[7]:  # flat: the storages, one value each per result value
+                out = quiet.run(ufunc, a._storage, b._storage)
+            elif options is None:  # NumPy's own loop, which allocates the row-major result
+                out = quiet.run(ufunc, array_a, array_b, order="C")
+            else:
+                out = np.empty(shape, dtype=out_dtype)
+                quiet.run(ufunc, array_a, array_b, out=out, **options)
+        except MemoryError:  # the full path turns it into an AllocationError with the numbers
+            return ops._binary_checked(op, a, b, None)
+        if a._writer or a._version != version_a:
+            check_unchanged(a, version_a)  # raises ConcurrentWriteError
+        if b._writer or b._version != version_b:
+            check_unchanged(b, version_b)
+        result = _new(Tensor)  # Tensor._adopt_layout, inline (see result_owner)
+        if plan[7]:
+            result._storage = out
+            result._shaped = None
+        else:
+            result._storage = out.ravel()
+            result._shaped = out
+        result._layout = layout
+        result._version = 0
+        result._writer = None
+        result._requires_grad = False
+        result._grad = None
+        result._grad_fn = None
+        return result
+    first = elementwise_operand(a)
+    second = elementwise_operand(b)
     if first is None or second is None or (first[3] is None and second[3] is None):
         return None
     last = LAST.get(op)
@@ -420,29 +572,28 @@ def binary(op: str, a: object, b: object) -> Tensor | None:
         LAST[op] = (first[0], first[1], second[0], second[1], plan)
     if plan is False:
         return None
-    ufunc, out_dtype, options, shape, layout, left_dtype, right_dtype = plan
-    token = ERROR_STATE.set(QUIET)
+    ufunc, out_dtype, options, shape, layout, left_dtype, right_dtype = plan[:7]
+    quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
     try:
-        # A number becomes a NumPy scalar of the promoted dtype (the value scalar_view stores).
-        left = first[2] if left_dtype is None else left_dtype.type(a)
-        right = second[2] if right_dtype is None else right_dtype.type(b)
+        # A number becomes a NumPy scalar of the promoted dtype (the value scalar_view stores;
+        # one past the dtype's range rounds to +-inf, quietly).
+        left = first[2] if left_dtype is None else quiet.run(left_dtype.type, a)
+        right = second[2] if right_dtype is None else quiet.run(right_dtype.type, b)
         if options is None:  # every input is already in the compute dtype: NumPy's own loop,
             # which allocates the row-major result itself
-            out = ufunc(left, right, order="C")
+            out = quiet.run(ufunc, left, right, order="C")
         else:
             out = np.empty(shape, dtype=out_dtype)
-            ufunc(left, right, out=out, **options)
+            quiet.run(ufunc, left, right, out=out, **options)
     except MemoryError:  # the full path turns it into an AllocationError with the numbers
         return ops._binary_checked(op, a, b, None)
-    finally:
-        ERROR_STATE.reset(token)
     owner = first[3]
     if owner is not None and (owner._writer or owner._version != first[4]):
         check_unchanged(owner, first[4])  # raises ConcurrentWriteError
     owner = second[3]
     if owner is not None and (owner._writer or owner._version != second[4]):
         check_unchanged(owner, second[4])
-    return Tensor._adopt_layout(out.ravel(), layout, out)  # out: the result's kept array
+    return result_owner(out.ravel(), layout, out)  # out: the result's kept array
 
 
 def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
@@ -482,58 +633,101 @@ def _binary_plan(op: str, a: object, b: object, result: Tensor) -> object:
         and result.shape  # a 0-d NumPy result is a scalar, not an array
     ):
         options = None  # NumPy's own loop for these inputs is the compute loop
-    return (ufunc, natural, options, result.shape, result.layout, *scalar)
+    # Two operands of the result's shape, read in NumPy's own loop: their 1-D storages give
+    # the same values in the same order (no axis is broadcast), as a 1-D result, the new
+    # owner's storage itself (no array of its shape is needed).
+    shapes = [v.shape for v in (a, b) if isinstance(v, (Tensor, TensorView))]
+    flat = options is None and shapes == [result.shape, result.shape]
+    return (ufunc, natural, options, result.shape, result.layout, *scalar, flat)
 
 
 def reduction(op: str, x: object, axis: object, keepdims: object) -> Tensor | None:
-    """A reduction through its plan (``None``: the call is not planned)."""
+    """A reduction through its plan (``None``: the call is not planned). A whole owner with the
+    very Layout, dtype, ``axis`` and ``keepdims`` objects of the last planned call of ``op``
+    takes that plan again without building its key."""
     if (
-        type(keepdims) is bool
-        and (
+        _suspended
+        or not ENABLED
+        or type(_LOADED.get(_ACTIVE.get() or registry._default)) is not NumpyBackend
+    ):
+        return None
+    if type(x) is Tensor:
+        if x._writer:
+            return None
+        owner = x
+        layout = x._layout
+        dtype = x._storage.dtype
+        last = LAST_REDUCE.get(op)
+        if (
+            last is not None
+            and last[0] is layout
+            and last[1] is dtype
+            and last[2] is axis
+            and last[3] is keepdims
+        ):
+            plan = last[4]
+            hit = True
+        else:
+            hit = False
+    else:
+        owner = fresh_owner(x)  # type: ignore[assignment]
+        if owner is None:
+            return None
+        layout = x._layout  # type: ignore[attr-defined]
+        dtype = owner._storage.dtype
+        hit = False
+    if not hit:
+        if type(keepdims) is not bool or not (
             axis is None
             or type(axis) is int
             or (type(axis) is tuple and all(type(a) is int for a in axis))
-        )
-        and numpy_is_active()
-    ):
-        owner = fresh_owner(x)
-        if owner is not None:
-            layout = x._layout  # type: ignore[attr-defined]
-            key = ("reduce", op, layout.shape, layout.strides, owner._storage.dtype, axis, keepdims)
-            plan = PLANS.get(key)
-            if plan is None:
-                result = ops._reduction_checked(op, x, axis, keepdims, None)  # every check
-                remember(key, _reduction_plan(op, x, axis, keepdims, result))
-                return result
-            if plan is not False:
-                ufunc, axes, shape, compute, out_dtype, divisor, loop, final, keep, plain = plan
-                version = owner._version
-                token = ERROR_STATE.set(QUIET)
-                try:
-                    if layout is owner._layout:  # the whole owner: its array, made once
-                        values = owner._shaped
-                        if values is None:
-                            values = shaped(owner)
-                    else:
-                        values = strided_array(owner._storage, layout)
-                    # (values, axis, dtype, out): dtype None for truth values of any dtype,
-                    # folded as bools, and for values already in the compute dtype. ``plain``:
-                    # NumPy's own result is row-major (see _reduction_plan), so it allocates it.
-                    if plain:
-                        acc = ufunc.reduce(values, axes, loop)
-                    else:
-                        acc = np.empty(shape, dtype=compute)
-                        ufunc.reduce(values, axes, loop, acc)
-                    if divisor:
-                        np.divide(acc, divisor, out=acc)
-                    out = acc if acc.dtype == out_dtype else acc.astype(out_dtype)
-                except MemoryError:
-                    return ops._reduction_checked(op, x, axis, keepdims, None)
-                finally:
-                    ERROR_STATE.reset(token)
-                check_unchanged(owner, version)
-                return Tensor._adopt_layout(out.ravel(), final, out if keep else None)
-    return None
+        ):
+            return None
+        key = ("reduce", op, layout.shape, layout.strides, dtype, axis, keepdims)
+        plan = PLANS.get(key)
+        if plan is None:
+            result = ops._reduction_checked(op, x, axis, keepdims, None)  # every check
+            remember(key, _reduction_plan(op, x, axis, keepdims, result))
+            return result
+        if type(x) is Tensor:
+            LAST_REDUCE[op] = (layout, dtype, axis, keepdims, plan)
+    if plan is False:
+        return None
+    ufunc, axes, shape, compute, out_dtype, divisor, loop, final, keep, plain = plan
+    version = owner._version
+    quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
+    try:
+        if layout is owner._layout:  # the whole owner: its array, made once
+            values = owner._shaped
+            if values is None:
+                values = shaped(owner)
+        else:
+            values = strided_array(owner._storage, layout)
+        # (values, axis, dtype, out): dtype None for truth values of any dtype, folded as
+        # bools, and for values already in the compute dtype. ``plain``: NumPy's own result is
+        # row-major (see _reduction_plan), so it allocates it.
+        if plain:
+            acc = quiet.run(ufunc.reduce, values, axes, loop)
+        else:
+            acc = np.empty(shape, dtype=compute)
+            quiet.run(ufunc.reduce, values, axes, loop, acc)
+        if divisor:
+            quiet.run(np.divide, acc, divisor, out=acc)
+        out = acc if acc.dtype == out_dtype else quiet.run(acc.astype, out_dtype)
+    except MemoryError:
+        return ops._reduction_checked(op, x, axis, keepdims, None)
+    if owner._writer or owner._version != version:
+        check_unchanged(owner, version)  # raises ConcurrentWriteError
+    result = _new(Tensor)  # result_owner, inline
+    result._storage = out.ravel()
+    result._layout = final
+    result._shaped = out if keep else None
+    result._version = 0
+    result._writer = None
+    result._requires_grad = False
+    result._grad = None
+    result._grad_fn = None
+    return result
 
 
 def _reduction_plan(op: str, x: object, axis: object, keepdims: bool, result: Tensor) -> object:
@@ -571,63 +765,95 @@ def _reduction_plan(op: str, x: object, axis: object, keepdims: bool, result: Te
 
 def matmul(a: Any, b: Any) -> Tensor | None:
     """A matrix product through its plan (``None``: the call is not planned)."""
-    if numpy_is_active():
-        first, second = fresh_owner(a), fresh_owner(b)
-        if first is not None and second is not None:
-            la, lb = a._layout, b._layout
-            dtype_a, dtype_b = first._storage.dtype, second._storage.dtype
-            last = LAST.get("matmul")
-            if (
-                last is not None
-                and last[0] is la
-                and last[1] is lb
-                and last[2] is dtype_a
-                and last[3] is dtype_b
-            ):
-                plan = last[4]
-            else:
-                key = ("matmul", la.shape, la.strides, lb.shape, lb.strides, dtype_a, dtype_b)
-                plan = PLANS.get(key)
-                if plan is None:
-                    result = ops._matmul_checked(a, b, None)  # every check; matmul's errors
-                    remember(key, _matmul_plan(a, b, result))
-                    return result
-                LAST["matmul"] = (la, lb, dtype_a, dtype_b, plan)
-            if plan is not False:
-                shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep = plan
-                version_a, version_b = first._version, second._version
-                storage_a, storage_b = first._storage, second._storage
-                token = ERROR_STATE.set(QUIET)
-                try:
-                    # A whole owner read as it is (no axis added or broadcast): its array,
-                    # made once; else the array of the plan's shape and byte strides.
-                    if whole[0] and la is first._layout:
-                        left = first._shaped
-                        if left is None:
-                            left = shaped(first)
-                    else:
-                        offset_a = la.offset * storage_a.itemsize
-                        left = np.ndarray(shape_a, dtype_a, storage_a, offset_a, steps_a)
-                    if whole[1] and lb is second._layout:
-                        right = second._shaped
-                        if right is None:
-                            right = shaped(second)
-                    else:
-                        offset_b = lb.offset * storage_b.itemsize
-                        right = np.ndarray(shape_b, dtype_b, storage_b, offset_b, steps_b)
-                    if len(acc_shape) == 2:  # NumPy's own 2-D result is row-major
-                        acc = np.matmul(left, right)
-                    else:  # a batch: NumPy may order a result's batch axes as it reads them
-                        acc = np.empty(acc_shape, dtype=dtype_a)
-                        np.matmul(left, right, out=acc)
-                except MemoryError:
-                    return ops._matmul_checked(a, b, None)  # an AllocationError with the numbers
-                finally:
-                    ERROR_STATE.reset(token)
-                check_unchanged(first, version_a)
-                check_unchanged(second, version_b)
-                return Tensor._adopt_layout(acc.ravel(), final, acc if keep else None)
-    return None
+    if (
+        _suspended
+        or not ENABLED
+        or type(_LOADED.get(_ACTIVE.get() or registry._default)) is not NumpyBackend
+    ):
+        return None
+    # fresh_owner of each operand, inline
+    if type(a) is Tensor:
+        first = a
+    elif type(a) is TensorView:
+        first = a._owner
+        if first._version != a._version:
+            return None
+    else:
+        return None
+    if type(b) is Tensor:
+        second = b
+    elif type(b) is TensorView:
+        second = b._owner
+        if second._version != b._version:
+            return None
+    else:
+        return None
+    if first._writer or second._writer:
+        return None
+    la, lb = a._layout, b._layout
+    storage_a, storage_b = first._storage, second._storage
+    dtype_a, dtype_b = storage_a.dtype, storage_b.dtype
+    last = LAST.get("matmul")
+    if (
+        last is not None
+        and last[0] is la
+        and last[1] is lb
+        and last[2] is dtype_a
+        and last[3] is dtype_b
+    ):
+        plan = last[4]
+    else:
+        key = ("matmul", la.shape, la.strides, lb.shape, lb.strides, dtype_a, dtype_b)
+        plan = PLANS.get(key)
+        if plan is None:
+            result = ops._matmul_checked(a, b, None)  # every check; matmul's errors
+            remember(key, _matmul_plan(a, b, result))
+            return result
+        LAST["matmul"] = (la, lb, dtype_a, dtype_b, plan)
+    if plan is False:
+        return None
+    shape_a, steps_a, shape_b, steps_b, acc_shape, final, whole, keep = plan
+    version_a, version_b = first._version, second._version
+    quiet = _QUIET_CONTEXTS.get(_thread_id()) or quiet_context()
+    try:
+        # A whole owner read as it is (no axis added or broadcast): its array, made once; else
+        # the array of the plan's shape and byte strides.
+        if whole[0] and la is first._layout:
+            left = first._shaped
+            if left is None:
+                left = shaped(first)
+        else:
+            left = np.ndarray(shape_a, dtype_a, storage_a, la.offset * storage_a.itemsize, steps_a)
+        if whole[1] and lb is second._layout:
+            right = second._shaped
+            if right is None:
+                right = shaped(second)
+        else:
+            right = np.ndarray(shape_b, dtype_b, storage_b, lb.offset * storage_b.itemsize, steps_b)
+        if len(acc_shape) == 2:  # NumPy's own 2-D result is row-major. ``ndarray.dot`` of
+            # two matrices makes the BLAS call np.matmul makes (gemm, gemv or syrk, the same
+            # values bit for bit) without the ufunc machinery, which costs more than an 8x8
+            # product.
+            acc = quiet.run(left.dot, right)
+        else:  # a batch: NumPy may order a result's batch axes as it reads them
+            acc = np.empty(acc_shape, dtype=dtype_a)
+            quiet.run(np.matmul, left, right, out=acc)
+    except MemoryError:
+        return ops._matmul_checked(a, b, None)  # an AllocationError with the numbers
+    if first._writer or first._version != version_a:
+        check_unchanged(first, version_a)  # raises ConcurrentWriteError
+    if second._writer or second._version != version_b:
+        check_unchanged(second, version_b)
+    result = _new(Tensor)  # result_owner, inline
+    result._storage = acc.ravel()
+    result._layout = final
+    result._shaped = acc if keep else None
+    result._version = 0
+    result._writer = None
+    result._requires_grad = False
+    result._grad = None
+    result._grad_fn = None
+    return result
 
 
 def _matmul_plan(a: Any, b: Any, result: Tensor) -> object:

@@ -515,3 +515,80 @@ def test_calls_alternating_between_plans_each_take_their_own() -> None:
             np.testing.assert_allclose(result.to_numpy(), expected, rtol=1e-6)
     dispatch.clear()
     assert dispatch.LAST == {} and dispatch.PLANS == {}
+    assert dispatch.LAST_OWNERS == {} and dispatch.LAST_UNARY == {} and dispatch.LAST_REDUCE == {}
+
+
+def owner_fields(tensor: Tensor) -> dict[str, Any]:
+    """Every slot of an owner but its storage and arrays, by name (a slot left unset reads as
+    the string ``"unset"``)."""
+    names = [n for cls in type(tensor).__mro__ for n in getattr(cls, "__slots__", ())]
+    arrays = ("_storage", "_shaped", "_layout")
+    return {n: getattr(tensor, n, "unset") for n in names if n not in arrays}
+
+
+@pytest.mark.parametrize("name", [*OPS, "flat mul", "neg"])
+def test_a_planned_result_is_a_new_owner_in_every_field(name: str) -> None:
+    # The planned ops build their results field by field (what Tensor._adopt_layout does, in
+    # line): every field a new owner has is set as that method sets it, the storage is a fresh
+    # contiguous 1-D array and the kept array (if any) is that storage with the result's shape.
+    rng = np.random.default_rng(4)
+    a, b = matrix(rng, (3, 4)), matrix(rng, (3, 4))
+    calls: dict[str, Callable[[], Tensor]] = {
+        **{
+            k: (lambda op=op, t=k == "matmul": op(a, b.view().T if t else b))
+            for k, op in OPS.items()
+        },
+        "flat mul": lambda: lt.mul(a, a),
+        "neg": lambda: lt.neg(a),
+    }
+    reference = Tensor._adopt_layout(np.zeros(12, np.float32), a.layout)
+    for _ in range(3):  # the first call makes the plan, the others use it
+        result = calls[name]()
+        assert owner_fields(result) == owner_fields(reference)
+        storage = result._storage
+        assert storage.ndim == 1 and storage.flags.c_contiguous and storage.flags.writeable
+        assert storage.size == max(result.size, 1) and result.layout.offset == 0
+        if result._shaped is not None:
+            assert result._shaped.shape == result.shape
+            assert np.shares_memory(result._shaped, storage)
+        a._storage[0] += 1.0  # the next call reads new values through the plan
+
+
+def test_planned_ops_ignore_floating_point_errors_and_leave_the_callers_state() -> None:
+    # The backend computes with every floating-point error ignored; a planned call does the
+    # same (in a context of its own), on every thread, whatever error state the caller has set,
+    # and leaves that state as it was.
+    import threading
+
+    huge = Tensor.from_numpy(np.full((4, 4), 3e38, np.float32))
+    zero = Tensor.from_numpy(np.zeros((4, 4), np.float32))
+    calls: list[Callable[[], Tensor]] = [
+        lambda: lt.mul(huge, huge),  # overflow
+        lambda: lt.div(zero, zero),  # invalid
+        lambda: lt.exp(huge),  # overflow
+        lambda: lt.matmul(huge, huge),  # overflow
+        lambda: lt.sub(huge.view(), huge.view().T * 2),  # overflow, through views
+        lambda: lt.sum(huge, 0),  # overflow
+        lambda: lt.add(huge, 1e300),  # a weak number past float32's range, then overflow
+        lambda: lt.exp(huge.view().T),  # overflow, through a view
+    ]
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            with np.errstate(all="raise"):
+                for _ in range(3):  # the first call makes the plan, the others use it
+                    for call in calls:
+                        values = call().to_numpy()
+                        assert not np.isfinite(values).all()
+                assert np.geterr() == {k: "raise" for k in ("divide", "over", "under", "invalid")}
+        except BaseException as error:  # reported by the main thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    run()
+    for thread in threads:
+        thread.join()
+    assert failures == []
