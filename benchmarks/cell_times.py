@@ -8,16 +8,20 @@ and prints the slowest cells: their index, id, seconds, and whether the cell sho
 makes a ``Progress`` bar or runs a live experiment widget). A cell over 20 s, or over 3 s without
 progress, is flagged.
 
-The times are those of the machine and load that last executed the notebook; re-execute a chapter
-(``jupyter nbconvert --to notebook --execute --inplace``) on a quiet two-core machine before
-reading its numbers as a learner's wait.
+The stored times are those of the machine and load that last executed the notebook. On a shared,
+loaded machine run ``--run`` instead: it executes a copy of each notebook (the repository's
+notebook stays as it is) and measures every cell's CPU time, the kernel's own and that of the
+processes it waited for (compilers, isolated launches), which is close to the wall time of that
+cell on a quiet machine whatever else is running (work on two threads at once counts twice).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from datetime import datetime
 from pathlib import Path
 
@@ -54,17 +58,66 @@ def cell_times(path: Path) -> list[tuple[int, str, float, bool]]:
     return rows
 
 
+_MEASURE = """
+import os as _os
+_cell_cpu, _cell_start = [], []
+def _cpu():
+    t = _os.times()
+    return t.user + t.system + t.children_user + t.children_system
+def _before(*_):
+    _cell_start.append(_cpu())
+def _after(*_):
+    if _cell_start:  # not for the cell that registers these
+        _cell_cpu.append(_cpu() - _cell_start.pop())
+get_ipython().events.register("pre_run_cell", _before)
+get_ipython().events.register("post_run_cell", _after)
+"""
+
+
+def cpu_times(path: Path) -> list[tuple[int, str, float, bool]]:
+    """Executes a copy of ``path`` and measures each code cell's CPU seconds (see the module's
+    docstring); the same rows as :func:`cell_times`."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    measured = nbformat.v4.new_notebook(metadata=notebook.metadata)
+    measured.cells = [nbformat.v4.new_code_cell(_MEASURE), *code_cells]
+    measured.cells.append(nbformat.v4.new_code_cell("print(repr(_cell_cpu))"))
+    with tempfile.TemporaryDirectory() as scratch:
+        # A learner's first run: attempts to a scratch log, and an empty build cache, so each
+        # Metal kernel is compiled where the chapter first launches it.
+        os.environ["LLMFS_ATTEMPTS"] = str(Path(scratch) / "attempts.jsonl")
+        os.environ["LLMFS_CACHE_DIR"] = str(Path(scratch) / "cache")
+        (Path(scratch) / "cache").mkdir()
+        NotebookClient(
+            measured, timeout=1200, resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
+    printed = "".join(output.get("text", "") for output in measured.cells[-1].outputs)
+    seconds = [float(v) for v in printed.strip().strip("[]").split(",")]
+    rows = []
+    for index, (cell, cpu) in enumerate(zip(code_cells, seconds, strict=False)):
+        shows = any(mark in cell.source for mark in PROGRESS_MARKS)
+        rows.append((index, str(cell.get("id", "")), cpu, shows))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path)
     parser.add_argument("--top", type=int, default=3, help="slowest cells shown per chapter")
+    parser.add_argument(
+        "--run", action="store_true", help="execute a copy and measure CPU time per cell"
+    )
     args = parser.parse_args(argv)
     paths = args.notebooks or sorted((ROOT / "solutions").glob("ch*.ipynb"))
     flagged = 0
     for path in paths:
-        rows = cell_times(path)
+        rows = cpu_times(path) if args.run else cell_times(path)
         total = sum(seconds for _, _, seconds, _ in rows)
-        print(f"{path.stem}: {len(rows)} timed cells, {total:.1f} s in all")
+        what = "CPU" if args.run else "wall"
+        print(f"{path.stem}: {len(rows)} timed cells, {total:.1f} s of {what} time in all")
         for index, cell_id, seconds, shows in sorted(rows, key=lambda r: -r[2])[: args.top]:
             mark = ""
             if seconds > WAIT_LIMIT:
