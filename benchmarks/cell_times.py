@@ -33,7 +33,7 @@ PROGRESS_AFTER = 3.0
 WAIT_LIMIT = 20.0
 
 #: Source fragments that mean the cell draws progress while it runs.
-PROGRESS_MARKS = ("Progress(", "progress=", "live_", "Live", "show_progress")
+PROGRESS_MARKS = ("Progress(", "checked(", "progress=", "live_", "Live", "show_progress")
 
 
 def _stamp(text: str) -> datetime:
