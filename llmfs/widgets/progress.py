@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import html
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 from llmfs.gpt.experiment import time_left_text
 
 Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 class Progress:
@@ -33,6 +34,7 @@ class Progress:
         self.total, self.what, self.unit = total, what, unit
         self.done = 0
         self._started = time.monotonic()
+        self._clocked_from = 0  # the steps done when the clock (re)started
         self._handle: Any = None
 
     def show(self) -> Progress:
@@ -42,6 +44,12 @@ class Progress:
         self._started = time.monotonic()
         self._handle = display(self, display_id=True)
         return self
+
+    def restart_clock(self) -> None:
+        """Estimates the time left from the steps finished after this call only: for work whose
+        first step pays a one-time cost (a compiler run) that later steps do not."""
+        self._started = time.monotonic()
+        self._clocked_from = self.done
 
     def advance(self, steps: int = 1) -> None:
         """Counts ``steps`` more finished steps and redraws the bar."""
@@ -64,10 +72,11 @@ class Progress:
         counted = f"{self.done} of {self.total} {self.unit}"
         if self.done >= self.total:
             return f"{counted}: done"
-        if self.done == 0:
+        timed = self.done - self._clocked_from
+        if timed == 0:
             return f"{counted}: started"
         elapsed = time.monotonic() - self._started
-        left = elapsed / self.done * (self.total - self.done)
+        left = elapsed / timed * (self.total - self.done)
         return f"{counted}, {time_left_text(left)}"
 
     def __repr__(self) -> str:
@@ -83,4 +92,27 @@ class Progress:
         )
 
 
-__all__ = ["Progress", "time_left_text"]
+def checked(check: Callable[[Any], Result], answer: Any, what: str) -> Result:
+    """``check(answer)`` (an implement exercise's check) with a :class:`Progress` bar named
+    ``what`` counting its cases, for a check that runs for seconds (its first case compiles a
+    kernel, say). The bar appears when the check draws its cases and advances after each; the
+    time left is estimated from the cases after the first (the one that pays for the builds).
+    The report is the check's own, unchanged."""
+    from llmfs.course.exercise_checks.spec import case_progress
+
+    bars: list[Progress] = []
+
+    def follow(done: int, total: int) -> None:
+        if not bars:  # the check's own run: a check runs its cases once
+            bars.append(Progress(total, what, "cases").show())
+        bar = bars[0]
+        if bar.total == total and done > bar.done:
+            bar.advance(done - bar.done)
+            if done == 1:  # the first case builds the kernel; the others reuse the build
+                bar.restart_clock()
+
+    with case_progress(follow):
+        return check(answer)
+
+
+__all__ = ["Progress", "checked", "time_left_text"]

@@ -286,6 +286,76 @@ kernel void tiled_matmul(device const float* a [[buffer(0)]],
 }
 """
 
+# Barrier rounds of a tree, each round's additions all made by thread 0: the right number of
+# rounds, but one thread reads every slot.
+ROUNDS_BY_ONE_THREAD = """
+#include <metal_stdlib>
+using namespace metal;
+
+kernel void group_sum(device const float* x [[buffer(0)]],
+                      device float* partial [[buffer(1)]],
+                      constant uint& count [[buffer(2)]],
+                      threadgroup float* shared [[threadgroup(0)]],
+                      uint gid [[thread_position_in_grid]],
+                      uint lid [[thread_position_in_threadgroup]],
+                      uint group [[threadgroup_position_in_grid]],
+                      uint size [[threads_per_threadgroup]]) {
+    shared[lid] = gid < count ? x[gid] : 0.0f;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint stride = size / 2; stride > 0; stride /= 2) {
+        if (lid == 0) {
+            for (uint i = 0; i < stride; ++i) {
+                shared[i] += shared[i + stride];
+            }
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    if (lid == 0) {
+        partial[group] = shared[0];
+    }
+}
+"""
+# Two tiles, two barriers per tile step, but only a is read through its tile: every product
+# still loads its value of b from device memory.
+HALF_TILED = """
+#include <metal_stdlib>
+using namespace metal;
+
+constant uint TILE = 8;
+
+kernel void tiled_matmul(device const float* a [[buffer(0)]],
+                         device const float* b [[buffer(1)]],
+                         device float* c [[buffer(2)]],
+                         constant uint& M [[buffer(3)]],
+                         constant uint& N [[buffer(4)]],
+                         constant uint& K [[buffer(5)]],
+                         uint3 gid [[thread_position_in_grid]],
+                         uint3 lid [[thread_position_in_threadgroup]]) {
+    threadgroup float a_tile[TILE][TILE];
+    threadgroup float b_tile[TILE][TILE];
+    uint row = gid.y;
+    uint col = gid.x;
+    a += gid.z * M * K;
+    b += gid.z * K * N;
+    c += gid.z * M * N;
+    float acc = 0.0f;
+    for (uint start = 0; start < K; start += TILE) {
+        uint ak = start + lid.x;
+        a_tile[lid.y][lid.x] = (row < M && ak < K) ? a[row * K + ak] : 0.0f;
+        b_tile[lid.y][lid.x] = 0.0f;
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint k = 0; k < TILE; ++k) {
+            uint bk = start + k;
+            acc += a_tile[lid.y][k] * ((bk < K && col < N) ? b[bk * N + col] : 0.0f);
+        }
+        threadgroup_barrier(mem_flags::mem_threadgroup);
+    }
+    if (row < M && col < N) {
+        c[row * N + col] = acc;
+    }
+}
+"""
+
 
 @pytest.mark.parametrize(
     ("exercise_id", "source", "named", "says"),
@@ -293,6 +363,8 @@ kernel void tiled_matmul(device const float* a [[buffer(0)]],
         ("ch12.tree_sum", SERIAL_SUM, "SerialReduction", f"read {MEASURE_GROUP} of the"),
         ("ch12.tree_sum", TWO_LEVEL_SUM, "SerialReduction", "one thread read"),
         ("ch12.tiled_matmul", DECOY_TILES, "UntiledLoads", "loads 64 values"),
+        ("ch12.tree_sum", ROUNDS_BY_ONE_THREAD, "SerialReduction", "one thread read"),
+        ("ch12.tiled_matmul", HALF_TILED, "UntiledLoads", "should cut that 8 times"),
     ],
 )
 def test_a_kernel_that_skips_the_cooperation_fails_by_what_it_does(

@@ -82,3 +82,50 @@ def test_without_a_notebook_nothing_is_drawn() -> None:
     bar = Progress(2, "work")
     bar.advance(2)  # no handle: counts only
     assert bar.status() == "2 of 2 steps: done"
+
+
+def test_a_restarted_clock_estimates_from_the_steps_after_it(clock: list[float]) -> None:
+    bar = Progress(5, "a check", "cases")
+    clock[0] += 40.0  # the first step pays for a compiler run
+    bar.advance()
+    bar.restart_clock()
+    assert bar.status() == "1 of 5 cases: started"
+    clock[0] += 2.0
+    bar.advance()  # 2 s per later step, 3 to go: not the 40 s of the first
+    assert bar.status() == "2 of 5 cases, a few seconds left"
+
+
+def test_a_check_run_through_checked_counts_its_cases_and_returns_its_own_report(
+    monkeypatch: pytest.MonkeyPatch, clock: list[float]
+) -> None:
+    from llmfs.course.exercise_checks import CHECKS, SPECS
+
+    handles: list[Handle] = []
+
+    def display(obj: Any, display_id: bool = False) -> Handle:
+        handles.append(Handle())
+        handles[-1].update(obj)
+        return handles[-1]
+
+    monkeypatch.setattr("IPython.display.display", display)
+    exercise = "ch01.compute_strides"
+    check = CHECKS[exercise]
+    total = SPECS[exercise].cases
+
+    def strides(shape: list[int]) -> list[int]:
+        out, step = [], 1
+        for size in reversed(shape):
+            out.append(step)
+            step *= max(size, 1)
+        return out[::-1]
+
+    report = module.checked(lambda fn: check(fn, record_attempt=False), strides, "your strides")
+    assert report.passed and report.total == total
+    assert len(handles) == 1  # one bar, redrawn in place
+    drawn = [html for _, html in handles[0].drawn]
+    assert f'value="0" max="{total}"' in drawn[0]
+    assert f"{total} of {total} cases: done" in drawn[-1]
+    assert {text for text, _ in handles[0].drawn} == {f"your strides: {total} cases"}
+    # Outside checked() a check draws nothing.
+    check(strides, record_attempt=False)
+    assert len(handles) == 1

@@ -264,21 +264,18 @@ def _check_tree(source: str) -> None:
     rounds, words = measured
     halvings = MEASURE_GROUP.bit_length() - 1
     if words >= MEASURE_GROUP or words > 2 * halvings:
+        # Short enough to show in full under the report's table (MESSAGE_LIMIT).
         raise SerialReduction(
-            f"one thread read {words} of the {MEASURE_GROUP} slots of threadgroup memory (a "
-            f"group of {MEASURE_GROUP}): that thread adds them up one after another. In a tree, "
-            f"each round halves the threads that add: thread i adds slot i + stride to slot i, "
-            f"so no thread reads more than one partner per round ({halvings} rounds) "
-            f"(kernel group_sum)"
+            f"one thread read {words} of the {MEASURE_GROUP} slots of threadgroup memory: in a "
+            f"tree each thread reads its own slot and one partner's per round ({halvings} "
+            f"rounds) (kernel group_sum)"
         )
     if rounds < halvings:
         # A tree whose rounds are not separated by barriers races, whatever one run shows.
         raise RaceBetweenThreads(
             f"the group passed {rounds} barrier round(s) where a tree over {MEASURE_GROUP} "
-            f"threads has {halvings} halvings: each halving reads what the one before wrote, so "
-            f"without a threadgroup_barrier between rounds a thread can read its partner's slot "
-            f"before the partner wrote it (a race, even where one run happens to be right) "
-            f"(kernel group_sum)"
+            f"threads has {halvings}: without a barrier between rounds a thread can read a slot "
+            f"before it is written (kernel group_sum)"
         )
 
 
@@ -327,13 +324,10 @@ def _check_tiling(source: str) -> None:
     if loads is None or naive is None:
         return
     if loads * TILE > naive:
-        m, n, k = MEASURE_MATMUL
         raise UntiledLoads(
             f"each output loads {loads:g} values of a and b from device memory, the naive "
-            f"kernel {naive:g} (M = {m}, N = {n}, K = {k}): a {TILE} x {TILE} tile should cut "
-            f"that {TILE} times, to {naive / TILE:g}. Each thread loads one value of a and one "
-            f"of b per tile into threadgroup memory, and the products read only the tiles "
-            f"(kernel tiled_matmul)"
+            f"kernel {naive:g}: {TILE} x {TILE} tiles should cut that {TILE} times, to "
+            f"{naive / TILE:g}, products reading only the tiles (kernel tiled_matmul)"
         )
 
 

@@ -32,7 +32,8 @@ import json
 import random
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -364,6 +365,29 @@ def case_views(spec: ImplementSpec, args: Sequence[Any]) -> str:
     return offset_tables(views)
 
 
+#: Who is told how far a check has got: each listener is called with (cases run, cases in all),
+#: once before the first case and after every case. Only :func:`case_progress` adds one; the
+#: verdict never depends on them.
+_CASE_LISTENERS: list[Callable[[int, int], None]] = []
+
+
+@contextmanager
+def case_progress(listener: Callable[[int, int], None]) -> Iterator[None]:
+    """Inside the block every :func:`run_spec` calls ``listener(done, total)`` before its first
+    case (``done`` 0) and after each case, so a notebook can draw a progress bar for a check that
+    runs for seconds (one whose first case compiles a kernel, say)."""
+    _CASE_LISTENERS.append(listener)
+    try:
+        yield
+    finally:
+        _CASE_LISTENERS.remove(listener)
+
+
+def _tell(done: int, total: int) -> None:
+    for listener in tuple(_CASE_LISTENERS):
+        listener(done, total)
+
+
 def run_spec(
     spec: ImplementSpec,
     fn: Any,
@@ -392,8 +416,10 @@ def run_spec(
     stubbed = 0
     refused: list[tuple[tuple[Any, ...], Outcome]] = []
     outcomes: list[Outcome] = []
-    for args in drawn:
+    _tell(0, len(drawn))
+    for done, args in enumerate(drawn, 1):
         got = run_case(fn, args, spec)
+        _tell(done, len(drawn))
         outcomes.append(got.outcome)
         if got.outcome.get("error") == SHORTCUT:
             refused.append((args, got.outcome))
@@ -653,6 +679,7 @@ __all__ = [
     "Run",
     "case_label",
     "case_order",
+    "case_progress",
     "case_views",
     "draw_cases",
     "error_name",
