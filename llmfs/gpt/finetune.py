@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from llmfs.gpt import lora, task
-from llmfs.gpt.checkpoint import load_tiny_gpt
 from llmfs.gpt import tensor_model as tm
+from llmfs.gpt.checkpoint import load_tiny_gpt
 from llmfs.gpt.errors import ConfigError
 from llmfs.gpt.experiment import answer_weights
 from llmfs.gpt.model import GPTConfig, Params
@@ -162,7 +162,9 @@ class FineTuneRun:
             self.accuracy_before = exact_match(self.model, config, held_out)
             self.optimizer = AdamW(trained, lr=learning_rate, weight_decay=0.0)
 
-    def train_until(self, until: int, on_step: Callable[[int, float], object] | None = None) -> None:
+    def train_until(
+        self, until: int, on_step: Callable[[int, float], object] | None = None
+    ) -> None:
         """Trains while :attr:`step` is below ``until`` (nothing when it is not);
         ``on_step(step, loss)`` after each step. Raises
         :class:`~llmfs.gpt.errors.ConfigError` for an ``until`` that is not a non-negative int."""

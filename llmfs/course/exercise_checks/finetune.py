@@ -348,15 +348,26 @@ def _count_explain(got: Any, want: Any, shapes: list[list[int]], rank: int) -> s
 
 SHORTCUTS: dict[str, Shortcuts] = {
     "ch14.lora_forward": Shortcuts(
-        ("llmfs.gpt.lora.LoRA.__call__", "llmfs.gpt.lora.LoRA.delta", "llmfs.gpt.tensor_model.linear"),
+        (
+            "llmfs.gpt.lora.LoRA.__call__",
+            "llmfs.gpt.lora.LoRA.delta",
+            "llmfs.gpt.tensor_model.linear",
+        ),
         "@, * and + on the tensors you are given",
     ),
     "ch14.lora_merge": Shortcuts(
-        ("llmfs.gpt.lora.LoRA.merge", "llmfs.gpt.lora.LoRA.delta", "llmfs.gpt.lora.LoRAParams.merged"),
+        (
+            "llmfs.gpt.lora.LoRA.merge",
+            "llmfs.gpt.lora.LoRA.delta",
+            "llmfs.gpt.lora.LoRAParams.merged",
+        ),
         "@, * and + on the tensors you are given",
     ),
     "ch14.count_trainable": Shortcuts(
-        ("llmfs.gpt.lora.LoRA.trainable_parameters", "llmfs.gpt.lora.LoRAParams.trainable_parameters"),
+        (
+            "llmfs.gpt.lora.LoRA.trainable_parameters",
+            "llmfs.gpt.lora.LoRAParams.trainable_parameters",
+        ),
         "the shapes and plain arithmetic",
     ),
 }
