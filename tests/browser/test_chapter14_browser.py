@@ -80,7 +80,7 @@ def test_the_runs_show_progress_and_the_chapter_runs_to_the_end(open_lab_noteboo
         (_cell(page, 'wins="LoRA"'), "ch14_q3_predict"),
         (table, "ch14_table"),
         (
-            _cell(page, "LoRA, loss on every token: step 300").locator(".jp-OutputArea"),
+            _cell(page, "adapters, loss on every token: step 300").locator(".jp-OutputArea"),
             "ch14_unmasked",
         ),
         (_cell(page, "loss on every token 0."), "ch14_masking"),
