@@ -72,32 +72,38 @@ def _difference(got: Any, want: np.ndarray) -> str:
 # -- the cases: an adapted linear layer --------------------------------------------------------
 
 
+def _weight_case(rng: random.Random, k: int) -> dict[str, Any]:
+    fan_in = rng.randint(1, 7)
+    # Every third layer is square, so an update multiplied in the wrong order still runs.
+    fan_out = fan_in if k % 3 == 0 else rng.randint(1, 7)
+    return {
+        "in": fan_in,
+        "out": fan_out,
+        "rank": rng.randint(1, 4) if k % 4 else 1 + (k % 3),
+        "alpha": rng.choice((1.0, 2.0, 8.0, 16.0, 0.5)),
+        "seed": rng.randrange(1000),
+    }
+
+
 def _layer_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    """Cases of the forward pass: a weight's case and the leading axes of ``x``."""
     cases: list[tuple[Any, ...]] = []
     for k in range(n):
-        fan_in = rng.randint(1, 7)
-        # Every third layer is square, so an update multiplied in the wrong order still runs.
-        fan_out = fan_in if k % 3 == 0 else rng.randint(1, 7)
-        cases.append(
-            (
-                {
-                    "rows": [rng.randint(1, 3) for _ in range(rng.randint(1, 2))],
-                    "in": fan_in,
-                    "out": fan_out,
-                    "rank": rng.randint(1, 4) if k % 4 else 1 + (k % 3),
-                    "alpha": rng.choice((1.0, 2.0, 8.0, 16.0, 0.5)),
-                    "seed": rng.randrange(10**6),
-                },
-            )
-        )
+        rows = [rng.randint(1, 3) for _ in range(rng.randint(1, 2))]
+        cases.append(({"rows": rows, **_weight_case(rng, k)},))
     return cases
+
+
+def _merge_cases(rng: random.Random, n: int) -> list[tuple[Any, ...]]:
+    """Cases of the merge: a weight's case (no input)."""
+    return [(_weight_case(rng, k),) for k in range(n)]
 
 
 def _layer(case: dict[str, Any]) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(case["seed"])
     fan_in, fan_out, rank = case["in"], case["out"], case["rank"]
     return {
-        "x": rng.normal(size=(*case["rows"], fan_in)),
+        "x": rng.normal(size=(*case.get("rows", [1]), fan_in)),
         "W": rng.normal(size=(fan_in, fan_out)),
         "b": rng.normal(size=fan_out),
         "A": rng.normal(size=(fan_in, rank)),
@@ -399,7 +405,7 @@ check_lora_merge = register(
     ImplementSpec(
         "ch14.lora_merge",
         "lora_merge",
-        _layer_cases,
+        _merge_cases,
         _merge_reference,
         cases=60,
         prepare=_merge_prepare,
