@@ -36,6 +36,7 @@ import numpy as np
 
 from llmfs.gpt import lora, task
 from llmfs.gpt import tensor_model as tm
+from llmfs.gpt.checkpoint import load_tiny_gpt
 from llmfs.gpt.errors import ConfigError
 from llmfs.gpt.experiment import answer_weights
 from llmfs.gpt.model import GPTConfig, Params
@@ -97,6 +98,111 @@ class FineTuneResult:
     losses: list[float] = field(default_factory=list)
 
 
+class FineTuneRun:
+    """One fine-tuning run that can be trained a few steps at a time (a notebook spreads a run
+    over several cells, each short): ``FineTuneRun(params, config, train, held_out, ...)`` takes
+    :func:`fine_tune`'s arguments except ``steps`` and ``on_step``, prepares the model and the
+    optimiser and measures the held-out accuracy before; :meth:`train_until` trains up to a step
+    number; :meth:`result` measures the accuracy after and returns the
+    :class:`FineTuneResult`. Training 300 steps in parts of 100 gives the same weights, losses
+    and accuracy as 300 in one call (the same batches, drawn from one generator), bit for bit.
+
+    Raises :class:`~llmfs.gpt.errors.ConfigError` as :func:`fine_tune` does.
+    """
+
+    def __init__(
+        self,
+        params: Params,
+        config: GPTConfig,
+        train: np.ndarray,
+        held_out: np.ndarray,
+        *,
+        method: str = "lora",
+        rank: int = 4,
+        alpha: float | None = None,
+        layers: Iterable[str] = lora.BLOCK_LINEARS,
+        batch_size: int = 64,
+        learning_rate: float | None = None,
+        seed: int = 0,
+        mask_prompt: bool = True,
+        dtype: object = np.float32,
+        backend: str = "numpy",
+    ) -> None:
+        if method not in METHODS:
+            raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive int, got {batch_size!r}")
+        if learning_rate is None:
+            learning_rate = LEARNING_RATES[method]
+        if not learning_rate > 0:
+            raise ConfigError(f"learning_rate must be positive, got {learning_rate!r}")
+        self.method, self.config, self.backend = method, config, backend
+        self.train_rows, self.held_out, self.batch_size = train, held_out, batch_size
+        self.rng = np.random.default_rng(seed)
+        self.weights = loss_weights(batch_size, mask_prompt)
+        #: Steps trained so far.
+        self.step = 0
+        self.losses: list[float] = []
+        #: Seconds spent in training steps (not in measuring accuracy).
+        self.seconds = 0.0
+        with use_backend(backend):
+            w = tm.tensor_params(params, dtype)
+            trained: dict[str, Tensor]
+            if method == "full":
+                for tensor in w.values():
+                    tensor.requires_grad_()
+                self.model: tm.TensorParams = w
+                trained = dict(w)
+            else:
+                names = lora.layer_names(config.n_layer, layers)
+                adapted = lora.adapt(w, names, rank, 2.0 * rank if alpha is None else alpha)
+                self.model, trained = adapted, adapted.trainable()
+            #: How many numbers the run trains.
+            self.trainable = sum(int(np.prod(t.shape)) for t in trained.values())
+            self.accuracy_before = exact_match(self.model, config, held_out)
+            self.optimizer = AdamW(trained, lr=learning_rate, weight_decay=0.0)
+
+    def train_until(
+        self, until: int, on_step: Callable[[int, float], object] | None = None
+    ) -> None:
+        """Trains while :attr:`step` is below ``until`` (nothing when it is not);
+        ``on_step(step, loss)`` after each step. Raises
+        :class:`~llmfs.gpt.errors.ConfigError` for an ``until`` that is not a non-negative int."""
+        if isinstance(until, bool) or not isinstance(until, int) or until < 0:
+            raise ConfigError(f"until must be a non-negative int, got {until!r}")
+        with use_backend(self.backend):
+            while self.step < until:
+                start = time.perf_counter()
+                rows = self.train_rows[self.rng.integers(0, len(self.train_rows), self.batch_size)]
+                logits = tm.forward(self.model, self.config, rows[:, :-1])
+                loss = cross_entropy(logits, rows[:, 1:], self.weights)
+                loss.backward()
+                self.optimizer.step()
+                self.optimizer.zero_grad()
+                self.seconds += time.perf_counter() - start
+                self.losses.append(float(loss.item()))
+                self.step += 1
+                if on_step is not None:
+                    on_step(self.step - 1, self.losses[-1])
+
+    def result(self) -> FineTuneResult:
+        """The run so far: the held-out accuracy measured now, the weights (a LoRA run's merged
+        into new owners, so both methods' results run as the base model does)."""
+        with use_backend(self.backend):
+            after = exact_match(self.model, self.config, self.held_out)
+            model = self.model
+            final = model.merged() if isinstance(model, lora.LoRAParams) else dict(model)
+        return FineTuneResult(
+            self.method,
+            self.trainable,
+            self.accuracy_before,
+            after,
+            self.seconds,
+            final,
+            list(self.losses),
+        )
+
+
 def fine_tune(
     params: Params,
     config: GPTConfig,
@@ -127,59 +233,72 @@ def fine_tune(
     ``batch_size`` rows drawn with replacement from a generator seeded with ``seed``: the same
     batches for both methods. ``on_step(step, loss)`` is called
     after each step (a progress display). ``params`` itself is never changed.
+    (:class:`FineTuneRun` is the same run, trained in parts.)
 
     Raises :class:`~llmfs.gpt.errors.ConfigError` for an unknown method, a bad rank or alpha, an
     unknown layer, or a step count, batch size or learning rate out of range.
     """
-    if method not in METHODS:
-        raise ConfigError(f"method must be one of {METHODS}, got {method!r}")
-    for name, value in (("steps", steps), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name} must be a positive int, got {value!r}")
-    if learning_rate is None:
-        learning_rate = LEARNING_RATES[method]
-    if not learning_rate > 0:
-        raise ConfigError(f"learning_rate must be positive, got {learning_rate!r}")
-    rng = np.random.default_rng(seed)
-    weights = loss_weights(batch_size, mask_prompt)
-    with use_backend(backend):
-        w = tm.tensor_params(params, dtype)
-        model: tm.TensorParams
-        if method == "full":
-            for tensor in w.values():
-                tensor.requires_grad_()
-            model, trained = w, dict(w)
-        else:
-            names = lora.layer_names(config.n_layer, layers)
-            adapted = lora.adapt(w, names, rank, 2.0 * rank if alpha is None else alpha)
-            model, trained = adapted, adapted.trainable()
-        count = sum(int(np.prod(t.shape)) for t in trained.values())
-        before = exact_match(model, config, held_out)
-        optimizer = AdamW(trained, lr=learning_rate, weight_decay=0.0)
-        losses: list[float] = []
-        start = time.perf_counter()
-        for step in range(steps):
-            batch = train[rng.integers(0, len(train), size=batch_size)]
-            loss = cross_entropy(tm.forward(model, config, batch[:, :-1]), batch[:, 1:], weights)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            losses.append(float(loss.item()))
-            if on_step is not None:
-                on_step(step, losses[-1])
-        seconds = time.perf_counter() - start
-        after = exact_match(model, config, held_out)
-        final = model.merged() if isinstance(model, lora.LoRAParams) else dict(model)
-    return FineTuneResult(method, count, before, after, seconds, final, losses)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ConfigError(f"steps must be a positive int, got {steps!r}")
+    run = FineTuneRun(
+        params,
+        config,
+        train,
+        held_out,
+        method=method,
+        rank=rank,
+        alpha=alpha,
+        layers=layers,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        seed=seed,
+        mask_prompt=mask_prompt,
+        dtype=dtype,
+        backend=backend,
+    )
+    run.train_until(steps, on_step)
+    return run.result()
+
+
+#: The chapter's runs: the shipped adder, every training problem, every fourth held-out one.
+CHAPTER_STEPS = 300
+_SHARED: dict[tuple[str, int, bool], FineTuneRun] = {}
+
+
+def chapter_data() -> tuple[Params, GPTConfig, np.ndarray, np.ndarray]:
+    """The shipped adder's weights and config, and the new task's training and held-out
+    sequences: every training problem of :func:`llmfs.gpt.task.split`, every fourth held-out
+    problem (257)."""
+    params, config = load_tiny_gpt()
+    problems = task.split()
+    return params, config, msd_sequences(problems.train), msd_sequences(problems.held_out[::4])
+
+
+def shared_run(method: str = "lora", rank: int = 4, mask_prompt: bool = True) -> FineTuneRun:
+    """The chapter's run of these settings (the other arguments :class:`FineTuneRun`'s
+    defaults, on :func:`chapter_data`), ONE per process: every caller trains the same object, so
+    a notebook can train it in parts over several cells and a later question reads the same
+    run (:meth:`FineTuneRun.train_until` a step it has reached does nothing)."""
+    key = (method, int(rank) if method == "lora" else 0, bool(mask_prompt))
+    if key not in _SHARED:
+        params, config, train, held_out = chapter_data()
+        _SHARED[key] = FineTuneRun(
+            params, config, train, held_out, method=method, rank=rank, mask_prompt=mask_prompt
+        )
+    return _SHARED[key]
 
 
 __all__ = [
+    "CHAPTER_STEPS",
     "LEARNING_RATES",
     "METHODS",
     "FineTuneResult",
+    "FineTuneRun",
+    "chapter_data",
     "exact_match",
     "fine_tune",
     "loss_weights",
     "msd_answer",
     "msd_sequences",
+    "shared_run",
 ]

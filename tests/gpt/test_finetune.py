@@ -4,6 +4,8 @@ start and batches for both, the base weights untouched, and the loss on the resp
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ from llmfs.gpt import lora, task
 from llmfs.gpt.checkpoint import load_tiny_gpt
 from llmfs.gpt.errors import ConfigError, TaskError
 from llmfs.gpt.finetune import (
+    FineTuneRun,
     exact_match,
     fine_tune,
     loss_weights,
@@ -85,6 +88,26 @@ def test_lora_and_full_start_equal_see_the_same_batches_and_leave_the_weights_al
         np.testing.assert_array_equal(value, before[name])
     again = fine_tune(shipped, TINY_CONFIG, train, held_out, method="lora", rank=2, **run)
     assert again.losses == adapted.losses and again.accuracy_after == adapted.accuracy_after
+
+
+@pytest.mark.parametrize("method", ["lora", "full"])
+def test_a_run_trained_in_parts_is_the_run_trained_at_once(
+    shipped: Params, data: tuple[np.ndarray, np.ndarray], method: str
+) -> None:
+    train, held_out = data
+    settings: dict[str, Any] = dict(method=method, rank=2, batch_size=8, seed=5)
+    whole = fine_tune(shipped, TINY_CONFIG, train, held_out[:16], steps=5, **settings)
+    run = FineTuneRun(shipped, TINY_CONFIG, train, held_out[:16], **settings)
+    seen: list[int] = []
+    for until in (2, 2, 0, 5):  # an `until` already reached trains nothing
+        run.train_until(until, on_step=lambda step, loss: seen.append(step))
+    assert seen == [0, 1, 2, 3, 4] and run.step == 5
+    parts = run.result()
+    assert parts.losses == whole.losses and parts.accuracy_after == whole.accuracy_after
+    for name, tensor in whole.weights.items():
+        assert parts.weights[name].to_numpy().tobytes() == tensor.to_numpy().tobytes(), name
+    with pytest.raises(ConfigError, match="until must be a non-negative int"):
+        run.train_until(-1)
 
 
 def test_a_lora_run_lowers_the_loss_on_the_new_format(

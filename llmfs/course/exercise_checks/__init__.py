@@ -14,7 +14,7 @@ each exercise through :func:`~llmfs.course.exercise_checks.spec.register`, the o
 chapter 1 :mod:`.strides`, 2 :mod:`.views`, 3 :mod:`.reshape`, 4 :mod:`.broadcasting`, 5
 :mod:`.kernels`, 6 :mod:`.einsum`, 7 :mod:`.attention`, 8 :mod:`.gpt`, 9 :mod:`.gradients`
 and :mod:`.engine`, 10 :mod:`.training` and :mod:`.accumulate`, 11 :mod:`.generation` and
-:mod:`.text`, 12 :mod:`.cooperate`, 13 :mod:`.pretrain`.
+:mod:`.text`, 12 :mod:`.cooperate`, 13 :mod:`.pretrain`, 14 :mod:`.finetune`.
 Importing this package imports them all, so :data:`SPECS` and :data:`CHECKS` are complete. The
 machinery lives beside them: :mod:`.spec` (specs, the run, the registry), :mod:`.outcomes`,
 :mod:`.report`, :mod:`.cases` (the layouts the layout chapters draw) and :mod:`.shortcuts`.
@@ -63,6 +63,11 @@ from llmfs.course.exercise_checks.engine import (  # chapter 9, the engine
     check_matmul_backward,
     tape_inputs,
     tape_rule,
+)
+from llmfs.course.exercise_checks.finetune import (  # chapter 14
+    check_count_trainable,
+    check_lora_forward,
+    check_lora_merge,
 )
 from llmfs.course.exercise_checks.generation import (  # chapter 11
     check_bpe_encode,
@@ -185,6 +190,7 @@ __all__ = [
     "check_clip_grad_norm",
     "check_compute_strides",
     "check_copying_transpose",
+    "check_count_trainable",
     "check_cross_entropy",
     "check_cross_entropy_grad",
     "check_estimate_loss",
@@ -204,6 +210,8 @@ __all__ = [
     "check_layer_norm_backward",
     "check_learning_rate",
     "check_logical_offsets",
+    "check_lora_forward",
+    "check_lora_merge",
     "check_materialize",
     "check_matmul_backward",
     "check_merge_heads",
