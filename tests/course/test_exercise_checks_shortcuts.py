@@ -39,6 +39,7 @@ from llmfs.course.grading import reports
 from llmfs.course.grading.gradebook import Gradebook
 from llmfs.gpt import (
     grad_clip,
+    lora,
     reference,
     sampling,
     tensor_train,
@@ -277,7 +278,30 @@ SHORTCUT_ANSWERS: dict[str, tuple[Any, str]] = {
         ),
         "text_training.train_steps",
     ),
+    # chapter 14
+    "ch14.lora_forward": (
+        lambda x, W, b, A, B, alpha: _library_adapter(W, A, B, alpha)(x) + b,
+        "LoRA.__call__",
+    ),
+    "ch14.lora_merge": (
+        lambda W, A, B, alpha: _library_adapter(W, A, B, alpha).merge(),
+        "LoRA.merge",
+    ),
+    "ch14.count_trainable": (
+        lambda shapes, rank: sum(
+            lora.LoRA(Tensor.zeros(tuple(shape)), rank, 1.0).trainable_parameters()
+            for shape in shapes
+        ),
+        "LoRA.trainable_parameters",
+    ),
 }
+
+
+def _library_adapter(W: Any, A: Any, B: Any, alpha: float) -> Any:
+    """The library's LoRA layer holding the given A and B (a door to its forward and merge)."""
+    adapter = lora.LoRA(W, A.shape[1], alpha)
+    adapter.A, adapter.B = A, B
+    return adapter
 
 
 def _matmul_by_autograd(a: Any, b: Any, g: Any) -> Any:
