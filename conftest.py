@@ -19,12 +19,12 @@ stay in one worker, and in one kernel.
 
 Long units of work run first. xdist hands whole units to its workers (:func:`unit_of`): a
 file, or one chapter's tests of a file that runs each chapter's notebooks (:data:`BY_CHAPTER`),
-so chapters run on both workers. Units are ordered by the seconds each took in the last run that
-ran it (kept in pytest's cache folder); a unit never timed that holds a test marked ``slow``,
-``notebooks`` or ``browser`` (kernels, servers, compilers, subprocesses, thousands of generated
-cases) counts as longest. With ``--no-loadscope-reorder`` (set in pyproject.toml) xdist hands out
-units in that order, so the many short files fill the end of the run on both workers instead of
-one long unit running alone while the other waits.
+so chapters run on both workers. Units are ordered by the seconds their tests took in the last
+runs that ran them (kept in pytest's cache folder); a unit with an untimed test that holds a test
+marked ``slow``, ``notebooks`` or ``browser`` (kernels, servers, compilers, subprocesses,
+thousands of generated cases) counts as longest. With ``--no-loadscope-reorder`` (set in
+pyproject.toml) xdist hands out units in that order, so the many short files fill the end of the
+run on both workers instead of one long unit running alone while the other waits.
 """
 
 from __future__ import annotations
@@ -123,65 +123,62 @@ def unit_of(nodeid: str) -> str:
     return path
 
 
-#: Where the seconds each unit of work took in earlier runs are kept (pytest's cache folder).
-UNIT_SECONDS_KEY = "llmfs/unit-seconds"
+#: Where the seconds each test took (setup, call and teardown) in the last run that ran it are
+#: kept (pytest's cache folder).
+TEST_SECONDS_KEY = "llmfs/test-seconds"
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Orders the units of work (:func:`_group`) longest first, each unit's tests kept together
-    and in order, and, under ``--dist loadgroup``, names each test's unit for xdist, which hands
-    whole units to its workers (this hook runs before xdist reads the names).
+    """Orders the units of work (:func:`unit_of`) longest first, each unit's tests kept together
+    and in order (this hook runs before xdist reads the order).
 
-    A unit's length is the seconds it took in the last run that ran it (kept in pytest's cache);
-    a unit never timed counts as longest when it holds a long test (``slow``, ``notebooks``,
-    ``browser``) and shortest otherwise. Ties keep collection order. Handing out the longest
+    A unit's length is the sum of its tests' seconds in the last run that ran each (kept in
+    pytest's cache, so a run of a few tests updates only theirs); a unit with a test never timed
+    counts as longest when it holds a long test (``slow``, ``notebooks``, ``browser``), and a
+    short unit's untimed tests count nothing. Ties keep collection order. Handing out the longest
     units first leaves the many short ones to fill the end of the run on both workers instead of
     one long unit running alone while the other waits."""
-    seconds: dict[str, float] = {}
+    known: object = {}
     if getattr(config, "cache", None) is not None:
-        known = config.cache.get(UNIT_SECONDS_KEY, {})
-        if isinstance(known, dict):
-            seconds = {k: float(v) for k, v in known.items() if isinstance(v, (int, float))}
-    groups = {id(item): unit_of(item.nodeid) for item in items}
-    long_groups = {groups[id(item)] for item in items if _is_long(item)}
+        known = config.cache.get(TEST_SECONDS_KEY, {})
+    seconds = known if isinstance(known, dict) else {}
+    units = {id(item): unit_of(item.nodeid) for item in items}
+    long_units = {units[id(item)] for item in items if _is_long(item)}
+    length: dict[str, float] = {}
     first: dict[str, int] = {}
     for index, item in enumerate(items):
-        first.setdefault(groups[id(item)], index)
+        unit = units[id(item)]
+        first.setdefault(unit, index)
+        value = seconds.get(item.nodeid)
+        if not isinstance(value, (int, float)):
+            value = float("inf") if unit in long_units else 0.0
+        length[unit] = length.get(unit, 0.0) + value
+    items[:] = sorted(items, key=lambda item: (-length[units[id(item)]], first[units[id(item)]]))
 
-    def length(group: str) -> float:
-        if group in seconds:
-            return seconds[group]
-        return float("inf") if group in long_groups else 0.0
 
-    items[:] = sorted(items, key=lambda item: (-length(groups[id(item)]), first[groups[id(item)]]))
-
-
-_UNIT_TIMES = pytest.StashKey[dict]()
+_TEST_TIMES = pytest.StashKey[dict]()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # Summed in the process that reports (the xdist controller, or the only process); a unit's
-    # setup, call and teardown all count. The group is the nodeid's "@" suffix under loadgroup.
+    # Summed in the process that reports (the xdist controller, or the only process).
     config = _CONFIG.get("config")
-    if config is None:
-        return
-    times = config.stash.setdefault(_UNIT_TIMES, {})
-    group = unit_of(report.nodeid)
-    times[group] = times.get(group, 0.0) + report.duration
+    if config is not None:
+        times = config.stash.setdefault(_TEST_TIMES, {})
+        times[report.nodeid] = times.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput") or getattr(config, "cache", None) is None:
         return  # a worker: the controller keeps the times
-    times = config.stash.get(_UNIT_TIMES, {})
+    times = config.stash.get(_TEST_TIMES, {})
     if not times:
         return
-    known = config.cache.get(UNIT_SECONDS_KEY, {})
+    known = config.cache.get(TEST_SECONDS_KEY, {})
     merged = dict(known) if isinstance(known, dict) else {}
-    merged.update({group: round(value, 2) for group, value in times.items()})
-    config.cache.set(UNIT_SECONDS_KEY, merged)
+    merged.update({nodeid: round(value, 3) for nodeid, value in times.items()})
+    config.cache.set(TEST_SECONDS_KEY, merged)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
