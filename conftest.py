@@ -17,17 +17,20 @@ subprocesses, removed at its end; one already named by ``$LLMFS_CACHE_DIR`` is u
 never into the home folder. With pytest-xdist, run ``--dist loadfile`` so that a notebook's cells
 stay in one worker, and in one kernel.
 
-Long files run first. A file whose tests are marked ``slow``, ``notebooks`` or ``browser`` (they
-start kernels, servers, compilers or subprocesses, or draw thousands of generated cases, and take
-seconds to minutes) is moved ahead of the others, each file's tests kept together and in order.
-With ``--no-loadscope-reorder`` (set in pyproject.toml) xdist hands files to its workers in that
-order, so the many short files fill the end of the run on both workers instead of one long file
-running alone while the other waits.
+Long units of work run first. xdist hands whole units to its workers (:func:`unit_of`): a
+file, or one chapter's tests of a file that runs each chapter's notebooks (:data:`BY_CHAPTER`),
+so chapters run on both workers. Units are ordered by the seconds their tests took in the last
+runs that ran them (kept in pytest's cache folder); a unit with an untimed test that holds a test
+marked ``slow``, ``notebooks`` or ``browser`` (kernels, servers, compilers, subprocesses,
+thousands of generated cases) counts as longest. With ``--no-loadscope-reorder`` (set in
+pyproject.toml) xdist hands out units in that order, so the many short files fill the end of the
+run on both workers instead of one long unit running alone while the other waits.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,7 +53,11 @@ _PREVIOUS_ATTEMPTS = pytest.StashKey["str | None"]()
 _BUILD_CACHE = pytest.StashKey["str | None"]()
 
 
+_CONFIG: dict[str, pytest.Config] = {}
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG["config"] = config
     attempts_dir = tempfile.mkdtemp(prefix="llmfs-attempts-")
     config.stash[_ATTEMPTS_DIR] = attempts_dir
     config.stash[_PREVIOUS_ATTEMPTS] = os.environ.get("LLMFS_ATTEMPTS")
@@ -97,11 +104,81 @@ def _is_long(item: pytest.Item) -> bool:
     return any(item.get_closest_marker(name) is not None for name in LONG_MARKS)
 
 
+#: Files whose tests of one chapter (a test id starting ``[chNN``) are a unit of work of their
+#: own, so that chapters run on different workers: each computes its chapter's work on first use.
+BY_CHAPTER = ("tests/course/test_chapters.py", "tests/course/test_verdict_parity.py")
+_CHAPTER_ID = re.compile(r"\[(ch\d+)\b")
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to, from its node id alone (xdist's controller sees only
+    those): its file, or, in a :data:`BY_CHAPTER` file, its file and chapter (that file's other
+    tests are one unit). A unit's tests always run in one worker, in order, so a notebook's
+    cells share one kernel and a module fixture runs once per unit."""
+    path = nodeid.split("::", 1)[0]
+    if path in BY_CHAPTER:
+        found = _CHAPTER_ID.search(nodeid)
+        if found:
+            return f"{path}:{found.group(1)}"
+    return path
+
+
+#: Where the seconds each test took (setup, call and teardown) in the last run that ran it are
+#: kept (pytest's cache folder).
+TEST_SECONDS_KEY = "llmfs/test-seconds"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Moves every file holding a long test ahead of the others (a stable reordering: the files
-    keep their collection order within each group, and each file's tests theirs)."""
-    long_files = {item.path for item in items if _is_long(item)}
-    items[:] = sorted(items, key=lambda item: item.path not in long_files)
+    """Orders the units of work (:func:`unit_of`) longest first, each unit's tests kept together
+    and in order (this hook runs before xdist reads the order).
+
+    A unit's length is the sum of its tests' seconds in the last run that ran each (kept in
+    pytest's cache, so a run of a few tests updates only theirs); a unit with a test never timed
+    counts as longest when it holds a long test (``slow``, ``notebooks``, ``browser``), and a
+    short unit's untimed tests count nothing. Ties keep collection order. Handing out the longest
+    units first leaves the many short ones to fill the end of the run on both workers instead of
+    one long unit running alone while the other waits."""
+    known: object = {}
+    if getattr(config, "cache", None) is not None:
+        known = config.cache.get(TEST_SECONDS_KEY, {})
+    seconds = known if isinstance(known, dict) else {}
+    units = {id(item): unit_of(item.nodeid) for item in items}
+    long_units = {units[id(item)] for item in items if _is_long(item)}
+    length: dict[str, float] = {}
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        unit = units[id(item)]
+        first.setdefault(unit, index)
+        value = seconds.get(item.nodeid)
+        if not isinstance(value, (int, float)):
+            value = float("inf") if unit in long_units else 0.0
+        length[unit] = length.get(unit, 0.0) + value
+    items[:] = sorted(items, key=lambda item: (-length[units[id(item)]], first[units[id(item)]]))
+
+
+_TEST_TIMES = pytest.StashKey[dict]()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Summed in the process that reports (the xdist controller, or the only process).
+    config = _CONFIG.get("config")
+    if config is not None:
+        times = config.stash.setdefault(_TEST_TIMES, {})
+        times[report.nodeid] = times.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput") or getattr(config, "cache", None) is None:
+        return  # a worker: the controller keeps the times
+    times = config.stash.get(_TEST_TIMES, {})
+    if not times:
+        return
+    known = config.cache.get(TEST_SECONDS_KEY, {})
+    merged = dict(known) if isinstance(known, dict) else {}
+    merged.update({nodeid: round(value, 3) for nodeid, value in times.items()})
+    config.cache.set(TEST_SECONDS_KEY, merged)
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
@@ -158,3 +235,20 @@ class _SkippedNotebook(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, f"{self.path.name}: not run"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under ``--dist loadfile`` (pyproject.toml's) or ``loadscope``: xdist's scope scheduling
+    with :func:`unit_of`'s units. Whole units go to a worker, handed out in collection order
+    (``--no-loadscope-reorder``), which :func:`pytest_collection_modifyitems` makes longest
+    first. Other modes are xdist's own."""
+    if config.getvalue("dist") not in ("loadfile", "loadscope"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _UnitScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return _UnitScheduling(config, log)

@@ -57,7 +57,8 @@ from llmfs.course.notebooks import (
     read_notebook,
 )
 
-# Every course notebook is executed in-process (scheduled early).
+# Every course notebook is executed in-process (scheduled early), each chapter's on the worker
+# that runs that chapter's tests (conftest.py splits this file by chapter).
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -151,17 +152,27 @@ def attempts_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+class _Runs(dict):  # type: ignore[type-arg]
+    """Each published solution and student notebook, executed once, when first asked for, each
+    against its own attempts log. Lazy, so a worker that runs one chapter's tests runs only that
+    chapter's notebooks (conftest.py hands each chapter's tests to one worker, as a unit)."""
+
+    def __init__(self, logs: dict[str, Path]) -> None:
+        super().__init__()
+        self.logs = logs
+
+    def __missing__(self, relative: str) -> list[Shown]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("LLMFS_ATTEMPTS", str(self.logs[relative]))
+            self[relative] = run_code_cells(REPO / relative, relative)
+        return self[relative]
+
+
 @pytest.fixture(scope="module")
 def executed(attempts_logs: dict[str, Path]) -> dict[str, list[Shown]]:
-    """Every published solution and student notebook, executed once (module scope), each
-    against its own attempts log."""
-    results = {}
-    with pytest.MonkeyPatch.context() as patch:
-        for chapter in CHAPTERS:
-            for relative in (chapter.solution, chapter.notebook):
-                patch.setenv("LLMFS_ATTEMPTS", str(attempts_logs[relative]))
-                results[relative] = run_code_cells(REPO / relative, relative)
-    return results
+    """Every published solution and student notebook, executed once (module scope, on first
+    use), each against its own attempts log."""
+    return _Runs(attempts_logs)
 
 
 def test_the_chapters_are_published_in_order_with_at_least_six_exercises() -> None:
@@ -392,6 +403,7 @@ def test_each_predict_exercise_answered_wrong_then_right_retries_reveals_and_log
 def test_only_solution_runs_record_attempts_and_each_exercise_once(
     chapter: Chapter, executed: dict[str, list[Shown]], attempts_logs: dict[str, Path]
 ) -> None:
+    assert executed[chapter.solution] and executed[chapter.notebook]  # both ran: logs written
     solution_log = attempts_logs[chapter.solution]
     recorded = [attempt.exercise for attempt in load_attempts(solution_log, MANIFEST)]
     checked = [exercise.id for exercise in chapter.exercises if exercise.kind != "explain"]
