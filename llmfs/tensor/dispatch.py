@@ -234,19 +234,12 @@ def numpy_is_active() -> bool:
 def result_owner(storage: np.ndarray, layout: Layout, array: np.ndarray | None) -> Tensor:
     """A planned op's result: :meth:`Tensor._adopt_layout` of ``storage`` (the only reference
     to a fresh contiguous 1-D array), the row-major ``layout`` and ``array`` (``storage`` with
-    ``layout.shape``, or ``None``), with every field of a new owner set here: the planned ops
-    run on every small call, and this saves the two calls that method makes. (The binary ops
-    inline the same lines; ``tests/tensor/test_dispatch.py`` checks that both give what
-    ``_adopt_layout`` gives, field by field.)"""
+    ``layout.shape``, or ``None``). Every field is set by ``Tensor._init_layout``, the one
+    rule for a new owner, which the course's copy counter watches (the binary ops make the
+    same call; ``tests/tensor/test_dispatch.py`` checks that both give what ``_adopt_layout``
+    gives, field by field)."""
     result = _new(Tensor)
-    result._storage = storage
-    result._layout = layout
-    result._shaped = array
-    result._version = 0
-    result._writer = None
-    result._requires_grad = False
-    result._grad = None
-    result._grad_fn = None
+    result._init_layout(storage, layout, array)  # the one owner rule
     return result
 
 
@@ -417,15 +410,8 @@ def unary(op: str, x: object) -> Tensor | None:
             return ops._unary_checked(op, x, None)  # an AllocationError with the numbers
         if x._writer or x._version != version:
             check_unchanged(x, version)  # raises ConcurrentWriteError
-        result = _new(Tensor)  # result_owner, inline
-        result._storage = out
-        result._layout = layout
-        result._shaped = None
-        result._version = 0
-        result._writer = None
-        result._requires_grad = False
-        result._grad = None
-        result._grad_fn = None
+        result = _new(Tensor)
+        result._init_layout(out, layout, None)  # the one owner rule
         return result
     operand = elementwise_operand(x)
     if operand is None or operand[3] is None:
@@ -535,19 +521,11 @@ def binary(op: str, a: object, b: object) -> Tensor | None:
             check_unchanged(a, version_a)  # raises ConcurrentWriteError
         if b._writer or b._version != version_b:
             check_unchanged(b, version_b)
-        result = _new(Tensor)  # Tensor._adopt_layout, inline (see result_owner)
+        result = _new(Tensor)
         if plan[7]:
-            result._storage = out
-            result._shaped = None
+            result._init_layout(out, layout, None)  # the one owner rule
         else:
-            result._storage = out.ravel()
-            result._shaped = out
-        result._layout = layout
-        result._version = 0
-        result._writer = None
-        result._requires_grad = False
-        result._grad = None
-        result._grad_fn = None
+            result._init_layout(out.ravel(), layout, out)
         return result
     first = elementwise_operand(a)
     second = elementwise_operand(b)
@@ -718,15 +696,8 @@ def reduction(op: str, x: object, axis: object, keepdims: object) -> Tensor | No
         return ops._reduction_checked(op, x, axis, keepdims, None)
     if owner._writer or owner._version != version:
         check_unchanged(owner, version)  # raises ConcurrentWriteError
-    result = _new(Tensor)  # result_owner, inline
-    result._storage = out.ravel()
-    result._layout = final
-    result._shaped = out if keep else None
-    result._version = 0
-    result._writer = None
-    result._requires_grad = False
-    result._grad = None
-    result._grad_fn = None
+    result = _new(Tensor)
+    result._init_layout(out.ravel(), final, out if keep else None)  # the one owner rule
     return result
 
 
@@ -830,12 +801,14 @@ def matmul(a: Any, b: Any) -> Tensor | None:
                 right = shaped(second)
         else:
             right = np.ndarray(shape_b, dtype_b, storage_b, lb.offset * storage_b.itemsize, steps_b)
-        if len(acc_shape) == 2:  # NumPy's own 2-D result is row-major. ``ndarray.dot`` of
-            # two matrices makes the BLAS call np.matmul makes (gemm, gemv or syrk, the same
-            # values bit for bit) without the ufunc machinery, which costs more than an 8x8
-            # product.
+        if len(acc_shape) == 2 and _dense(left) and _dense(right):
+            # NumPy's own 2-D result is row-major. ``ndarray.dot`` of two dense (C- or
+            # F-ordered) matrices makes the BLAS call np.matmul makes (gemm, gemv or syrk, the
+            # same values bit for bit) without the ufunc machinery, which costs more than an
+            # 8x8 product. A matrix with a gap between its rows (a slice) can be summed in
+            # another order by ``dot`` than by np.matmul, so it takes np.matmul below.
             acc = quiet.run(left.dot, right)
-        else:  # a batch: NumPy may order a result's batch axes as it reads them
+        else:  # a batch (NumPy may order its batch axes as it reads them), or a gap
             acc = np.empty(acc_shape, dtype=dtype_a)
             quiet.run(np.matmul, left, right, out=acc)
     except MemoryError:
@@ -844,16 +817,15 @@ def matmul(a: Any, b: Any) -> Tensor | None:
         check_unchanged(first, version_a)  # raises ConcurrentWriteError
     if second._writer or second._version != version_b:
         check_unchanged(second, version_b)
-    result = _new(Tensor)  # result_owner, inline
-    result._storage = acc.ravel()
-    result._layout = final
-    result._shaped = acc if keep else None
-    result._version = 0
-    result._writer = None
-    result._requires_grad = False
-    result._grad = None
-    result._grad_fn = None
+    result = _new(Tensor)
+    result._init_layout(acc.ravel(), final, acc if keep else None)  # the one owner rule
     return result
+
+
+def _dense(array: np.ndarray) -> bool:
+    """True when ``array`` is C- or F-contiguous (no gaps between its rows or columns)."""
+    flags = array.flags
+    return bool(flags.c_contiguous or flags.f_contiguous)
 
 
 def _matmul_plan(a: Any, b: Any, result: Tensor) -> object:

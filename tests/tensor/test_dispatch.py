@@ -592,3 +592,35 @@ def test_planned_ops_ignore_floating_point_errors_and_leave_the_callers_state() 
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def _matrix_operand(rng: np.random.Generator, shape: tuple[int, int], dtype: str) -> Any:
+    """``shape``'s values as an owner, a transposed view, or a slice with a gap between rows
+    (of the matrix or of its transpose)."""
+    values = (rng.standard_normal(shape) * 4).astype(dtype)
+    kind = int(rng.integers(4))
+    if kind == 0:
+        return Tensor.from_numpy(values)
+    if kind == 1:
+        return Tensor.from_numpy(np.ascontiguousarray(values.T)).view().T
+    if kind == 2:
+        return Tensor.from_numpy(np.concatenate([values, values], axis=-1)).slice(1, 0, shape[1])
+    doubled = np.concatenate([values.T, values.T], axis=-1)
+    return Tensor.from_numpy(doubled).slice(1, 0, shape[0]).view().T
+
+
+def test_a_planned_matmul_of_sliced_matrices_is_the_full_path_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A matrix with a gap between its rows is summed in another order by ``ndarray.dot`` than
+    # by np.matmul (seen for a row times a sliced matrix's transpose): the plan must not
+    # change a single bit of what the full path computes.
+    rng = np.random.default_rng(11)
+    for trial in range(1500):
+        m, k, n = (int(v) for v in rng.integers(1, 9, size=3))
+        dtype = ("float64", "float32")[trial % 2]
+        a = _matrix_operand(rng, (m, k), dtype)
+        b = _matrix_operand(rng, (k, n), dtype)
+        expected = full_path(lambda a=a, b=b: lt.matmul(a, b), monkeypatch)
+        for _ in range(2):  # the first makes the plan, the second uses it
+            same(lt.matmul(a, b), expected)

@@ -165,6 +165,15 @@ from llmfs.gpt.text_corpus import load_tokenizer
 from llmfs.gpt.text_eval import perplexity, uniform_loss
 V = load_tokenizer().vocab_size
 """,
+    "ch14": """
+from llmfs.gpt import lora
+from llmfs.gpt import tensor_model as tm
+from llmfs.gpt.finetune import chapter_data
+adder, config, train_rows, held_out = chapter_data()
+def capstone_trainable(rank):
+    names = lora.layer_names(config.n_layer, lora.BLOCK_LINEARS)
+    return lora.adapt(tm.tensor_params(adder), names, rank, 2 * rank).trainable_parameters()
+""",
 }
 
 
@@ -261,6 +270,7 @@ PROBES: tuple[Probe, ...] = (
     # Numbers: another log base, a factor too many or too few, the sign.
     Probe("ch10.q1", "loss", 1.08, "log10 instead of the natural log"),
     Probe("ch13.q1", "loss", 2.89, "log10 instead of the natural log"),
+    Probe("ch14.q2", "trainable", 16384, "the adapter's alpha (2r = 8) taken for its rank"),
     Probe("ch10.q1", "loss", -2.48, "log p instead of -log p"),
     Probe("ch10.q1", "loss", 7.45, "the three answer positions summed, not averaged"),
     Probe("ch12.q2", "naive", 256, "the reads and the write of each product counted"),
