@@ -53,7 +53,10 @@ def cell_times(path: Path) -> list[tuple[int, str, float, bool]]:
             _stamp(stamps["shell.execute_reply"]) - _stamp(stamps["iopub.execute_input"])
         ).total_seconds()
         source = "".join(cell["source"])
-        shows = any(mark in source for mark in PROGRESS_MARKS)
+        # A cell shows progress when its code draws it, or when its stored output holds a bar
+        # (drawn by a helper function the chapter defined in an earlier cell).
+        outputs = json.dumps(cell.get("outputs", []))
+        shows = any(mark in source for mark in PROGRESS_MARKS) or "<progress" in outputs
         rows.append((index, str(cell.get("id", "")), seconds, shows))
     return rows
 
