@@ -53,8 +53,10 @@ from llmfs.gpt.experiment import (
     training_data,
 )
 from llmfs.gpt.model import TINY_CONFIG, GPTConfig, Params, init_params
-from llmfs.tensor import Tensor, TensorView, use_backend
+from llmfs.tensor import Tensor, TensorView, ops, use_backend
 from llmfs.tensor import functional as F
+from llmfs.tensor.autograd import Context, Grad, grad_array, needs_grad, register_rule
+from llmfs.tensor.tape import differentiable, save_for_backward
 
 Operand = Tensor | TensorView
 
@@ -79,10 +81,11 @@ def cross_entropy(logits: Operand, targets: np.ndarray, weights: np.ndarray) -> 
     autograd differentiates.
 
     ``logits`` is ``[B, T, V]``; ``targets`` (ints in ``0..V-1``) and ``weights`` (1 where a
-    position counts, 0 where it does not) are NumPy ``[B, T]``. Picking each position's target
-    log-probability is a product with a constant one-hot tensor that also carries the weights
-    (``-weights / sum(weights)`` at the target, 0 elsewhere), then one sum: the gradient of the
-    logits is ``(softmax - onehot) * weights / sum(weights)``, as the NumPy engine writes it.
+    position counts, 0 where it does not) are NumPy ``[B, T]``. Recorded as ONE op (as
+    PyTorch's ``cross_entropy`` is): its forward is :func:`log_softmax` then each position's
+    target log-probability times ``-weight / sum(weights)``, summed; its backward
+    (:func:`_picked_backward`) is ``(softmax - onehot) * weights / sum(weights)``, as the NumPy
+    engine writes it.
 
     Raises :class:`TaskError` when the shapes differ, a target is outside the vocabulary, or the
     weights do not add up to a positive number (the mean of nothing)."""
@@ -105,15 +108,49 @@ def cross_entropy(logits: Operand, targets: np.ndarray, weights: np.ndarray) -> 
     total = float(weights.sum())
     if not total > 0:
         raise TaskError(f"the weights must add up to a positive number, got {total}")
-    # The scale is made in the logits' dtype and written only at the targets: for a text
-    # model's [B, T, 768] logits a float64 one-hot and its product cost more than the rest of
-    # the loss. Elsewhere it holds -0.0, the product's sign of zero, so every value and
-    # gradient keeps its bits.
-    dtype = np.dtype(logits.dtype.name)
-    scale = np.full(shape, -0.0, dtype=dtype)
-    at_target = (-(weights / total)).astype(dtype)[..., None]
-    np.put_along_axis(scale, targets[..., None], at_target, axis=-1)
-    return lt.sum(F.log_softmax(logits, -1) * Tensor.from_numpy(scale, dtype=logits.dtype))
+    # Each position's target, as an index into the row-major log-probabilities, and its scale
+    # (in the logits' dtype, so float32 stays float32).
+    flat = np.arange(targets.size, dtype=np.int64) * vocab + targets.reshape(-1)
+    scale = (-(weights / total)).astype(np.dtype(logits.dtype.name)).reshape(-1)
+    return _picked_loss(logits, flat, scale)
+
+
+@differentiable("cross_entropy")
+def _picked_loss(logits: Operand, flat: np.ndarray, scale: np.ndarray) -> Tensor:
+    """``sum(log_softmax(logits).flat[flat] * scale)``: the loss of :func:`cross_entropy`, one
+    recorded op. Only ``B * T`` of the ``B * T * V`` log-probabilities are read: a product with a
+    dense one-hot would write (and its gradient read) ``V`` times as many values. Keeps the
+    log-probabilities for the backward rule."""
+    logp = F.log_softmax(logits, -1)
+    save_for_backward("cross_entropy", logp)
+    picked = Tensor.from_numpy(grad_array(logp).reshape(-1)[flat], dtype=logits.dtype)
+    return lt.sum(picked * Tensor.from_numpy(scale, dtype=logits.dtype))
+
+
+def _picked_backward(ctx: Context, g: Tensor) -> list[tuple[TensorView, Grad]]:
+    """``g * scale`` at each position's target minus ``softmax(logits) * (g * scale)`` of its
+    row: the gradient of the picked log-probabilities (``g * scale`` at the targets, zero
+    elsewhere) through :func:`llmfs.tensor.functional.log_softmax`'s rule
+    (``d - softmax * sum(d)``, the row sum of ``d`` being its one nonzero value). The same
+    operations, in the same dtype, as autograd of a product with a dense one-hot of those
+    scales (``-0.0`` elsewhere) gives, so every nonzero value keeps its bits (a zero of a row
+    whose weight is 0 may carry the other sign); the targets' values are added into the
+    result's own new storage."""
+    logits, flat, scale = ctx.arg(0), ctx.arg(1), ctx.arg(2)
+    if not needs_grad(logits):
+        return []
+    (logp,) = ctx.saved
+    rows = ops.mul(g, Tensor.from_numpy(scale, dtype=g.dtype))  # [B * T]
+    per_row = ops.mul(ops.exp(logp), rows.reshape((*logp.shape[:-1], 1)))
+    # Where the one-hot holds -0.0, the product's gradient is g * -0.0, and that minus the row
+    # term is the result there; at a target, (g * -0.0 - term) + g * scale is g * scale - term
+    # bit for bit (subtracting is adding the negation; -0.0 - x is exactly -x).
+    grad = ops.sub(ops.mul(g, Tensor.from_numpy(np.array(-0.0, dtype=g.dtype.name))), per_row)
+    grad_array(grad).reshape(-1)[flat] += grad_array(rows)  # one target per row: no index twice
+    return [(logits, grad)]
+
+
+register_rule("cross_entropy", _picked_backward)
 
 
 # --------------------------------------------------------------------------------------------

@@ -104,6 +104,51 @@ def test_cross_entropy_and_its_gradient_for_any_logits_even_huge(
     np.testing.assert_allclose(x.grad.to_numpy(), grad, rtol=1e-10, atol=1e-14)
 
 
+def _composed_cross_entropy(logits: Tensor, targets: np.ndarray, weights: np.ndarray) -> Tensor:
+    # The loss written out of recorded ops: log_softmax times a dense one-hot of the scales
+    # (-0.0 elsewhere), summed; autograd walks every op of it.
+    dtype = np.dtype(logits.dtype.name)
+    scale = np.full(tuple(logits.shape), -0.0, dtype=dtype)
+    at_target = (-(weights / weights.sum())).astype(dtype)[..., None]
+    np.put_along_axis(scale, targets[..., None], at_target, axis=-1)
+    return lt.sum(tensor_train.log_softmax(logits, -1) * Tensor.from_numpy(scale, dtype=dtype))
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    shape=st.tuples(st.integers(1, 4), st.integers(1, 5), st.integers(2, 40)),
+    transposed=st.booleans(),
+)
+def test_the_one_op_loss_has_the_gradient_of_the_loss_written_out_value_for_value(
+    seed: int, dtype: type, shape: tuple[int, int, int], transposed: bool
+) -> None:
+    # cross_entropy is one recorded op: its backward must give the gradient autograd gives the
+    # composition, the same floats (zeros aside, whose sign is not compared), also through a view
+    # of the logits and added to a gradient already there.
+    rng = np.random.default_rng(seed)
+    b, t, v = shape
+    targets = rng.integers(0, v, size=(b, t))
+    weights = rng.integers(0, 2, size=(b, t)).astype(np.float64)
+    weights.reshape(-1)[0] = 1.0
+    base = (rng.standard_normal((b, v, t) if transposed else shape) * 20).astype(dtype)
+    grads, losses = [], []
+    for loss_of in (tensor_train.cross_entropy, _composed_cross_entropy):
+        x = Tensor.from_numpy(base, requires_grad=True)
+        logits = x.transpose(1, 2) if transposed else x
+        for _ in range(2):  # twice: the second gradient adds to the first
+            loss = loss_of(logits, targets, weights)
+            loss.backward()
+        losses.append(loss.item())
+        assert x.grad is not None
+        grads.append(x.grad.to_numpy())
+    assert grads[0].dtype == grads[1].dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(grads[0], grads[1])
+    # The loss sums the same positive terms in another order: rounding apart, equal.
+    assert losses[0] == pytest.approx(losses[1], rel=float(32 * np.finfo(dtype).eps))
+
+
 def test_log_softmax_is_normalised_and_finite_at_minus_infinity_free_extremes() -> None:
     x = Tensor.from_numpy(np.array([[1000.0, 0.0, -1000.0], [3.0, 3.0, 3.0]]))
     out = tensor_train.log_softmax(x).to_numpy()
