@@ -38,7 +38,7 @@ from llmfs.gpt import lora, task
 from llmfs.gpt import tensor_model as tm
 from llmfs.gpt.checkpoint import load_tiny_gpt
 from llmfs.gpt.errors import ConfigError
-from llmfs.gpt.experiment import answer_weights
+from llmfs.gpt.experiment import answer_weights, blas_threads
 from llmfs.gpt.model import GPTConfig, Params
 from llmfs.gpt.tensor_train import AdamW, cross_entropy
 from llmfs.tensor import Tensor, use_backend
@@ -106,6 +106,9 @@ class FineTuneRun:
     number; :meth:`result` measures the accuracy after and returns the
     :class:`FineTuneResult`. Training 300 steps in parts of 100 gives the same weights, losses
     and accuracy as 300 in one call (the same batches, drawn from one generator), bit for bit.
+    It trains and measures on one BLAS thread (:func:`~llmfs.gpt.experiment.blas_threads`): for
+    the adder's small products a second thread only waits, spinning, and one thread gives the
+    same numbers on every machine.
 
     Raises :class:`~llmfs.gpt.errors.ConfigError` as :func:`fine_tune` does.
     """
@@ -145,7 +148,7 @@ class FineTuneRun:
         self.losses: list[float] = []
         #: Seconds spent in training steps (not in measuring accuracy).
         self.seconds = 0.0
-        with use_backend(backend):
+        with use_backend(backend), blas_threads(1):
             w = tm.tensor_params(params, dtype)
             trained: dict[str, Tensor]
             if method == "full":
@@ -170,7 +173,7 @@ class FineTuneRun:
         :class:`~llmfs.gpt.errors.ConfigError` for an ``until`` that is not a non-negative int."""
         if isinstance(until, bool) or not isinstance(until, int) or until < 0:
             raise ConfigError(f"until must be a non-negative int, got {until!r}")
-        with use_backend(self.backend):
+        with use_backend(self.backend), blas_threads(1):
             while self.step < until:
                 start = time.perf_counter()
                 rows = self.train_rows[self.rng.integers(0, len(self.train_rows), self.batch_size)]
@@ -188,7 +191,7 @@ class FineTuneRun:
     def result(self) -> FineTuneResult:
         """The run so far: the held-out accuracy measured now, the weights (a LoRA run's merged
         into new owners, so both methods' results run as the base model does)."""
-        with use_backend(self.backend):
+        with use_backend(self.backend), blas_threads(1):
             after = exact_match(self.model, self.config, self.held_out)
             model = self.model
             final = model.merged() if isinstance(model, lora.LoRAParams) else dict(model)
