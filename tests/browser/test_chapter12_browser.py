@@ -65,6 +65,18 @@ def _output_below(notebook, tag: str):
     return notebook.page.locator(f'.jp-Notebook .jp-Cell[data-windowed-list-index="{index}"]')
 
 
+def _text_below(notebook, tag: str, needle: str, timeout_s: float = 30.0) -> str:
+    """The text of the cell under the exercise's cell once it holds ``needle``. The notebook
+    is a windowed list: a cell scrolled out of the window is emptied and drawn again when it
+    comes back, so its text is read again, scrolled into view, until it is all there."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = _output_below(notebook, tag).inner_text()
+        if needle in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.25)
+
+
 def _theme(notebook, name: str, light: bool) -> None:
     notebook.page.evaluate(
         "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", name
@@ -96,11 +108,12 @@ def test_a_racy_tree_sum_and_a_wrong_prediction_are_named_in_the_browser(
 
     tree = _output_below(notebook, "exercise:ch12.tree_sum")
     tree.get_by_text("RaceBetweenThreads").first.wait_for(timeout=30_000)
-    assert "✗ not yet" in tree.inner_text()
+    assert "✗ not yet" in _text_below(notebook, "exercise:ch12.tree_sum", "✗ not yet")
     q1 = _output_below(notebook, "exercise:ch12.q1")
     q1.get_by_text("ch12.q1: 1 of 2 fields right").wait_for(timeout=30_000)
-    text = q1.inner_text()
-    assert "the first thread to run reads its partners' slots" in text
+    named = "the first thread to run reads its partners' slots"
+    text = _text_below(notebook, "exercise:ch12.q1", named)
+    assert named in text
     assert "grid_order: 135" not in text  # the answer is not shown before it is given
     # Readable at 900 px: no report runs off to the right of its output area.
     assert page.evaluate("() => document.documentElement.scrollWidth") <= 900
