@@ -171,9 +171,13 @@ def test_two_text_answers_survive_a_save_and_a_new_kernel_and_count_everywhere(
         again.page.evaluate(_SCROLL_TO, diagram)
         shown = again.page.locator(f'.jp-Cell[data-windowed-list-index="{diagram}"]')
         shown.wait_for(timeout=30_000)
-        time.sleep(3)  # the widget manager restores the saved models, then the view draws
-        _shot(shown, "diagram_after_reopen")
+        # The widget manager restores the saved models, then the view draws: up to 30 s on a
+        # busy machine (a fixed 3 s was not always enough).
         restored = shown.locator(".llmfs-storage-diagram")
+        deadline = time.monotonic() + 30
+        while restored.count() == 0 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        _shot(shown, "diagram_after_reopen")
         assert restored.count() == 1, shown.inner_text()
         assert restored.inner_text().strip() != ""
         assert shown.get_by_text("Error displaying widget").count() == 0
