@@ -446,3 +446,25 @@ def open_notebook(
             f"{path}: the notebook or its kernel was not ready: {error}\n" + server.log_tail()
         ) from None
     return NotebookPage(page=page, server=server, path=path)
+
+
+def change_theme(notebook: Any, name: str, light: bool) -> None:
+    """Switches JupyterLab to the theme ``name`` (``light`` says which kind it is) and waits
+    until its stylesheet applies."""
+    notebook.page.evaluate(
+        "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", name
+    )
+    flag = "true" if light else "false"
+    notebook.page.wait_for_selector(
+        f'body[data-jp-theme-light="{flag}"]', state="attached", timeout=30_000
+    )
+    time.sleep(1)  # the theme's stylesheet applies after the attribute changes
+
+
+def element_shot(locator: Any, name: str) -> Path:
+    """Saves a PNG of one element (scrolled into view) as ``test-output/browser/<name>.png``."""
+    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
+    path = OUTPUT_DIR / f"{name}.png"
+    locator.scroll_into_view_if_needed()
+    locator.screenshot(path=str(path))
+    return path

@@ -12,12 +12,12 @@ after step 2 they read 24. The screenshots, at 900 px in the light and the dark 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import OUTPUT_DIR
+from harness import change_theme as _theme
 
 pytestmark = pytest.mark.browser
 
@@ -46,17 +46,6 @@ def student_notebook() -> dict[str, Any]:
     assert "StorageDiagram(" in "".join(by_id["ch11-diagram"]["source"])
     by_id["ch11-diagram"]["metadata"].setdefault("tags", []).append(DIAGRAM_TAG)
     return notebook
-
-
-def _theme(notebook: Any, name: str, light: bool) -> None:
-    notebook.page.evaluate(
-        f"() => window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{name}'}})"
-    )
-    flag = "true" if light else "false"
-    notebook.page.wait_for_selector(
-        f'body[data-jp-theme-light="{flag}"]', state="attached", timeout=30_000
-    )
-    time.sleep(1)  # the theme's stylesheet applies after the attribute changes
 
 
 def test_chapter_11_runs_and_the_cache_diagrams_draw_once_the_layout_is_predicted(

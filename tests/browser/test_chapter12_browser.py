@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
-from harness import OUTPUT_DIR, REPO
+from harness import REPO
+from harness import change_theme as _theme
+from harness import element_shot as _shot
 
 pytestmark = pytest.mark.browser
 
@@ -75,22 +76,6 @@ def _text_below(notebook, tag: str, needle: str, timeout_s: float = 30.0) -> str
         if needle in text or time.monotonic() > deadline:
             return text
         time.sleep(0.25)
-
-
-def _theme(notebook, name: str, light: bool) -> None:
-    notebook.page.evaluate(
-        "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", name
-    )
-    selector = f'body[data-jp-theme-light="{"true" if light else "false"}"]'
-    notebook.page.wait_for_selector(selector, state="attached", timeout=30_000)
-    time.sleep(1)  # the theme's stylesheet applies after the attribute changes
-
-
-def _shot(locator, name: str) -> Path:
-    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUTPUT_DIR / f"{name}.png"
-    locator.screenshot(path=str(path))
-    return path
 
 
 def test_a_racy_tree_sum_and_a_wrong_prediction_are_named_in_the_browser(

@@ -11,32 +11,16 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
-from harness import OUTPUT_DIR, REPO, HarnessError
+from harness import REPO, HarnessError
+from harness import change_theme as _theme
+from harness import element_shot as _shot
 
 pytestmark = pytest.mark.browser
 
 NAME = "ch14_fine_tune.ipynb"
 RUN_S = 900
-
-
-def _shot(locator, name: str) -> Path:
-    OUTPUT_DIR.mkdir(parents=True, exist_ok=True)
-    path = OUTPUT_DIR / f"{name}.png"
-    locator.scroll_into_view_if_needed()
-    locator.screenshot(path=str(path))
-    return path
-
-
-def _theme(notebook, name: str, light: bool) -> None:
-    notebook.page.evaluate(
-        "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", name
-    )
-    selector = f'body[data-jp-theme-light="{"true" if light else "false"}"]'
-    notebook.page.wait_for_selector(selector, state="attached", timeout=30_000)
-    time.sleep(1)
 
 
 def _cell(page, text: str):

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from harness import OUTPUT_DIR
+from harness import change_theme as _theme
 
 pytestmark = pytest.mark.browser
 
@@ -116,17 +117,6 @@ _TOO_WIDE = """(selector) => {
   }
   return found;
 }"""
-
-
-def _theme(notebook: Any, name: str, light: bool) -> None:
-    notebook.page.evaluate(
-        "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", name
-    )
-    flag = "true" if light else "false"
-    notebook.page.wait_for_selector(
-        f'body[data-jp-theme-light="{flag}"]', state="attached", timeout=30_000
-    )
-    time.sleep(1)  # the theme's stylesheet applies after the attribute changes
 
 
 OUTPUTS = (
