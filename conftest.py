@@ -1,12 +1,11 @@
-"""Repository-wide pytest wiring: the course notebooks are tests, validated by nbval.
+"""Repository-wide pytest wiring: the solution notebooks are tests, validated by nbval.
 
-One ``python -m pytest`` validates both versions of every chapter, in one run:
-
-* ``solutions/*.ipynb`` run in strict nbval mode (``--nbval``): every code cell must execute and
-  reproduce its stored text outputs (``text/plain`` and streams; HTML and SVG drawings are not
-  compared), after the substitutions in ``course/nbval_sanitize.cfg``.
-* ``notebooks/*.ipynb`` (the generated student versions) run in lax mode (``--nbval-lax``): every
-  cell must execute, unanswered, without an error; outputs are not compared.
+``solutions/*.ipynb`` run in strict nbval mode (``--nbval``): every code cell must execute and
+reproduce its stored text outputs (``text/plain`` and streams; HTML and SVG drawings are not
+compared), after the substitutions in ``course/nbval_sanitize.cfg``. The generated student
+versions (``notebooks/*.ipynb``) are not collected: each already runs to its end, unanswered, in
+``llmfs check``'s kernel (``tests/course/test_grading_selfcheck_blank.py``) and in-process
+(``tests/course/test_chapters.py``), and a third run would check nothing more.
 
 Notebooks elsewhere are not collected. Passing ``--nbval`` or ``--nbval-lax`` explicitly restores
 nbval's own behaviour (one mode for every notebook named on the command line). Kernels run in the
@@ -45,8 +44,8 @@ import pytest
 for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 
-# Top-level folder -> whether stored outputs are compared (strict --nbval) or not (--nbval-lax).
-NOTEBOOK_FOLDERS: dict[str, bool] = {"solutions": True, "notebooks": False}
+#: The top-level folder whose notebooks are collected (strict --nbval).
+NOTEBOOK_FOLDER = "solutions"
 SANITIZE_FILE = Path("course") / "nbval_sanitize.cfg"
 _ATTEMPTS_DIR = pytest.StashKey[str]()
 _PREVIOUS_ATTEMPTS = pytest.StashKey["str | None"]()
@@ -191,13 +190,11 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         relative = file_path.relative_to(parent.config.rootpath)
     except ValueError:
         return None
-    if len(relative.parts) != 2 or relative.parts[0] not in NOTEBOOK_FOLDERS:
+    if len(relative.parts) != 2 or relative.parts[0] != NOTEBOOK_FOLDER:
         return None
     if _CourseNotebook is None:
         return _MissingNbval.from_parent(parent, path=file_path)
-    collector = _CourseNotebook.from_parent(parent, path=file_path)
-    collector.strict = NOTEBOOK_FOLDERS[relative.parts[0]]
-    return collector
+    return _CourseNotebook.from_parent(parent, path=file_path)
 
 
 try:
@@ -207,12 +204,10 @@ except ImportError:
 else:
 
     class _CourseNotebook(IPyNbFile):
-        """nbval's notebook collector, strict or lax according to the notebook's folder."""
-
-        strict = True
+        """nbval's notebook collector in strict mode: stored text outputs are compared."""
 
         def collect(self):
-            self.compare_outputs = self.strict
+            self.compare_outputs = True
             # Text only: every llmfs output carries a deterministic text/plain form, and that is
             # what is compared. HTML and SVG are drawings of the same model; their bytes are held
             # by the widget tests and `llmfs figures --check`, not by every stored notebook.

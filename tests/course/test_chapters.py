@@ -15,8 +15,9 @@
 * the committed student notebooks are exactly what ``llmfs build`` generates.
 
 Each notebook runs once, in-process, against its own fresh attempts log, as a learner's first
-"Run All" would. nbval (the root conftest) separately compares every stored solution output and
-runs the student notebooks; these tests say what the outputs must mean.
+"Run All" would. nbval (the root conftest) separately compares every stored solution output, and
+``llmfs check`` runs every student notebook in its kernel (``test_grading_selfcheck_blank.py``);
+these tests say what the outputs must mean.
 """
 
 from __future__ import annotations
