@@ -219,7 +219,9 @@ def test_implement_exercises_get_one_verdict_from_the_three(
     # The right function (the solution's, as the grader reads it from the submission) and a
     # generic wrong one, for every implement exercise with a hidden check: the notebook's check
     # (its report's verdict), llmfs check's reading of the verdict line that check writes, and
-    # llmfs grade's row agree on the status and the points.
+    # llmfs grade's row agree on the status and the points. The grader grades one submission
+    # holding every right function and one holding every wrong one (one worker each, as a
+    # class's submission is graded).
     from llmfs.course.exercise_checks import check_for
     from llmfs.course.exercises.verdict import read_verdicts
 
@@ -230,35 +232,44 @@ def test_implement_exercises_get_one_verdict_from_the_three(
     correct = kit.correct_notebook(chapter)
     monkeypatch.setenv(VERDICTS_ENV, str(tmp_path / "check.jsonl"))
     monkeypatch.setenv("LLMFS_ATTEMPTS", str(tmp_path / "attempts.jsonl"))
-    disagree = []
+    sources: dict[str, dict[str, str]] = {"right": {}, "wrong": {}}
     for item in items:
-        exercise_id = item.exercise.id
         right = extract.find_exercise(
             correct, item.exercise, blank_source=item.blank_source, function=item.function
         ).answer
-        assert isinstance(right, str), exercise_id
-        for name, source in (("right", right), ("wrong", _wrong_source(str(item.function)))):
+        assert isinstance(right, str), item.exercise.id
+        sources["right"][item.exercise.id] = right
+        sources["wrong"][item.exercise.id] = _wrong_source(str(item.function))
+    disagree = []
+    for name, chosen in sources.items():
+        # The right answer is the solution's cell as handed in; the wrong one replaces it.
+        submission = correct
+        if name == "wrong":
+            for exercise_id, source in chosen.items():
+                submission = kit.set_source(submission, exercise_id, source)
+        graded = {
+            verdict.exercise: verdict
+            for verdict in grade_notebook(
+                submission,
+                replace(key, exercises=tuple(items)),
+                3,
+                Limits(cell_timeout=120.0),
+                cases=IMPLEMENT_CASES,
+            )
+        }
+        for item in items:
+            exercise_id = item.exercise.id
             namespace: dict[str, Any] = {"__name__": f"learner_{exercise_id.replace('.', '_')}"}
-            exec(compile(source, exercise_id, "exec"), namespace)
+            exec(compile(chosen[exercise_id], exercise_id, "exec"), namespace)
             report = check_for(exercise_id)(namespace[item.function], cases=IMPLEMENT_CASES)
             by_notebook = report.verdict
             assert by_notebook is not None, exercise_id
             by_check = Verdict.from_json(
                 read_verdicts(tmp_path / "check.jsonl")[exercise_id]["verdict"]
             )
-            # The right answer is the solution's cell as handed in; the wrong one replaces it.
-            submission = (
-                correct if name == "right" else kit.set_source(correct, exercise_id, source)
-            )
-            (graded,) = grade_notebook(
-                submission,
-                replace(key, exercises=(item,)),
-                3,
-                Limits(cell_timeout=120.0),
-                cases=IMPLEMENT_CASES,
-            )
-            three = {(v.status, v.score) for v in (by_notebook, by_check, graded)}
+            by_grade = graded[exercise_id]
+            three = {(v.status, v.score) for v in (by_notebook, by_check, by_grade)}
             if len(three) != 1:
-                disagree.append((exercise_id, name, three, graded.message))
-            assert graded.status == name, (exercise_id, graded.message)
+                disagree.append((exercise_id, name, three, by_grade.message))
+            assert by_grade.status == name, (exercise_id, by_grade.message)
     assert not disagree, "\n".join(map(str, disagree))
