@@ -17,13 +17,14 @@ never into the home folder. With pytest-xdist, run ``--dist loadfile`` so that a
 stay in one worker, and in one kernel.
 
 Long units of work run first. xdist hands whole units to its workers (:func:`unit_of`): a
-file, or one chapter's tests of a file that runs each chapter's notebooks (:data:`BY_CHAPTER`),
-so chapters run on both workers. Units are ordered by the seconds their tests took in the last
-runs that ran them (kept in pytest's cache folder); a unit with an untimed test that holds a test
-marked ``slow``, ``notebooks`` or ``browser`` (kernels, servers, compilers, subprocesses,
-thousands of generated cases) counts as longest. With ``--no-loadscope-reorder`` (set in
-pyproject.toml) xdist hands out units in that order, so the many short files fill the end of the
-run on both workers instead of one long unit running alone while the other waits.
+file, or one chapter's tests of the files that run each chapter's notebooks (:data:`BY_CHAPTER`),
+so chapters run on both workers and each chapter's notebooks once. Units are ordered by the
+seconds their tests took in the last runs that ran them (kept in pytest's cache folder); a unit
+with an untimed test that holds a test marked ``slow``, ``notebooks`` or ``browser`` (kernels,
+servers, compilers, subprocesses, thousands of generated cases) counts as longest. With
+``--no-loadscope-reorder`` (set in pyproject.toml) xdist hands out units in that order, so the
+many short files fill the end of the run on both workers instead of one long unit running alone
+while the other waits.
 """
 
 from __future__ import annotations
@@ -104,21 +105,24 @@ def _is_long(item: pytest.Item) -> bool:
 
 
 #: Files whose tests of one chapter (a test id starting ``[chNN``) are a unit of work of their
-#: own, so that chapters run on different workers: each computes its chapter's work on first use.
+#: own, so that chapters run on different workers. One chapter's tests of all these files are one
+#: unit: they read the same in-process notebook runs (``tests/course/runkit.py``), made once per
+#: process, so each notebook runs once.
 BY_CHAPTER = ("tests/course/test_chapters.py", "tests/course/test_verdict_parity.py")
 _CHAPTER_ID = re.compile(r"\[(ch\d+)\b")
 
 
 def unit_of(nodeid: str) -> str:
     """The unit of work a test belongs to, from its node id alone (xdist's controller sees only
-    those): its file, or, in a :data:`BY_CHAPTER` file, its file and chapter (that file's other
-    tests are one unit). A unit's tests always run in one worker, in order, so a notebook's
-    cells share one kernel and a module fixture runs once per unit."""
+    those): its file, or, for a test of one chapter in a :data:`BY_CHAPTER` file, that chapter
+    (its tests of every such file; their other tests are one unit per file). A unit's tests
+    always run in one worker, in order, so a notebook's cells share one kernel, a module fixture
+    runs once per unit and a chapter's notebooks run once."""
     path = nodeid.split("::", 1)[0]
     if path in BY_CHAPTER:
         found = _CHAPTER_ID.search(nodeid)
         if found:
-            return f"{path}:{found.group(1)}"
+            return f"chapter {found.group(1)}"
     return path
 
 

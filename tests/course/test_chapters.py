@@ -22,17 +22,12 @@ these tests say what the outputs must mean.
 
 from __future__ import annotations
 
-import ast
-import contextlib
-import io
 import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import IPython.core.display_functions
-import IPython.display
 import pytest
 from answerkit import (
     NUMBER,
@@ -42,7 +37,7 @@ from answerkit import (
     leaves,
     solution_answers,
 )
-from IPython.core.formatters import PlainTextFormatter
+from runkit import RUNS, Shown
 
 from llmfs.course.attempts import load_attempts
 from llmfs.course.build import stale_notebooks
@@ -76,64 +71,6 @@ def _exercise_ids(pairs: list[tuple[Chapter, Exercise]]) -> list[str]:
     return [exercise.id for _, exercise in pairs]
 
 
-@dataclass
-class Shown:
-    """What one executed code cell displayed: ``value`` is its last expression's value (if
-    any), ``printed`` the text a notebook would show for the cell, in order: what ``print`` and
-    ``display(...)`` wrote, then the text/plain form of ``value``; ``names`` is the notebook's
-    namespace right after the cell ran."""
-
-    position: int
-    value: Any
-    names: dict[str, Any]
-    printed: str
-
-
-def plain_text(value: Any) -> str:
-    """``value`` as a notebook shows it as text/plain: IPython's plain-text formatter, which
-    uses a widget's own text/plain repr (every llmfs widget's is its ``repr``)."""
-    return str(PlainTextFormatter()(value))
-
-
-def run_code_cells(path: Path, label: str) -> list[Shown]:
-    """Executes a notebook's code cells in one namespace, in order, like a kernel would; returns
-    what each cell displayed and printed. ``display(...)`` (IPython's, as the notebooks import
-    it) writes the text/plain form of each object into the cell's printed text, as a notebook
-    would show it. An exception fails the test with the cell named."""
-    notebook = read_notebook(path, label)
-    namespace: dict[str, Any] = {"__name__": "__main__"}
-    shown: list[Shown] = []
-
-    def show(*objects: Any, **_: Any) -> None:
-        for item in objects:
-            print(plain_text(item))
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(IPython.display, "display", show)
-        patch.setattr(IPython.core.display_functions, "display", show)
-        for position, cell in enumerate(notebook["cells"], start=1):
-            if cell["cell_type"] != "code":
-                continue
-            tree = ast.parse(cell_source(cell))
-            last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-            body = ast.Module(body=tree.body[:-1] if last else tree.body, type_ignores=[])
-            value = None
-            printed = io.StringIO()
-            try:
-                with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-                    exec(compile(body, f"{label} cell #{position}", "exec"), namespace)
-                    if last is not None:
-                        expression = ast.Expression(body=last.value)
-                        code = compile(expression, f"{label} cell #{position}", "eval")
-                        value = eval(code, namespace)
-                    if value is not None:
-                        print(plain_text(value))
-            except Exception as error:
-                pytest.fail(f"{label} cell #{position} raised {type(error).__name__}: {error}")
-            shown.append(Shown(position, value, dict(namespace), printed.getvalue()))
-    return shown
-
-
 def first_check_after(shown: list[Shown], position: int) -> Comparison | CheckReport:
     """The first comparison or check report displayed at or after the exercise's cell."""
     for item in shown:
@@ -143,37 +80,27 @@ def first_check_after(shown: list[Shown], position: int) -> Comparison | CheckRe
 
 
 @pytest.fixture(scope="module")
-def attempts_logs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A fresh attempts log for each notebook run, so no run finishes another's exercises (a
-    student run must find every ``after`` gate closed)."""
-    return {
-        relative: tmp_path_factory.mktemp("attempts") / "attempts.jsonl"
-        for chapter in CHAPTERS
-        for relative in (chapter.solution, chapter.notebook)
-    }
+def attempts_logs() -> dict[str, Path]:
+    """The attempts log of each notebook's run (each run has its own fresh log, so no run
+    finishes another's exercises: a student run must find every ``after`` gate closed)."""
 
+    class _Logs(dict):  # type: ignore[type-arg]
+        def __missing__(self, relative: str) -> Path:
+            return RUNS[relative].attempts_log
 
-class _Runs(dict):  # type: ignore[type-arg]
-    """Each published solution and student notebook, executed once, when first asked for, each
-    against its own attempts log. Lazy, so a worker that runs one chapter's tests runs only that
-    chapter's notebooks (conftest.py hands each chapter's tests to one worker, as a unit)."""
-
-    def __init__(self, logs: dict[str, Path]) -> None:
-        super().__init__()
-        self.logs = logs
-
-    def __missing__(self, relative: str) -> list[Shown]:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("LLMFS_ATTEMPTS", str(self.logs[relative]))
-            self[relative] = run_code_cells(REPO / relative, relative)
-        return self[relative]
+    return _Logs()
 
 
 @pytest.fixture(scope="module")
-def executed(attempts_logs: dict[str, Path]) -> dict[str, list[Shown]]:
-    """Every published solution and student notebook, executed once (module scope, on first
-    use), each against its own attempts log."""
-    return _Runs(attempts_logs)
+def executed() -> dict[str, list[Shown]]:
+    """Every published solution and student notebook, executed once per test process
+    (:data:`runkit.RUNS`, on first use), each against its own attempts log."""
+
+    class _Shown(dict):  # type: ignore[type-arg]
+        def __missing__(self, relative: str) -> list[Shown]:
+            return RUNS[relative].shown
+
+    return _Shown()
 
 
 def test_the_chapters_are_published_in_order_with_at_least_six_exercises() -> None:

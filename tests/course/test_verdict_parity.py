@@ -6,49 +6,47 @@ mistake of the manifest (the right answer with that field replaced by the mistak
 generic wrong answer (the first field changed). Each candidate is judged through the real entry
 points:
 
-* the notebook: ``check(predict(...))`` (the text API every chapter uses) run in the chapter's
-  own kernel right after the exercise's cell, its :attr:`Comparison.verdict`;
+* the notebook: ``check(predict(...))`` (the text API every chapter uses) in the chapter's names
+  right after the exercise's cell, its :attr:`Comparison.verdict`;
 * ``llmfs check``: the judge cell ``llmfs check`` inserts after the exercise's cell
-  (:func:`~llmfs.course.exercises.record.judge_cell_source`), read back as the self-check reads
-  it (:func:`~llmfs.course.exercises.verdict.read_verdicts`, :meth:`Verdict.from_json`);
+  (:func:`~llmfs.course.exercises.record.judge_cell_source`), its source run in those names as
+  the kernel runs it, read back as the self-check reads it
+  (:func:`~llmfs.course.exercises.verdict.read_verdicts`, :meth:`Verdict.from_json`);
 * ``llmfs grade``: :func:`~llmfs.course.grading.score.grade_notebook` of a submission whose
   exercise cell holds the candidate.
 
-All three must give the same status, points and named mistakes. One kernel run per chapter
-judges every candidate of the first two paths (the cells go in one after another), so the test
-costs one run of each solution.
+All three must give the same status, points and named mistakes.
 
-The same run holds the grader's truths (:meth:`ChapterKey.truths`, each exercise's outcome in
-its fixture, as the check evaluates it) equal to the outcomes the running solution gives: each
-exercise's expression evaluated in the kernel's names right after its cell. A fixture that no
-longer builds the state the chapter's cells have reached at the exercise fails here.
+The chapter's names come from the solution's one in-process run of the test process
+(:data:`runkit.RUNS`, shared with ``test_chapters.py``: conftest.py gives both files' tests of a
+chapter to one worker). That run also holds the grader's truths (:meth:`ChapterKey.truths`, each
+exercise's outcome in its fixture, as the check evaluates it) equal to the outcomes the running
+solution gives: each exercise's expression evaluated in the notebook's names right after its
+cell. A fixture that no longer builds the state the chapter's cells have reached at the exercise
+fails here.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import pickle
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import gradingkit as kit
 import pytest
+from runkit import RUNS
 
-from llmfs.course.exercises.entries import is_plain
+from llmfs.course.exercises.api import Comparison, check, predict
 from llmfs.course.exercises.record import judge_cell_source
 from llmfs.course.exercises.verdict import VERDICTS_ENV, Verdict
 from llmfs.course.grading import extract
 from llmfs.course.grading.limits import Limits
-from llmfs.course.grading.sandbox import run_notebook
 from llmfs.course.grading.score import grade_notebook
 
 pytestmark = pytest.mark.notebooks
 
 CHAPTERS = kit.MANIFEST.published_chapters
-NOTEBOOK_ENV = "LLMFS_PARITY_NOTEBOOK"
-TRUTHS_ENV = "LLMFS_PARITY_TRUTHS"
 
 
 def candidates(item: Any) -> list[tuple[str, dict[str, Any]]]:
@@ -60,52 +58,6 @@ def candidates(item: Any) -> list[tuple[str, dict[str, Any]]]:
     first = next(iter(right))
     found.append(("wrong", {**right, first: kit.wrong_value(right[first])}))
     return found
-
-
-def _notebook_cell(exercise: Any, answers: dict[str, Any]) -> str:
-    # The notebook's own judging path: predict(...) then check(...), as a chapter's cells do.
-    fields = ", ".join(f"{name}={value!r}" for name, value in answers.items())
-    return (
-        "import json as _json, os as _os\n"
-        "from llmfs.course.exercises.api import check as _check, predict as _predict\n"
-        f"_q = _predict({exercise.expression!r}, exercise_id={exercise.id!r}, {fields})\n"
-        f"with open(_os.environ[{NOTEBOOK_ENV!r}], 'a') as _out:\n"
-        "    _out.write(_json.dumps(_check(_q).verdict.to_json()) + '\\n')\n"
-        "del _q, _out, _check, _predict"
-    )
-
-
-def _truth_cell(exercise_id: str, expression: str, plain: bool) -> str:
-    # The outcome the running solution gives: the expression evaluated in the names the
-    # chapter's cells defined (IPython's own history names left out), pickled as the grader's
-    # cache stores an outcome; a failed expression is its error's text, as in the grader.
-    return (
-        "import pickle as _pickle, os as _os, re as _re\n"
-        "from llmfs.course.exercises.run import run as _run\n"
-        "from llmfs.course.grading.truths import _picklable\n"
-        "_hidden = get_ipython().user_ns_hidden\n"
-        "_own = r'_+|_i+|_i?\\d+|_(pickle|os|re|run|picklable|hidden|own)'\n"
-        "_names = {_k: _v for _k, _v in globals().items()\n"
-        "          if _k not in _hidden and not _re.fullmatch(_own, _k)}\n"
-        "try:\n"
-        f"    _t = _picklable(_run({expression!r}, _names, plain={plain!r}))\n"
-        "except Exception as _e:\n"
-        "    _t = f'{type(_e).__name__}: {_e}'\n"
-        f"with open(_os.environ[{TRUTHS_ENV!r}], 'ab') as _out:\n"
-        f"    _pickle.dump(({exercise_id!r}, _t), _out)\n"
-        "del _pickle, _os, _re, _run, _picklable, _hidden, _own, _names, _t, _out"
-    )
-
-
-def _pickled(path: Path) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    with path.open("rb") as stream:
-        while True:
-            try:
-                exercise_id, truth = pickle.load(stream)
-            except EOFError:
-                return found
-            found[exercise_id] = truth if isinstance(truth, str) else pickle.loads(truth)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -120,44 +72,34 @@ def _summary(verdict: Verdict) -> tuple[str, float | None, tuple[str, ...]]:
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda c: c.id)
 def test_the_notebook_llmfs_check_and_llmfs_grade_give_one_verdict(
-    chapter: Any, tmp_path: Path
+    chapter: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = kit.key_of(chapter)
     predicts = [item for item in key.exercises if item.exercise.kind == "predict"]
     asked = {item.exercise.id: candidates(item) for item in predicts}
-    # The first two paths: the solution run in a kernel with, after each exercise's cell, one
-    # notebook check and one llmfs-check judge cell per candidate.
-    solution = kit.solution_notebook(chapter)
-    tagged = extract.tagged_cells(solution)
-    last = max(tagged[item.exercise.id][0] for item in predicts)
-    cells: list[Any] = []
-    for position, cell in enumerate(solution["cells"][:last], start=1):
-        cells.append(cell)
-        for item in predicts:
-            if tagged[item.exercise.id][0] == position:
-                plain = is_plain(list(item.exercise.fields))
-                cells.append(kit.code_cell(_truth_cell(item.exercise.id, item.expression, plain)))
-                for _, answers in asked[item.exercise.id]:
-                    cells.append(kit.code_cell(_notebook_cell(item.exercise, answers)))
-                    cells.append(kit.code_cell(judge_cell_source(item.exercise.id, answers)))
-    env = {
-        NOTEBOOK_ENV: str(tmp_path / "notebook.jsonl"),
-        VERDICTS_ENV: str(tmp_path / "check.jsonl"),
-        TRUTHS_ENV: str(tmp_path / "truths.pickle"),
-    }
-    if os.environ.get("LLMFS_CACHE_DIR"):
-        env["LLMFS_CACHE_DIR"] = os.environ["LLMFS_CACHE_DIR"]
-    run = run_notebook(
-        {**solution, "cells": cells}, Limits(cell_timeout=600.0, total_timeout=1800.0), env=env
-    )
-    assert run.status == "ok", run.describe()
-    # The grader's truths are the running solution's outcomes.
-    running = _pickled(tmp_path / "truths.pickle")
+    # The grader's truths are the running solution's outcomes, each taken right after its
+    # exercise's cell.
+    run = RUNS[chapter.solution]
     truths = key.truths()
-    assert sorted(running) == sorted(truths) == sorted(asked)
+    assert sorted(run.outcomes) == sorted(truths) == sorted(asked)
     for exercise_id, truth in truths.items():
-        assert repr(truth) == repr(running[exercise_id]), exercise_id
-    by_notebook = [Verdict.from_json(line) for line in _lines(tmp_path / "notebook.jsonl")]
+        assert repr(truth) == repr(run.outcomes[exercise_id]), exercise_id
+    # The first two paths, in the solution's names right after each exercise's cell: the
+    # notebook's check(predict(...)) and the judge cell llmfs check inserts there, run as the
+    # kernel runs it (its source executed in the notebook's names), one candidate after another.
+    monkeypatch.setenv("LLMFS_ATTEMPTS", str(tmp_path / "attempts.jsonl"))
+    monkeypatch.setenv(VERDICTS_ENV, str(tmp_path / "check.jsonl"))
+    tagged = extract.tagged_cells(kit.solution_notebook(chapter))
+    by_notebook: list[Verdict] = []
+    for item in predicts:
+        position = tagged[item.exercise.id][0]
+        names = next(s.names for s in run.shown if s.position >= position)
+        for _, answers in asked[item.exercise.id]:
+            prediction = predict(item.exercise.expression, exercise_id=item.exercise.id, **answers)
+            comparison = check(prediction, dict(names))
+            assert isinstance(comparison, Comparison), item.exercise.id
+            by_notebook.append(comparison.verdict)
+            exec(judge_cell_source(item.exercise.id, answers), dict(names))
     # The implement checks of the solution write their verdicts to the same file: left out.
     by_check = [
         Verdict.from_json(line["verdict"])
