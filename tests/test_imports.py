@@ -379,15 +379,43 @@ def test_the_engine_and_the_grader_never_import_widgets() -> None:
     assert offenders == []
 
 
-def widgets_loaded_by(root: Path, module: str) -> list[str]:
-    """The modules of ``<package>.widgets`` that importing ``module`` loads, in a fresh
-    interpreter (its parent packages included: whatever the import costs)."""
+def widgets_loaded_by(root: Path, *modules: str) -> dict[str, list[str]]:
+    """For each of ``modules``: the modules of ``<package>.widgets`` that importing it loads
+    (its parent packages included: whatever the import costs), each import made in a process of
+    its own that has imported nothing of the package before. One interpreter, which imports only
+    the standard library and NumPy (when installed: every child would import it), forks one child
+    per module (cheaper than an interpreter each); a child that cannot import its module fails
+    the test with its traceback."""
     top = root.name
     code = (
-        "import importlib, json, sys\n"
-        f"importlib.import_module({module!r})\n"
-        f"print(json.dumps(sorted(m for m in sys.modules if m == {top + '.widgets'!r} "
-        f"or m.startswith({top + '.widgets.'!r}))))\n"
+        "import importlib, json, os, sys, traceback\n"
+        "try:\n"
+        "    import numpy\n"
+        "except ImportError:\n"
+        "    pass\n"
+        f"found = {{}}\n"
+        f"for module in {list(modules)!r}:\n"
+        "    read, write = os.pipe()\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        os.close(read)\n"
+        "        try:\n"
+        "            importlib.import_module(module)\n"
+        f"            loaded = sorted(m for m in sys.modules if m == {top + '.widgets'!r} "
+        f"or m.startswith({top + '.widgets.'!r}))\n"
+        "            os.write(write, json.dumps(loaded).encode())\n"
+        "            os._exit(0)\n"
+        "        except BaseException:\n"
+        "            traceback.print_exc()\n"
+        "            os._exit(1)\n"
+        "    os.close(write)\n"
+        "    with os.fdopen(read, 'rb') as stream:\n"
+        "        data = stream.read()\n"
+        "    _, status = os.waitpid(pid, 0)\n"
+        "    if status != 0:\n"
+        "        sys.exit(f'importing {module} failed')\n"
+        "    found[module] = json.loads(data)\n"
+        "print(json.dumps(found))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -398,7 +426,7 @@ def widgets_loaded_by(root: Path, module: str) -> list[str]:
         check=False,
     )
     assert result.returncode == 0, result.stderr
-    loaded: list[str] = json.loads(result.stdout.strip().splitlines()[-1])
+    loaded: dict[str, list[str]] = json.loads(result.stdout.strip().splitlines()[-1])
     return loaded
 
 
@@ -413,11 +441,13 @@ def judging_entry_points() -> list[str]:
 
 def test_judging_loads_no_widget_module() -> None:
     """Transitively, at run time: importing the grader, the sandbox worker or any exercise
-    check, each in its own fresh interpreter, loads no ``llmfs.widgets`` module (a verdict
-    never waits on, or depends on, drawing code)."""
+    check, each in a fresh process that has imported nothing of llmfs, loads no
+    ``llmfs.widgets`` module (a verdict never waits on, or depends on, drawing code)."""
     entries = judging_entry_points()
     assert "llmfs.course.exercise_checks.spec" in entries  # the grader's table of checks
-    offenders = {m: loaded for m in entries if (loaded := widgets_loaded_by(PACKAGE_ROOT, m))}
+    offenders = {
+        m: loaded for m, loaded in widgets_loaded_by(PACKAGE_ROOT, *entries).items() if loaded
+    }
     assert offenders == {}
 
 
@@ -429,9 +459,12 @@ def test_a_judging_module_that_loads_a_widget_is_reported(tmp_path: Path) -> Non
     (root / "widgets").mkdir()
     (root / "widgets" / "__init__.py").write_text("", encoding="utf-8")
     (root / "widgets" / "draw.py").write_text("", encoding="utf-8")
-    assert widgets_loaded_by(root, "pkg.check") == ["pkg.widgets", "pkg.widgets.draw"]
+    assert widgets_loaded_by(root, "pkg.check", "pkg.helper") == {
+        "pkg.check": ["pkg.widgets", "pkg.widgets.draw"],
+        "pkg.helper": ["pkg.widgets", "pkg.widgets.draw"],
+    }
     (root / "helper.py").write_text("", encoding="utf-8")
-    assert widgets_loaded_by(root, "pkg.check") == []
+    assert widgets_loaded_by(root, "pkg.check") == {"pkg.check": []}
 
 
 @pytest.mark.parametrize("layer", range(len(LAYERS)), ids=[name for name, _ in LAYERS])
