@@ -2,7 +2,7 @@
 
 :func:`run_code_cells` executes a notebook's code cells in one namespace, in order, and keeps what
 each cell showed. :data:`RUNS` runs each published solution and student notebook once, when a test
-first asks for it, against its own fresh attempts log, and keeps it for every test of the process:
+first asks for it, against its own fresh attempts log, and keeps it for the tests of its chapter:
 the chapter acceptance tests (``test_chapters.py``) read what the cells showed, and the parity
 test (``test_verdict_parity.py``) reads what each predict exercise's expression gives in the
 running solution right after the exercise's cell. conftest.py hands one chapter's tests of both
@@ -134,7 +134,9 @@ def _outcome_probe(chapter: Chapter, outcomes: dict[str, Any]) -> Callable[[int,
 
 
 class _Runs:
-    """The process's notebook runs, by the notebook's path relative to the repository."""
+    """The process's notebook runs, by the notebook's path relative to the repository: those of
+    the chapter last asked for (asking for another chapter's notebook lets them go; asked for
+    again, a notebook runs again)."""
 
     def __init__(self) -> None:
         self._runs: dict[str, NotebookRun] = {}
@@ -149,6 +151,10 @@ class _Runs:
             chapter = next(
                 c for c in MANIFEST.published_chapters if relative in (c.solution, c.notebook)
             )
+            # One chapter's runs at a time (a chapter's tests are one unit of work): the runs of
+            # the chapter before are let go, so a worker never holds every chapter's models.
+            for other in [r for r in self._runs if r not in (chapter.solution, chapter.notebook)]:
+                del self._runs[other]
             log = self._logs / f"{len(self._runs)}-{Path(relative).stem}.jsonl"
             outcomes: dict[str, Any] = {}
             after = _outcome_probe(chapter, outcomes) if relative == chapter.solution else None
