@@ -6,8 +6,9 @@ mistake of the manifest (the right answer with that field replaced by the mistak
 generic wrong answer (the first field changed). Each candidate is judged through the real entry
 points:
 
-* the notebook: ``check(predict(...))`` (the text API every chapter uses) in the chapter's names
-  right after the exercise's cell, its :attr:`Comparison.verdict`;
+* the notebook: a cell ``check(predict(...))`` (the text API every chapter uses, the answers
+  written as literals, no names given to ``check``) run in the chapter's names right after the
+  exercise's cell, its :attr:`Comparison.verdict`;
 * ``llmfs check``: the judge cell ``llmfs check`` inserts after the exercise's cell
   (:func:`~llmfs.course.exercises.record.judge_cell_source`), its source run in those names as
   the kernel runs it, read back as the self-check reads it
@@ -37,7 +38,7 @@ import gradingkit as kit
 import pytest
 from runkit import RUNS
 
-from llmfs.course.exercises.api import Comparison, check, predict
+from llmfs.course.exercises.api import Comparison
 from llmfs.course.exercises.record import judge_cell_source
 from llmfs.course.exercises.verdict import VERDICTS_ENV, Verdict
 from llmfs.course.grading import extract
@@ -58,6 +59,18 @@ def candidates(item: Any) -> list[tuple[str, dict[str, Any]]]:
     first = next(iter(right))
     found.append(("wrong", {**right, first: kit.wrong_value(right[first])}))
     return found
+
+
+def _notebook_cell(exercise: Any, answers: dict[str, Any]) -> str:
+    # The notebook's own judging path, as a chapter's cell runs it: the answers written as
+    # literals, predict(...) then check(...) with no names given (so the check evaluates in the
+    # exercise's fixture, or the cell's globals where the course has none).
+    fields = ", ".join(f"{name}={value!r}" for name, value in answers.items())
+    return (
+        "from llmfs.course.exercises.api import check as _check, predict as _predict\n"
+        f"_comparison = _check(_predict({exercise.expression!r}, exercise_id={exercise.id!r}, "
+        f"{fields}))\n"
+    )
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
@@ -95,10 +108,10 @@ def test_the_notebook_llmfs_check_and_llmfs_grade_give_one_verdict(
         position = tagged[item.exercise.id][0]
         names = next(s.names for s in run.shown if s.position >= position)
         for _, answers in asked[item.exercise.id]:
-            prediction = predict(item.exercise.expression, exercise_id=item.exercise.id, **answers)
-            comparison = check(prediction, dict(names))
-            assert isinstance(comparison, Comparison), item.exercise.id
-            by_notebook.append(comparison.verdict)
+            scope = dict(names)
+            exec(_notebook_cell(item.exercise, answers), scope)
+            assert isinstance(scope["_comparison"], Comparison), item.exercise.id
+            by_notebook.append(scope["_comparison"].verdict)
             exec(judge_cell_source(item.exercise.id, answers), dict(names))
     # The implement checks of the solution write their verdicts to the same file: left out.
     by_check = [
