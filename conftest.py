@@ -208,7 +208,45 @@ except ImportError:
 else:
 
     class _CourseNotebook(IPyNbFile):
-        """nbval's notebook collector in strict mode: stored text outputs are compared."""
+        """nbval's notebook collector in strict mode: stored text outputs are compared.
+
+        Each notebook's kernel gets a temporary folder of its own (``$TMPDIR``) and is stopped as
+        JupyterLab stops one, by a shutdown request (nbval's own teardown kills it), so the
+        notebook's cleanup at exit runs as on a learner's machine; the folder must then be
+        empty: a chapter that leaves a file in the learner's temporary folder after its kernel
+        stops fails its last cell's teardown, naming what it left."""
+
+        scratch: Path | None = None
+
+        def setup(self):
+            self.scratch = Path(tempfile.mkdtemp(prefix="llmfs-nbval-tmp-"))
+            previous = os.environ.get("TMPDIR")
+            os.environ["TMPDIR"] = str(self.scratch)  # read once, when the kernel starts
+            try:
+                super().setup()
+            finally:
+                if previous is None:
+                    os.environ.pop("TMPDIR", None)
+                else:
+                    os.environ["TMPDIR"] = previous
+
+        def teardown(self):
+            kernel, self.kernel = self.kernel, None
+            try:
+                if kernel is not None and kernel.is_alive():
+                    kernel.kc.stop_channels()
+                    kernel.km.shutdown_kernel(now=False)
+            finally:
+                scratch, self.scratch = self.scratch, None
+                if scratch is not None:
+                    left = sorted(p.name for p in scratch.iterdir())
+                    shutil.rmtree(scratch, ignore_errors=True)
+                    if left and kernel is not None:
+                        raise AssertionError(
+                            f"{self.path.name} left {', '.join(left)} in its temporary folder "
+                            "after its kernel stopped (use tempfile.TemporaryDirectory, which "
+                            "Python removes at exit)"
+                        )
 
         def collect(self):
             self.compare_outputs = True

@@ -22,6 +22,7 @@ these tests say what the outputs must mean.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import dataclass
@@ -407,6 +408,57 @@ def test_chapter_3_needs_no_broadcasting() -> None:
 
 def test_the_student_notebooks_are_what_llmfs_build_generates() -> None:
     assert stale_notebooks(MANIFEST, REPO) == []
+
+
+#: tempfile's calls whose file or folder nothing removes.
+KEPT_BY_TEMPFILE = ("mkdtemp", "mkstemp", "mktemp")
+
+
+def files_left_behind(source: str) -> list[str]:
+    """The calls in ``source`` that make a temporary file or folder nothing removes: tempfile's
+    ``mkdtemp``, ``mkstemp`` and ``mktemp``, and a ``NamedTemporaryFile`` or
+    ``TemporaryDirectory`` made with ``delete=False``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func
+        name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", "")
+        kept = any(
+            word.arg == "delete" and isinstance(word.value, ast.Constant) and not word.value.value
+            for word in node.keywords
+        )
+        if name in KEPT_BY_TEMPFILE or (
+            kept and name in ("NamedTemporaryFile", "TemporaryDirectory")
+        ):
+            found.append(f"{name}() on line {node.lineno}")
+    return found
+
+
+def test_the_search_for_files_left_behind_finds_each_form() -> None:
+    assert files_left_behind("import tempfile\nd = tempfile.mkdtemp(prefix='x')") == [
+        "mkdtemp() on line 2"
+    ]
+    assert files_left_behind("from tempfile import mkstemp\nfd, name = mkstemp()") == [
+        "mkstemp() on line 2"
+    ]
+    assert files_left_behind("f = tempfile.NamedTemporaryFile(delete=False)") == [
+        "NamedTemporaryFile() on line 1"
+    ]
+    assert files_left_behind("s = tempfile.TemporaryDirectory(prefix='x')") == []
+    assert files_left_behind("with tempfile.TemporaryDirectory() as d:\n    pass") == []
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
+def test_a_chapter_leaves_no_temporary_file_once_its_kernel_stops(chapter: Chapter) -> None:
+    """A run's scratch files (checkpoints, a model folder the chapter writes) live in a
+    ``TemporaryDirectory``, which Python removes when the kernel stops or restarts; a ``mkdtemp``
+    folder would stay in the learner's temporary folder after every run of the chapter."""
+    for relative in (chapter.solution, chapter.notebook):
+        for position, cell in enumerate(read_notebook(REPO / relative)["cells"], start=1):
+            if cell["cell_type"] == "code":
+                left = files_left_behind(cell_source(cell))
+                assert not left, f"{relative} cell #{position}: {', '.join(left)}"
 
 
 def test_the_manifest_loader_reads_this_manifest() -> None:

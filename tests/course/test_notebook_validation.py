@@ -76,7 +76,10 @@ def _run(root: Path) -> dict[str, str]:
     for line in result.stdout.splitlines():
         match = re.match(r"^(PASSED|FAILED|SKIPPED|ERROR) (\S+::Cell \d+)", line)
         if match:
-            outcomes[match.group(2)] = match.group(1)
+            outcome, test = match.groups()
+            if outcome == "ERROR":  # the cell's setup or teardown: the kernel's start or stop
+                test += " (setup or teardown)"
+            outcomes[test] = outcome
     assert outcomes, result.stdout + result.stderr
     return outcomes
 
@@ -95,15 +98,31 @@ def test_solutions_are_strict_and_other_notebooks_are_ignored(tmp_path: Path) ->
             _with_output("c2", "print(object())", "<object object at 0x7f0000000000>\n"),
             _with_output("c3", "print(6 * 7)", "41\n"),
             # Attempts recorded while validating go to a temporary log, not into the checkout,
-            # and compiled kernels to the run's own build cache, not into the home folder.
+            # and compiled kernels to the run's own build cache, not into the home folder; the
+            # kernel's own temporary folder is one of its own, inside the system's.
             code(
                 "c4",
                 "import os, tempfile\n"
+                "system = os.path.dirname(tempfile.gettempdir())\n"
+                "assert os.path.basename(tempfile.gettempdir()).startswith('llmfs-nbval-tmp-')\n"
                 "path = os.environ['LLMFS_ATTEMPTS']\n"
-                "assert path.startswith(tempfile.gettempdir()), path\n"
+                "assert path.startswith(system), path\n"
                 "cache = os.environ['LLMFS_CACHE_DIR']\n"
-                "assert cache.startswith(tempfile.gettempdir()) and os.path.isdir(cache), cache",
+                "assert cache.startswith(system) and os.path.isdir(cache), cache",
             ),
+        ),
+    )
+    # A notebook whose scratch folder outlives its kernel fails its last cell's teardown; one
+    # whose TemporaryDirectory is removed when the kernel stops (as JupyterLab stops it) passes.
+    write_notebook(
+        root / "solutions" / "left.ipynb",
+        notebook(code("c1", "import tempfile\nkept = tempfile.mkdtemp(prefix='kept-')")),
+    )
+    write_notebook(
+        root / "solutions" / "removed.ipynb",
+        notebook(
+            code("c1", "import tempfile\nscratch = tempfile.TemporaryDirectory()"),
+            code("c2", "open(scratch.name + '/weights.npz', 'w').close()"),
         ),
     )
     write_notebook(
@@ -118,4 +137,8 @@ def test_solutions_are_strict_and_other_notebooks_are_ignored(tmp_path: Path) ->
         "solutions/mixed.ipynb::Cell 1": "PASSED",
         "solutions/mixed.ipynb::Cell 2": "FAILED",  # stored output compared
         "solutions/mixed.ipynb::Cell 3": "PASSED",
+        "solutions/left.ipynb::Cell 0": "PASSED",
+        "solutions/left.ipynb::Cell 0 (setup or teardown)": "ERROR",
+        "solutions/removed.ipynb::Cell 0": "PASSED",
+        "solutions/removed.ipynb::Cell 1": "PASSED",
     }
