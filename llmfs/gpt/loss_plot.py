@@ -4,9 +4,11 @@ while it trains (chapter 13), with the baselines it must beat drawn across.
 :class:`LiveLossPlot` keeps every step's training loss (:meth:`LiveLossPlot.step`) and each
 validation measurement (:meth:`LiveLossPlot.validation`); it redraws every ``draw_every`` steps
 and at each measurement, in place (a PNG shown with a display id), its title the step reached
-and, while the run goes on, the time left. Without a notebook it keeps the numbers and draws
-nothing. :meth:`LiveLossPlot.summary` is the run as text without times, so a notebook's stored
-output of a seeded run is the same on every run.
+and, while the run goes on, the time left (a run stopped half-way to resume later says
+``paused`` instead: :meth:`LiveLossPlot.pause`). The legend sits under the axes, where no curve
+runs. Without a notebook it keeps the numbers and draws nothing. :meth:`LiveLossPlot.summary` is
+the run as text without times, so a notebook's stored output of a seeded run is the same on
+every run (and so is its stored figure, whose last drawing holds no time).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class LiveLossPlot:
         self._started: float | None = None
         #: Steps carried over from an earlier plot of the same run (:meth:`carry`).
         self._carried = 0
+        #: Stopped before its last step, to resume elsewhere (:meth:`pause`).
+        self._paused = False
 
     @property
     def done(self) -> int:
@@ -70,11 +74,21 @@ class LiveLossPlot:
         self._carried = len(self.losses)
         return self
 
+    def pause(self) -> LiveLossPlot:
+        """Marks the run as stopped before its last step (it resumes from a checkpoint, in a
+        plot that :meth:`carry`-s this one) and redraws: the title says ``paused`` instead of a
+        time left, so the figure left on screen holds no estimate that no longer runs down, and
+        a notebook's stored figure is the same on every run. A later :meth:`step` goes on as
+        before. Returns the plot."""
+        self._paused = True
+        self.draw()
+        return self
+
     def time_left(self) -> str:
-        """``", about 40 s left"`` while running; ``""`` before the first step and after the
-        last, so the finished figure holds no time."""
+        """``", about 40 s left"`` while running; ``""`` before the first step, after the last
+        and while paused, so a finished or paused figure holds no time."""
         seen = self.done - self._carried
-        if self._started is None or seen <= 0 or self.done >= self.steps:
+        if self._started is None or self._paused or seen <= 0 or self.done >= self.steps:
             return ""
         per_step = (time.monotonic() - self._started) / seen
         return f", {time_left_text(per_step * (self.steps - self.done))}"
@@ -92,6 +106,7 @@ class LiveLossPlot:
         redraws every ``draw_every`` steps and at the last."""
         if self._started is None:
             self._started = time.monotonic()
+        self._paused = False
         self.losses.append((step + 1, float(loss)))
         if self.done % self.draw_every == 0 or self.done == self.steps:
             self.draw()
@@ -109,7 +124,7 @@ class LiveLossPlot:
     def figure(self) -> Figure:
         """The figure of the steps so far."""
         with figure_style():
-            figure = new_figure(9.0, 3.4)
+            figure = new_figure(9.0, 3.8)
             figure.patch.set_facecolor("white")
             axes = figure.subplots(1, 1)
             if self.losses:
@@ -132,10 +147,15 @@ class LiveLossPlot:
             axes.set_xlim(self.first, self.first + self.steps * 1.02)
             axes.set_xlabel("training step")
             axes.set_ylabel("cross-entropy (nats per token)")
-            done = f"step {self.first + self.done} of {self.first + self.steps}{self.time_left()}"
-            axes.set_title(f"{self.title} ({done})")
+            paused = ", paused" if self._paused and self.done < self.steps else ""
+            reached = f"step {self.first + self.done} of {self.first + self.steps}"
+            axes.set_title(f"{self.title} ({reached}{paused or self.time_left()})")
             axes.grid(True, color="#dddddd", lw=0.5)
-            axes.legend(loc="upper right", fontsize=8)
+            # Under the axes: inside them it would hide the curve's end, where a run's story is
+            # (a validation loss turning up).
+            axes.legend(
+                loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4, fontsize=8, frameon=False
+            )
             figure.tight_layout()
         return figure
 

@@ -43,3 +43,41 @@ def test_a_resumed_run_carries_the_earlier_curves() -> None:
     assert resumed.done == 3 and resumed.validation_losses == [(2, 5.5)]
     assert resumed.losses == [(1, 6.0), (2, 5.0), (3, 4.0)]
     assert first.done == 2  # the earlier plot is not changed
+
+
+def test_a_run_paused_half_way_says_so_instead_of_a_time_left_and_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from llmfs.gpt import loss_plot as module
+
+    now = [50.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    plot = LiveLossPlot(10, draw_every=100)
+    for step in range(4):
+        plot.step(step, 2.0)
+        now[0] += 5.0  # 5 s per step after the first: 6 steps to go
+    assert plot.time_left() == ", about 30 s left"
+    assert plot.pause() is plot
+    # Stopped to resume from a checkpoint: no estimate left running down on screen.
+    assert plot.time_left() == ""
+    assert plot.figure().axes[0].get_title() == "training (step 4 of 10, paused)"
+    plot.step(4, 2.0)
+    assert plot.time_left().endswith("s left")
+    assert "paused" not in plot.figure().axes[0].get_title()
+    for step in range(5, 10):
+        plot.step(step, 2.0)
+    plot.pause()  # a finished run is finished, not paused
+    assert plot.figure().axes[0].get_title() == "training (step 10 of 10)"
+
+
+def test_the_legend_lies_under_the_axes_and_inside_the_figure() -> None:
+    plot = LiveLossPlot(4, {"unigram": 5.6, "uniform": 6.6}, draw_every=1)
+    for step, loss in enumerate((6.6, 6.5, 6.7, 6.6)):  # curves where an inner legend would sit
+        plot.step(step, loss)
+        plot.validation(step + 1, loss)
+    figure = plot.figure()
+    figure.canvas.draw()
+    axes = figure.axes[0]
+    legend = axes.get_legend().get_window_extent()
+    assert legend.y1 <= axes.get_window_extent().y0
+    assert legend.y0 >= 0 and legend.x0 >= 0 and legend.x1 <= figure.bbox.width
