@@ -264,8 +264,32 @@ def _grade(folder: Path, out: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(kit.REPO)},
+        # faulthandler: SIGABRT makes the process print every thread's stack before it dies
+        # (see _stop_and_say_where).
+        env={**os.environ, "PYTHONPATH": str(kit.REPO), "PYTHONFAULTHANDLER": "1"},
     )
+
+
+def _stop_and_say_where(process: subprocess.Popen[str]) -> str:
+    """Ends a grading process that did not stop in time; returns the end of what it wrote to
+    stderr, its threads' stacks at that moment included (faulthandler's dump on SIGABRT), so a
+    failure says where it was stuck. Reads only what is there: a sandbox still holding the pipe
+    open cannot make this wait."""
+    process.send_signal(signal.SIGABRT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+    if process.stderr is None:
+        return ""
+    fd = process.stderr.fileno()
+    os.set_blocking(fd, False)
+    chunks = []
+    with contextlib.suppress(BlockingIOError, OSError):
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode(errors="replace")[-4000:]
 
 
 def test_ctrl_c_stops_grading_within_5_s_at_any_point_and_a_resumed_run_finishes(
@@ -291,11 +315,9 @@ def test_ctrl_c_stops_grading_within_5_s_at_any_point_and_a_resumed_run_finishes
                 process.wait(timeout=5)
             stopped = time.monotonic() - start
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+            where = _stop_and_say_where(process) if process.poll() is None else ""
         # 130 once grading started; before it (imports, collecting) Python's own exit on SIGINT.
-        assert process.returncode in (130, -signal.SIGINT, 0), (delay, process.returncode)
+        assert process.returncode in (130, -signal.SIGINT, 0), (delay, process.returncode, where)
         assert stopped < 5.0, (delay, stopped)
     process = _grade(folder, out)
     try:
