@@ -107,8 +107,14 @@ def _is_long(item: pytest.Item) -> bool:
 #: Files whose tests of one chapter (a test id starting ``[chNN``) are a unit of work of their
 #: own, so that chapters run on different workers. One chapter's tests of all these files are one
 #: unit: they read the same in-process notebook runs (``tests/course/runkit.py``), made once per
-#: process, so each notebook runs once.
-BY_CHAPTER = ("tests/course/test_chapters.py", "tests/course/test_verdict_parity.py")
+#: process, so each notebook runs once; and what the library keeps per process for a chapter
+#: (chapter 14's fine-tuning runs, ``finetune.shared_run``; chapter 13's memorising run) is
+#: trained once for the notebook and the exercises' fixtures alike.
+BY_CHAPTER = (
+    "tests/course/test_chapters.py",
+    "tests/course/test_verdict_parity.py",
+    "tests/course/test_exercise_loop.py",
+)
 _CHAPTER_ID = re.compile(r"\[(ch\d+)\b")
 
 
