@@ -208,6 +208,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
 
 
 try:
+    from nbval.cover import teardown_coverage
     from nbval.plugin import IPyNbFile
 except ImportError:
     _CourseNotebook = None
@@ -240,6 +241,8 @@ else:
             kernel, self.kernel = self.kernel, None
             try:
                 if kernel is not None and kernel.is_alive():
+                    if getattr(self.parent.config.option, "cov_source", None):
+                        teardown_coverage(self.parent.config, kernel)  # as nbval's own teardown
                     kernel.kc.stop_channels()
                     kernel.km.shutdown_kernel(now=False)
             finally:

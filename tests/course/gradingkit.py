@@ -24,6 +24,7 @@ import os
 import random
 import re
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,15 @@ from llmfs.course.manifest import Chapter, load_manifest
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = load_manifest(REPO / "course" / "manifest.toml")
 _FIELD_LINE = re.compile(r"^(?P<head>\s*(?P<name>\w+)\s*=\s*)None(?P<tail>,?)(\s*#.*)?$")
+
+
+def default_sigint() -> None:
+    """For ``preexec_fn`` of a grader a test interrupts: SIGINT as a terminal gives it to a
+    command (default disposition, not blocked), whatever the test process inherited. A shell
+    starts a background job with SIGINT ignored, and a program started ignoring it (the grader
+    too, rightly) never sees a Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def key_of(chapter: Chapter) -> ChapterKey:

@@ -466,11 +466,6 @@ def _blocking() -> bool:
     return False
 
 
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 @pytest.mark.skipif(not IMPLEMENTS, reason="without an implement exercise nothing can block")
 def test_ctrl_c_stops_the_run_and_keeps_what_was_graded(tmp_path: Path) -> None:
     # Two submissions are graded, then the third blocks in its hidden cases and shows it in
@@ -501,7 +496,7 @@ def test_ctrl_c_stops_the_run_and_keeps_what_was_graded(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-        preexec_fn=_default_sigint,
+        preexec_fn=kit.default_sigint,
     )
     database = out / "gradebook.sqlite"
     committed = 0

@@ -264,19 +264,11 @@ def _grade(folder: Path, out: Path) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=kit.default_sigint,
         # faulthandler: SIGABRT makes the process print every thread's stack before it dies
         # (see _stop_and_say_where).
         env={**os.environ, "PYTHONPATH": str(kit.REPO), "PYTHONFAULTHANDLER": "1"},
     )
-
-
-def _default_sigint() -> None:
-    """SIGINT as a terminal gives it to a command (default disposition, not blocked), whatever
-    this test process inherited: a program started with SIGINT ignored or blocked, the grader
-    too, rightly never sees a Ctrl-C."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _stop_and_say_where(process: subprocess.Popen[str]) -> str:
