@@ -273,9 +273,10 @@ def blas_threads(count: int) -> Iterator[None]:
     saves (and spins while it waits, which a busy machine pays for in seconds). The count can
     change a product's last bits (OpenBLAS picks its kernels and splits its work by the thread
     count; chapter 13's losses differed in their last digits between one and two threads), so a
-    run whose numbers must repeat on every machine runs on one thread. Does nothing where
-    NumPy's BLAS is not an OpenBLAS this can reach (another BLAS, or no ``/proc/self/maps``, as
-    on macOS). Raises ``ValueError`` for a count below 1."""
+    run whose numbers must repeat whatever the core count runs on one thread. (The BLAS kernel,
+    which OpenBLAS chooses by CPU, changes them too; no thread count undoes that.) Does nothing
+    where NumPy's BLAS is not an OpenBLAS this can reach (another BLAS, or no
+    ``/proc/self/maps``, as on macOS). Raises ``ValueError`` for a count below 1."""
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"blas_threads needs a count of at least 1, got {count!r}")
     lib = _openblas()

@@ -8,6 +8,7 @@ subprocess, and reads the per-cell outcomes.
 from __future__ import annotations
 
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -59,10 +60,17 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
-def _run(root: Path) -> dict[str, str]:
-    """Run pytest in ``root``; map 'path::Cell n' to PASSED/FAILED/SKIPPED."""
+def _run(root: Path, **variables: str | None) -> dict[str, str]:
+    """Run pytest in ``root`` (with the environment ``variables`` set, or removed where
+    ``None``); map 'path::Cell n' to PASSED/FAILED/SKIPPED, and '(summary)' to the lines of
+    pytest's terminal summary that the root conftest writes."""
     # The run must make its own build cache (a developer's or an enclosing run's is not used).
     env = {name: value for name, value in os.environ.items() if name != "LLMFS_CACHE_DIR"}
+    for name, value in variables.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     result = subprocess.run(
         # Plugins the throwaway project does not use are left out: they only cost start-up time.
         [sys.executable, "-m", "pytest", "-rA", *SPEED_FLAGS],
@@ -81,6 +89,9 @@ def _run(root: Path) -> dict[str, str]:
                 test += " (setup or teardown)"
             outcomes[test] = outcome
     assert outcomes, result.stdout + result.stderr
+    outcomes["(summary)"] = "\n".join(
+        line for line in result.stdout.splitlines() if line.startswith("notebooks: ")
+    )
     return outcomes
 
 
@@ -133,6 +144,7 @@ def test_solutions_are_strict_and_other_notebooks_are_ignored(tmp_path: Path) ->
     outcomes = _run(root)
 
     assert outcomes == {
+        "(summary)": "",
         "solutions/mixed.ipynb::Cell 0": "PASSED",
         "solutions/mixed.ipynb::Cell 1": "PASSED",
         "solutions/mixed.ipynb::Cell 2": "FAILED",  # stored output compared
@@ -141,4 +153,56 @@ def test_solutions_are_strict_and_other_notebooks_are_ignored(tmp_path: Path) ->
         "solutions/left.ipynb::Cell 0 (setup or teardown)": "ERROR",
         "solutions/removed.ipynb::Cell 0": "PASSED",
         "solutions/removed.ipynb::Cell 1": "PASSED",
+    }
+
+
+BLAS_TAG = "output-depends-on-blas-kernel"
+
+
+def _tagged(cell: dict) -> dict:
+    cell["metadata"] = {"tags": [BLAS_TAG]}
+    return cell
+
+
+def test_outputs_that_depend_on_the_blas_kernel_compare_on_the_kernel_they_were_stored_on(
+    tmp_path: Path,
+) -> None:
+    # A float32 training run's loss after a few hundred steps depends on the order in which the
+    # BLAS kernel sums (OpenBLAS picks its kernel by CPU). The solutions' outputs were stored on
+    # OpenBLAS's Haswell kernel: the suite runs every notebook's kernel on it where the CPU can
+    # (AVX2 and FMA), so that even such outputs compare; on any other kernel the cells tagged as
+    # depending on it still run (an error fails), but their outputs are not compared. Every
+    # other cell is compared everywhere.
+    root = _project(tmp_path)
+    kernel = "import os\nprint(os.environ.get('OPENBLAS_CORETYPE'))"
+    write_notebook(
+        root / "solutions" / "kernel.ipynb",
+        notebook(
+            _tagged(_with_output("c1", kernel, "a value that no kernel prints\n")),
+            _tagged(code("c2", "raise ValueError('a tagged cell that fails')")),
+            _with_output("c3", kernel, "Haswell\n"),
+        ),
+    )
+
+    elsewhere = _run(root, OPENBLAS_CORETYPE="SkylakeX")  # chosen by whoever runs the suite
+    assert elsewhere == {
+        "solutions/kernel.ipynb::Cell 0": "PASSED",  # run, not compared
+        "solutions/kernel.ipynb::Cell 1": "FAILED",
+        "solutions/kernel.ipynb::Cell 2": "FAILED",  # untagged: compared, and it differs
+        "(summary)": (
+            f"notebooks: the outputs of cells tagged '{BLAS_TAG}' are run, not compared, on "
+            "this machine: they were stored on OpenBLAS's Haswell kernel, and this run's BLAS "
+            f"kernel is another (OPENBLAS_CORETYPE=SkylakeX, machine {platform.machine()})"
+        ),
+    }
+
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    if platform.machine() != "x86_64" or not {"avx2", "fma"} <= set(flags.split()):
+        pytest.skip("this CPU cannot run OpenBLAS's Haswell kernel (x86-64 with AVX2 and FMA)")
+    pinned = _run(root, OPENBLAS_CORETYPE=None)
+    assert pinned == {
+        "solutions/kernel.ipynb::Cell 0": "FAILED",  # compared on the reference kernel
+        "solutions/kernel.ipynb::Cell 1": "FAILED",
+        "solutions/kernel.ipynb::Cell 2": "PASSED",  # the kernel runs on the pinned kernel
+        "(summary)": "",
     }
