@@ -16,7 +16,7 @@ import llmfs
 import llmfs.tensor as lt
 from llmfs.gpt import tensor_model
 from llmfs.gpt.errors import ConfigError
-from llmfs.gpt.experiment import TrainConfig
+from llmfs.gpt.experiment import TrainConfig, openblas_core
 from llmfs.gpt.grad_clip import clip_grad_norm, global_grad_norm
 from llmfs.gpt.model import GPTConfig, init_params
 from llmfs.gpt.tensor_train import cross_entropy, trainable
@@ -272,6 +272,14 @@ np.savez(sys.argv[3], **state_params(state))
 """
 
 
+def _same_blas_kernel() -> dict[str, str]:
+    """The environment that gives a child process this one's OpenBLAS kernel: bit-for-bit
+    equality across processes holds only on one kernel (OpenBLAS picks one by CPU, or as
+    ``OPENBLAS_CORETYPE`` says, when it loads; the suite may have chosen one)."""
+    core = openblas_core()
+    return {} if core is None else {"OPENBLAS_CORETYPE": core}
+
+
 def test_two_n_steps_equal_n_then_save_load_in_a_fresh_process_then_n_more(tmp_path: Path) -> None:
     ids = stream(500)
     whole = start_state(SMALL, RUN)
@@ -294,7 +302,7 @@ def test_two_n_steps_equal_n_then_save_load_in_a_fresh_process_then_n_more(tmp_p
         check=True,
         capture_output=True,
         text=True,
-        env={"OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"},
+        env={"OPENBLAS_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", **_same_blas_kernel()},
     )
     # A fresh interpreter, importing the llmfs under test: nothing of this process carries over.
     assert child.stdout.strip() == llmfs.__file__
