@@ -45,6 +45,23 @@ def test_sandboxed_processes_run_one_thread_per_numeric_library() -> None:
     assert done.stdout.strip() == "1"
 
 
+def test_sandboxed_processes_run_on_the_blas_kernel_the_grader_was_told_to_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # OpenBLAS picks its kernel by CPU unless OPENBLAS_CORETYPE names one; a notebook graded in
+    # the sandbox computes with the grader's kernel, not with one chosen behind its back.
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Sandybridge")
+    env = sandbox_env()
+    assert env["OPENBLAS_CORETYPE"] == "Sandybridge"
+    code = "import numpy; from llmfs.gpt.experiment import openblas_core; print(openblas_core())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    if done.stdout.strip() == "None":
+        pytest.skip("NumPy's BLAS here is not an OpenBLAS whose kernel can be read")
+    assert done.stdout.strip() == "Sandybridge"
+
+
 # --------------------------------------------------------------------------------------------
 # The sandbox's command, the worker's channel, the run folder
 # --------------------------------------------------------------------------------------------

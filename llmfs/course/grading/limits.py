@@ -124,6 +124,9 @@ INHERITED_ENV = (
     "CONDA_PREFIX",
     "SYSTEMROOT",
     "LLMFS_COURSE_ROOT",
+    # The BLAS kernel the grader was told to use (OpenBLAS otherwise picks one by CPU): a float32
+    # training run's last bits depend on it, and a notebook runs on the grader's numerics.
+    "OPENBLAS_CORETYPE",
 )
 
 
