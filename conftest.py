@@ -33,6 +33,7 @@ while the other waits.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import re
@@ -78,10 +79,25 @@ def _runs_reference_kernel() -> bool:
 
 if _runs_reference_kernel():
     os.environ.setdefault("OPENBLAS_CORETYPE", REFERENCE_BLAS_KERNEL)
-#: Whether the notebooks' kernels run the reference BLAS kernel (they inherit the environment).
-ON_REFERENCE_KERNEL = (
-    os.environ.get("OPENBLAS_CORETYPE", "").lower() == REFERENCE_BLAS_KERNEL.lower()
-)
+
+
+@functools.cache
+def blas_kernel() -> str | None:
+    """The OpenBLAS kernel NumPy runs on in this process, as OpenBLAS names it, and so in the
+    notebooks' kernels, which inherit this environment; ``None`` where NumPy's BLAS is not an
+    OpenBLAS whose kernel can be read (then nothing says the outputs' kernel is running)."""
+    import numpy  # noqa: F401  (loads NumPy's BLAS)
+
+    from llmfs.gpt.experiment import openblas_core
+
+    return openblas_core()
+
+
+def on_reference_kernel() -> bool:
+    """Whether the notebooks run on :data:`REFERENCE_BLAS_KERNEL` (what runs, not what was
+    asked for: a CPU without AVX-512 given ``SkylakeX`` runs another)."""
+    return (blas_kernel() or "").lower() == REFERENCE_BLAS_KERNEL.lower()
+
 
 #: The top-level folder whose notebooks are collected (strict --nbval).
 NOTEBOOK_FOLDER = "solutions"
@@ -304,7 +320,7 @@ else:
             for item in super().collect():
                 item.add_marker(pytest.mark.notebooks)
                 tags = getattr(item, "cell", {}).get("metadata", {}).get("tags", ())
-                if BLAS_KERNEL_TAG in tags and not ON_REFERENCE_KERNEL:
+                if BLAS_KERNEL_TAG in tags and not on_reference_kernel():
                     item.options["check"] = False  # runs, errors still fail; output not compared
                 yield item
 
@@ -325,13 +341,13 @@ class _SkippedNotebook(pytest.Item):
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if ON_REFERENCE_KERNEL or hasattr(terminalreporter.config, "workerinput"):
+    if hasattr(terminalreporter.config, "workerinput") or on_reference_kernel():
         return
-    chosen = os.environ.get("OPENBLAS_CORETYPE", "unset")
     terminalreporter.write_line(
         f"notebooks: the outputs of cells tagged {BLAS_KERNEL_TAG!r} are run, not compared, on "
         f"this machine: they were stored on OpenBLAS's {REFERENCE_BLAS_KERNEL} kernel, and this "
-        f"run's BLAS kernel is another (OPENBLAS_CORETYPE={chosen}, "
+        f"run's BLAS kernel is {blas_kernel() or 'not one OpenBLAS names'} "
+        f"(OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}, "
         f"machine {platform.machine()})"
     )
 
