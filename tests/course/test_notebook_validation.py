@@ -60,10 +60,11 @@ def _project(tmp_path: Path) -> Path:
     return root
 
 
-def _run(root: Path, **variables: str | None) -> dict[str, str]:
-    """Run pytest in ``root`` (with the environment ``variables`` set, or removed where
-    ``None``); map 'path::Cell n' to PASSED/FAILED/SKIPPED, and '(summary)' to the lines of
-    pytest's terminal summary that the root conftest writes."""
+def _run(root: Path, workers: int = 2, **variables: str | None) -> dict[str, str]:
+    """Run pytest in ``root`` with ``workers`` xdist workers (0: one process, as ``-n 0``) and
+    the environment ``variables`` set, or removed where ``None``; map 'path::Cell n' to
+    PASSED/FAILED/SKIPPED, and '(summary)' to the lines of pytest's terminal summary that the
+    root conftest writes."""
     # The run must make its own build cache (a developer's or an enclosing run's is not used).
     env = {name: value for name, value in os.environ.items() if name != "LLMFS_CACHE_DIR"}
     for name, value in variables.items():
@@ -73,7 +74,7 @@ def _run(root: Path, **variables: str | None) -> dict[str, str]:
             env[name] = value
     result = subprocess.run(
         # Plugins the throwaway project does not use are left out: they only cost start-up time.
-        [sys.executable, "-m", "pytest", "-rA", *SPEED_FLAGS],
+        [sys.executable, "-m", "pytest", "-rA", "-n", str(workers), *SPEED_FLAGS],
         cwd=root,
         env=env,
         capture_output=True,
@@ -194,8 +195,9 @@ def test_outputs_that_depend_on_the_blas_kernel_compare_on_the_kernel_they_were_
         ),
     )
 
-    # A kernel chosen by whoever runs the suite, one that any x86-64 CPU runs (AVX).
-    elsewhere = _run(root, OPENBLAS_CORETYPE="Sandybridge")
+    # A kernel chosen by whoever runs the suite, one that any x86-64 CPU runs (AVX); in one
+    # process, where the run with workers below decides in its workers.
+    elsewhere = _run(root, workers=0, OPENBLAS_CORETYPE="Sandybridge")
     assert elsewhere == {
         "solutions/kernel.ipynb::Cell 0": "PASSED",  # run, not compared
         "solutions/kernel.ipynb::Cell 1": "FAILED",
