@@ -77,8 +77,9 @@ def _runs_reference_kernel() -> bool:
     return {"avx2", "fma"} <= set(flags.partition(":")[2].split())
 
 
-if _runs_reference_kernel():
-    os.environ.setdefault("OPENBLAS_CORETYPE", REFERENCE_BLAS_KERNEL)
+# An empty OPENBLAS_CORETYPE chooses nothing (OpenBLAS then picks by CPU), so it is replaced too.
+if _runs_reference_kernel() and not os.environ.get("OPENBLAS_CORETYPE"):
+    os.environ["OPENBLAS_CORETYPE"] = REFERENCE_BLAS_KERNEL
 
 
 @functools.cache
