@@ -342,7 +342,13 @@ class _SkippedNotebook(pytest.Item):
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if hasattr(terminalreporter.config, "workerinput") or on_reference_kernel():
+    config = terminalreporter.config
+    if hasattr(config, "workerinput"):
+        return  # the controller (or the only process) writes it, once
+    ran = config.stash.get(_TEST_TIMES, {})  # every test reported here, notebooks' cells too
+    if not any(nodeid.startswith(f"{NOTEBOOK_FOLDER}/") for nodeid in ran):
+        return
+    if on_reference_kernel():
         return
     terminalreporter.write_line(
         f"notebooks: the outputs of cells tagged {BLAS_KERNEL_TAG!r} are run, not compared, on "
