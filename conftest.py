@@ -29,15 +29,25 @@ servers, compilers, subprocesses, thousands of generated cases) counts as longes
 ``--no-loadscope-reorder`` (set in pyproject.toml) xdist hands out units in that order, so the
 many short files fill the end of the run on both workers instead of one long unit running alone
 while the other waits.
+
+Two things spare every process of the run work it would do again and again: where
+``PYTHONDONTWRITEBYTECODE`` stops Python writing bytecode, the run writes the package's once before
+anything starts (:func:`write_bytecode`), so its several hundred kernels and subprocesses do not
+each compile the package; and each test process moves what collecting the tests made out of the
+garbage collector's reach (:func:`pytest_collection_finish`).
 """
 
 from __future__ import annotations
 
 import functools
+import gc
+import importlib.util
 import os
 import platform
+import py_compile
 import re
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -111,8 +121,59 @@ _BUILD_CACHE = pytest.StashKey["str | None"]()
 _CONFIG: dict[str, pytest.Config] = {}
 
 
+#: The package whose bytecode the run writes before it starts anything (:func:`write_bytecode`).
+PACKAGE = Path(__file__).resolve().parent / "llmfs"
+
+
+#: Bytecode checked against its source's time and size, as Python writes it on import (not the
+#: hash-checked kind py_compile writes where SOURCE_DATE_EPOCH is set).
+_TIMESTAMP = py_compile.PycInvalidationMode.TIMESTAMP
+
+
+def _bytecode_is_fresh(source: Path, cached: Path) -> bool:
+    """Whether ``cached`` is bytecode Python would load for ``source``: this Python's magic
+    number, and the source's modification time and size in its header (the import system's own
+    test; ``compileall`` compares the time alone, so it keeps a file edited within the second)."""
+    try:
+        header = cached.read_bytes()[:16]
+        status = source.stat()
+    except OSError:
+        return False
+    expected = (
+        importlib.util.MAGIC_NUMBER
+        + (0).to_bytes(4, "little")
+        + (int(status.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+        + (status.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    )
+    return header == expected
+
+
+def write_bytecode(package: Path = PACKAGE) -> None:
+    """Writes the bytecode of every module of ``package`` that has none, or a stale one (what
+    Python itself writes on a module's first import), when ``PYTHONDONTWRITEBYTECODE`` stops
+    Python writing it.
+
+    Why: every kernel, sandboxed run and subprocess of the run imports the package, several
+    hundred processes in all. Without bytecode each compiled the package's sources again (about
+    0.4 s of CPU apiece on a fresh clone, a tenth of the whole run's CPU). Only the package is
+    compiled, into its own ``__pycache__`` folders (ignored by git), as the first import would
+    without the variable; a module that does not compile is left to fail where it is imported,
+    with its own error, and a folder that cannot be written is left as it is."""
+    if not sys.dont_write_bytecode or not package.is_dir():
+        return
+    for source in sorted(package.rglob("*.py")):
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        if not _bytecode_is_fresh(source, cached):
+            py_compile.compile(
+                str(source), cfile=str(cached), quiet=2, invalidation_mode=_TIMESTAMP
+            )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _CONFIG["config"] = config
+    # Before any worker, kernel or subprocess starts (workers inherit it; see write_bytecode).
+    if not hasattr(config, "workerinput"):
+        write_bytecode()
     attempts_dir = tempfile.mkdtemp(prefix="llmfs-attempts-")
     config.stash[_ATTEMPTS_DIR] = attempts_dir
     config.stash[_PREVIOUS_ATTEMPTS] = os.environ.get("LLMFS_ATTEMPTS")
@@ -134,6 +195,22 @@ def pytest_configure(config: pytest.Config) -> None:
             option.nbval_sanitize_with = str(sanitize)
     if hasattr(option, "nbval_current_env") and not option.nbval_kernel_name:
         option.nbval_current_env = True
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Moves every object alive once the tests are collected (the collected tests, their
+    modules, parameters and the imported libraries: several hundred thousand objects) out of
+    the garbage collector's reach (:func:`gc.freeze`), for the rest of this process.
+
+    Why: they live as long as the run does, yet every full collection walked them all again,
+    and full collections are frequent in a test process (several tests collect on purpose, to
+    see what a dropped object frees). Measured on the 700 tests of ``tests/course`` and
+    ``tests/tensor`` selected by ``-k "device_host or test_exercise_checks"``, in one process
+    that had collected both folders: 24.7 s in the collector without this, 4.7 s with it (the
+    process's CPU 105 s and 84 s). Objects made after this point are collected as before, so a
+    test that drops what it made still sees it freed."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
