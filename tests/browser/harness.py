@@ -448,6 +448,20 @@ def open_notebook(
     return NotebookPage(page=page, server=server, path=path)
 
 
+#: Whether the page's background is as light (or dark) as the argument asks (by luminance).
+_DRAWN_IN_THEME = """(light) => {
+  const channels = getComputedStyle(document.body).backgroundColor.match(/[0-9.]+/g);
+  if (!channels || channels.length < 3) return false;
+  const [r, g, b] = channels.map(Number);
+  const luminance = (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  return light ? luminance > 0.5 : luminance < 0.5;
+}"""
+#: Resolves once the fonts are ready and two more frames have been painted.
+_PAINTED = """() => document.fonts.ready.then(
+  () => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))
+)"""
+
+
 def change_theme(notebook: Any, name: str, light: bool) -> None:
     """Switches JupyterLab to the theme ``name`` (``light`` says which kind it is) and waits
     until its stylesheet applies."""
@@ -458,7 +472,11 @@ def change_theme(notebook: Any, name: str, light: bool) -> None:
     notebook.page.wait_for_selector(
         f'body[data-jp-theme-light="{flag}"]', state="attached", timeout=30_000
     )
-    time.sleep(1)  # the theme's stylesheet applies after the attribute changes
+    # The attribute is set once the theme's stylesheet has loaded; wait until the page is drawn
+    # in it (its background light or dark as asked), its fonts are ready and two frames have
+    # been painted, so that a screenshot shows the new theme throughout.
+    notebook.page.wait_for_function(_DRAWN_IN_THEME, arg=light, timeout=30_000)
+    notebook.page.evaluate(_PAINTED)
 
 
 def element_shot(locator: Any, name: str) -> Path:
