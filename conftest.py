@@ -39,6 +39,7 @@ garbage collector's reach (:func:`pytest_collection_finish`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import importlib.util
@@ -164,9 +165,10 @@ def write_bytecode(package: Path = PACKAGE) -> None:
     for source in sorted(package.rglob("*.py")):
         cached = Path(importlib.util.cache_from_source(str(source)))
         if not _bytecode_is_fresh(source, cached):
-            py_compile.compile(
-                str(source), cfile=str(cached), quiet=2, invalidation_mode=_TIMESTAMP
-            )
+            with contextlib.suppress(OSError):  # a folder that cannot be written: as Python does
+                py_compile.compile(
+                    str(source), cfile=str(cached), quiet=2, invalidation_mode=_TIMESTAMP
+                )
 
 
 def pytest_configure(config: pytest.Config) -> None:

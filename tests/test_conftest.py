@@ -87,3 +87,15 @@ def test_a_cycle_made_by_a_test_is_still_collected() -> None:
     del node
     gc.collect()
     assert alive() is None
+
+
+def test_a_folder_that_cannot_take_bytecode_is_left_as_it_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    package = _package(tmp_path)
+    (package / "sub" / "__pycache__").write_text("a file where the folder would be\n")
+    _root_conftest().write_bytecode(package)  # no error: Python's own import would not raise
+    compiled = _bytecode(package)
+    assert compiled[package / "__init__.py"].is_file()
+    assert not compiled[package / "sub" / "mod.py"].exists()
