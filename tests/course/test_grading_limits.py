@@ -23,6 +23,7 @@ from typing import Any
 
 import gradingkit as kit
 import pytest
+from blaskit import kernel_in_child
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,18 +55,10 @@ def test_sandboxed_processes_run_on_the_blas_kernel_the_grader_was_told_to_use(
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Sandybridge")  # one any x86-64 CPU runs (AVX)
     env = sandbox_env()
     assert env["OPENBLAS_CORETYPE"] == "Sandybridge"
-    code = "import numpy; from llmfs.gpt.experiment import openblas_core; print(openblas_core())"
-
-    def kernel(environment: dict[str, str]) -> str:
-        done = subprocess.run(
-            [sys.executable, "-c", code], env=environment, capture_output=True, text=True
-        )
-        return done.stdout.strip()
-
-    sandboxed = kernel(env)
-    if sandboxed in ("", "None"):
+    sandboxed = kernel_in_child(env)
+    if sandboxed is None:
         pytest.skip("NumPy's BLAS here is not an OpenBLAS whose kernel can be read")
-    assert sandboxed == kernel(dict(os.environ))
+    assert sandboxed == kernel_in_child(dict(os.environ))
     if platform.machine() == "x86_64":
         assert sandboxed == "Sandybridge"
 

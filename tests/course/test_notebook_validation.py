@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from blaskit import kernel_in_child
 from coursekit import code, notebook, write_notebook
 
 pytest.importorskip("nbval")
@@ -161,13 +162,9 @@ BLAS_TAG = "output-depends-on-blas-kernel"
 
 
 def _kernel_given(name: str) -> str:
-    """The OpenBLAS kernel a process given ``OPENBLAS_CORETYPE=name`` runs on, as OpenBLAS
-    names it (the run's summary names it so)."""
-    code = "import numpy; from llmfs.gpt.experiment import openblas_core; print(openblas_core())"
-    env = {**os.environ, "OPENBLAS_CORETYPE": name}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    core = done.stdout.strip()
-    return "not one OpenBLAS names" if core in ("", "None") else core
+    """The OpenBLAS kernel a process given ``OPENBLAS_CORETYPE=name`` runs on, as the run's
+    summary names it."""
+    return kernel_in_child({**os.environ, "OPENBLAS_CORETYPE": name}) or "not one OpenBLAS names"
 
 
 def test_outputs_that_depend_on_the_blas_kernel_compare_on_the_kernel_they_were_stored_on(
