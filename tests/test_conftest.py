@@ -8,7 +8,6 @@ from __future__ import annotations
 import gc
 import importlib.util
 import sys
-import weakref
 from pathlib import Path
 from types import ModuleType
 
@@ -75,18 +74,6 @@ def test_what_collection_made_is_out_of_the_collectors_reach() -> None:
     # The collected tests, their modules and the libraries they imported: frozen once, in
     # this process, before its first test ran (pytest_collection_finish).
     assert gc.get_freeze_count() > 10_000
-
-
-def test_a_cycle_made_by_a_test_is_still_collected() -> None:
-    class Node:
-        pass
-
-    node = Node()
-    node.self = node  # type: ignore[attr-defined]  # a cycle: only the collector frees it
-    alive = weakref.ref(node)
-    del node
-    gc.collect()
-    assert alive() is None
 
 
 def test_a_folder_that_cannot_take_bytecode_is_left_as_it_is(
